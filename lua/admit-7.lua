@@ -1,0 +1,76 @@
+--[[
+  Admits a spawn: one all-or-nothing decision. Checked in this order: the token is valid, the user has
+  no live session (an overdue one is first ended as `lost`), the spawn throttle (GCRA) is open. Only then
+  it consumes the token, moves the throttle, takes the next fence and records the session as `pending`.
+  A rejection writes nothing but the ending of an overdue session.
+
+  Input:
+    KEYS[1] token key (hash {m = metadata JSON, l = lifetime ms or '', e = expiresAt epoch ms})
+    KEYS[2] the user's session key (hash: the live session)
+    KEYS[3] the user's fence counter key (integer, never expires)
+    KEYS[4] the user's spawn throttle key (string: GCRA theoretical arrival time, epoch ms)
+    KEYS[5] the user's session lease key (hash {o, f, d})
+    KEYS[6] the user's history key (list of JSON, newest first)
+    KEYS[7] the live-session index shard of the user's slot (sorted set: userId by due time, epoch ms)
+
+    ARGV[1] session id (chosen by the caller, unique)
+    ARGV[2] user id
+    ARGV[3] spawn emission interval, milliseconds
+    ARGV[4] spawn burst, admissions allowed at once
+    ARGV[5] maximum session lifetime, milliseconds (caps the token's own request)
+    ARGV[6] pending timeout, milliseconds: how long the session may wait for a worker
+    ARGV[7] history length, entries kept per user
+
+  Output:
+    {1, fence, lifetimeMs, metadata JSON, pendingDeadline (epoch ms), limit, remaining, resetAfterMs} admitted
+    {-1} token_invalid: unknown, expired or already used
+    {-2, sessionId, state} session_exists: the user's live session
+    {-3, limit, remaining, retryAfterMs, resetAfterMs} throttled
+]]
+local rcall = redis.call
+local tokenKey = KEYS[1]
+local sessionKey = KEYS[2]
+local fenceKey = KEYS[3]
+local throttleKey = KEYS[4]
+local leaseKey = KEYS[5]
+local historyKey = KEYS[6]
+local shardKey = KEYS[7]
+local sessionId = ARGV[1]
+local userId = ARGV[2]
+local intervalMs = tonumber(ARGV[3])
+local burst = tonumber(ARGV[4])
+local maxLifetimeMs = tonumber(ARGV[5])
+local pendingTimeoutMs = tonumber(ARGV[6])
+local historyLength = tonumber(ARGV[7])
+
+--- @include "includes/nowMs"
+--- @include "includes/gcra"
+--- @include "includes/settleSession"
+
+local token = rcall('HMGET', tokenKey, 'm', 'l', 'e')
+if not token[1] then return { -1 } end
+
+local now = nowMs()
+if settleSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, now) then
+  local live = rcall('HMGET', sessionKey, 'id', 'state')
+  return { -2, live[1], live[2] }
+end
+
+local allowed, newTat, rate = gcraCheck(throttleKey, intervalMs, burst, now)
+if not allowed then
+  return { -3, rate[2], rate[3], rate[4], rate[5] }
+end
+
+local previousTat = rcall('GET', throttleKey) or ''
+gcraCommit(throttleKey, newTat, now)
+rcall('DEL', tokenKey)
+local lifetimeMs = maxLifetimeMs
+if token[2] ~= '' and tonumber(token[2]) < maxLifetimeMs then lifetimeMs = tonumber(token[2]) end
+local fence = rcall('INCR', fenceKey)
+local pendingDeadline = now + pendingTimeoutMs
+rcall('HSET', sessionKey,
+  'id', sessionId, 'user', userId, 'fence', fence, 'state', 'pending', 'created', now,
+  'pdl', pendingDeadline, 'life', lifetimeMs, 'meta', token[1],
+  'tokL', token[2], 'tokE', token[3], 'ptat', previousTat)
+rcall('ZADD', shardKey, pendingDeadline, userId)
+return { 1, fence, lifetimeMs, token[1], pendingDeadline, rate[2], rate[3], rate[5] }

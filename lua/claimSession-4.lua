@@ -1,0 +1,62 @@
+--[[
+  A worker host claims a pending session: only for the matching session id and fence, only while it is
+  still pending and within its pending deadline. Starts the lifetime clock and takes the session lease,
+  whose hard deadline (the lifetime cap plus the stop grace) no renewal can pass.
+
+  Input:
+    KEYS[1] the user's session key (hash: the live session)
+    KEYS[2] the user's session lease key (hash {o = owner, f = fence, d = hard deadline epoch ms})
+    KEYS[3] the user's history key (list of JSON, newest first)
+    KEYS[4] the live-session index shard of the user's slot
+
+    ARGV[1] session id from the job
+    ARGV[2] fence from the job
+    ARGV[3] lease owner id (random per claim)
+    ARGV[4] worker host id
+    ARGV[5] lease time to live, milliseconds
+    ARGV[6] stop grace, milliseconds: the lease may outlive the lifetime cap by this much, to stop the process
+    ARGV[7] user id
+    ARGV[8] history length, entries kept per user
+
+  Output:
+    {1, deadline (epoch ms), leaseExpiresAt (epoch ms), lifetimeMs, metadata JSON, startedAt (epoch ms)} claimed
+    {-4} stale: no pending session with this id and fence (already claimed, stopped, ended or replaced)
+    {-6} pending_timeout: the session waited too long and has now been ended as `lost`
+]]
+local rcall = redis.call
+local sessionKey = KEYS[1]
+local leaseKey = KEYS[2]
+local historyKey = KEYS[3]
+local shardKey = KEYS[4]
+local sessionId = ARGV[1]
+local fence = ARGV[2]
+local owner = ARGV[3]
+local workerId = ARGV[4]
+local leaseMs = tonumber(ARGV[5])
+local graceMs = tonumber(ARGV[6])
+local userId = ARGV[7]
+local historyLength = tonumber(ARGV[8])
+
+--- @include "includes/nowMs"
+--- @include "includes/endSession"
+
+local s = rcall('HMGET', sessionKey, 'id', 'fence', 'state', 'pdl', 'life', 'meta')
+if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } end
+
+local now = nowMs()
+if now >= tonumber(s[4]) then
+  endSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, 'lost', nil, now)
+  return { -6 }
+end
+
+local lifetimeMs = tonumber(s[5])
+local deadline = now + lifetimeMs
+local hardDeadline = deadline + graceMs
+local leaseExpiresAt = now + math.min(leaseMs, hardDeadline - now)
+rcall('DEL', leaseKey)
+rcall('HSET', leaseKey, 'o', owner, 'f', fence, 'd', hardDeadline)
+rcall('PEXPIREAT', leaseKey, leaseExpiresAt)
+rcall('HSET', sessionKey, 'state', 'running', 'worker', workerId, 'owner', owner,
+  'started', now, 'deadline', deadline, 'leaseExp', leaseExpiresAt)
+rcall('ZADD', shardKey, leaseExpiresAt, userId)
+return { 1, deadline, leaseExpiresAt, lifetimeMs, s[6], now }

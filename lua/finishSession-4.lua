@@ -1,0 +1,43 @@
+--[[
+  The owner of a session records its terminal state and exit code: the session moves to the history,
+  its lease is released and its index entry removed.
+
+  Input:
+    KEYS[1] the user's session key (hash: the live session)
+    KEYS[2] the user's session lease key (hash {o, f, d})
+    KEYS[3] the user's history key (list of JSON, newest first)
+    KEYS[4] the live-session index shard of the user's slot
+
+    ARGV[1] session id
+    ARGV[2] lease owner id
+    ARGV[3] terminal state: completed | failed | expired | stopped | lost
+    ARGV[4] exit code of the process ('' when there is none)
+    ARGV[5] user id
+    ARGV[6] history length, entries kept per user
+
+  Output:
+    {1} recorded
+    {-4} stale: the session has already ended (for example as `lost`) or is not this owner's
+    {-11} bad_argument: the state is not a terminal state
+]]
+local rcall = redis.call
+local sessionKey = KEYS[1]
+local leaseKey = KEYS[2]
+local historyKey = KEYS[3]
+local shardKey = KEYS[4]
+local sessionId = ARGV[1]
+local owner = ARGV[2]
+local state = ARGV[3]
+local exitCode = ARGV[4]
+local userId = ARGV[5]
+local historyLength = tonumber(ARGV[6])
+
+--- @include "includes/nowMs"
+--- @include "includes/endSession"
+
+local terminal = { completed = true, failed = true, expired = true, stopped = true, lost = true }
+if not terminal[state] then return { -11 } end
+local s = rcall('HMGET', sessionKey, 'id', 'owner')
+if s[1] ~= sessionId or s[2] ~= owner then return { -4 } end
+endSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, state, tonumber(exitCode), nowMs())
+return { 1 }

@@ -1,0 +1,37 @@
+--[[
+  Fixed-window counter (the INCR pattern done right): the window opens at the first call and its expiry
+  is set only then, so later calls never push it out; the check and the increment are one atomic step,
+  and a rejected call does not increment.
+
+  Input:
+    KEYS[1] limiter key (string: calls counted in the current window; expires with the window)
+
+    ARGV[1] limit, calls per window (positive integer)
+    ARGV[2] window, milliseconds (positive integer)
+
+  Output:
+    {allowed (1|0), limit, remaining, retryAfterMs, resetAfterMs}
+    retryAfterMs is 0 when allowed; otherwise the time until the window has closed.
+]]
+local rcall = redis.call
+local limiterKey = KEYS[1]
+local limit = tonumber(ARGV[1])
+local windowMs = tonumber(ARGV[2])
+
+--- @include "includes/rateResult"
+
+local count = tonumber(rcall('GET', limiterKey) or '0')
+if count >= limit then
+  local ttl = rcall('PTTL', limiterKey)
+  if ttl < 0 then
+    -- A counter without an expiry would block forever: give it a full window.
+    rcall('PEXPIRE', limiterKey, windowMs)
+    ttl = windowMs
+  end
+  -- A key expires once the clock is past its expiry time, hence the extra millisecond.
+  return rateResult(false, limit, 0, ttl + 1, ttl + 1)
+end
+count = rcall('INCR', limiterKey)
+if count == 1 then rcall('PEXPIRE', limiterKey, windowMs) end
+local ttl = rcall('PTTL', limiterKey)
+return rateResult(true, limit, limit - count, 0, ttl + 1)

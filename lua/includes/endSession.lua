@@ -1,0 +1,16 @@
+--[[
+  Ends the user's current session with a terminal state: appends it to the capped history, removes the
+  live record and its index entry, and deletes the lease when it belongs to this session.
+]]
+local function endSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, state, exitCode, now)
+  local s = rcall('HMGET', sessionKey, 'id', 'fence', 'worker', 'started')
+  local entry = { sessionId = s[1], fence = tonumber(s[2]), state = state, endedAt = now }
+  if s[3] then entry['workerId'] = s[3] end
+  if s[4] then entry['startedAt'] = tonumber(s[4]) end
+  if exitCode ~= nil then entry['exitCode'] = exitCode end
+  rcall('LPUSH', historyKey, cjson.encode(entry))
+  rcall('LTRIM', historyKey, 0, historyLength - 1)
+  if rcall('HGET', leaseKey, 'f') == s[2] then rcall('DEL', leaseKey) end
+  rcall('DEL', sessionKey)
+  rcall('ZREM', shardKey, userId)
+end

@@ -1,0 +1,46 @@
+--[[
+  Sweeps one user found due in the live-session index: ends the session as `lost` when it is pending past
+  its pending deadline or running without a live lease; otherwise puts the index entry back at its true
+  due time; drops an index entry left without a session. Safe to run from any number of processes.
+
+  Input:
+    KEYS[1] the user's session key (hash: the live session)
+    KEYS[2] the user's session lease key (hash {o, f, d})
+    KEYS[3] the user's history key (list of JSON, newest first)
+    KEYS[4] the live-session index shard of the user's slot
+
+    ARGV[1] user id
+    ARGV[2] history length, entries kept per user
+
+  Output:
+    {1} the session was ended as `lost`
+    {0, nextDueAt (epoch ms)} still live, due again at that time
+    {-10} no_session: there was none (the index entry is removed)
+]]
+local rcall = redis.call
+local sessionKey = KEYS[1]
+local leaseKey = KEYS[2]
+local historyKey = KEYS[3]
+local shardKey = KEYS[4]
+local userId = ARGV[1]
+local historyLength = tonumber(ARGV[2])
+
+--- @include "includes/nowMs"
+--- @include "includes/settleSession"
+
+local existed = rcall('EXISTS', sessionKey) == 1
+local now = nowMs()
+local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, now)
+if not state then
+  if existed then return { 1 } end
+  rcall('ZREM', shardKey, userId)
+  return { -10 }
+end
+local dueAt
+if state == 'pending' then
+  dueAt = tonumber(rcall('HGET', sessionKey, 'pdl'))
+else
+  dueAt = now + math.max(rcall('PTTL', leaseKey), 0)
+end
+rcall('ZADD', shardKey, dueAt, userId)
+return { 0, dueAt }

@@ -1,0 +1,9 @@
+import type { Keys } from './keys.js';
+import type { RedisClient, Scripts } from './scripts.js';
+
+/** What every part of the coordinator shares: the client, its scripts and the key builder. */
+export interface Context {
+  readonly redis: RedisClient;
+  readonly scripts: Scripts;
+  readonly keys: Keys;
+}

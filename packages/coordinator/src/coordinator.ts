@@ -1,0 +1,96 @@
+import type { Context } from './context.js';
+import { Keys } from './keys.js';
+import { LeaseManager } from './lease.js';
+import {
+  fixedWindowLimiter,
+  gcraLimiter,
+  slidingWindowLimiter,
+  type GcraOptions,
+  type RateLimiter,
+  type WindowOptions,
+} from './limiters/limiters.js';
+import { resolvePolicy, type Policy } from './options.js';
+import { Scripts, type RedisClient } from './scripts.js';
+import { SessionStore } from './sessions.js';
+import { Sweeper, type SweeperOptions } from './sweeper.js';
+import { TokenStore } from './tokens.js';
+
+/** Options of {@link Coordinator}. */
+export interface CoordinatorOptions {
+  /** An ioredis client (standalone or Cluster). The coordinator does not close it. */
+  redis: RedisClient;
+  /**
+   * Prefix of every key (`KEY_PREFIX`); no braces.
+   * @defaultValue 'cq'
+   */
+  keyPrefix?: string;
+  /** The rules to enforce; each one defaults to {@link defaultPolicy}. */
+  policy?: Partial<Policy>;
+  /**
+   * Folder of the Lua scripts.
+   * @defaultValue the repository's `lua/`
+   */
+  scriptsDir?: string;
+}
+
+/**
+ * The coordinator: one-time tokens, session admission and records, leases and rate limiters, all on
+ * one Redis (or Redis Cluster) client. Every decision is one atomic script and one round trip.
+ *
+ * @example
+ * ```ts
+ * const coordinator = new Coordinator({ redis: new Redis(), policy: { spawnIntervalMs: 10_000 } });
+ * const issued = await coordinator.tokens.issue('alice', { metadata: { durationMs: 5000 } });
+ * if (issued.outcome === 'issued') {
+ *   const admission = await coordinator.sessions.admit(issued.token);
+ *   if (admission.outcome === 'admitted') console.log(admission.sessionId, admission.fence);
+ * }
+ * ```
+ */
+export class Coordinator {
+  readonly policy: Readonly<Policy>;
+  readonly keys: Keys;
+  readonly tokens: TokenStore;
+  readonly sessions: SessionStore;
+  readonly leases: LeaseManager;
+  readonly #context: Context;
+
+  constructor(options: CoordinatorOptions) {
+    this.policy = Object.freeze(resolvePolicy(options.policy));
+    this.keys = new Keys(options.keyPrefix ?? 'cq');
+    this.#context = { redis: options.redis, scripts: new Scripts(options.redis, options.scriptsDir), keys: this.keys };
+    this.tokens = new TokenStore(this.#context, this.policy);
+    this.sessions = new SessionStore(this.#context, this.policy);
+    this.leases = new LeaseManager(this.#context);
+  }
+
+  /** The client the coordinator uses. */
+  get redis(): RedisClient {
+    return this.#context.redis;
+  }
+
+  /** Loads every script into Redis's script cache, so even the first calls are single EVALSHAs. */
+  preload(): Promise<void> {
+    return this.#context.scripts.preload();
+  }
+
+  /** A GCRA rate limiter (as in redis-cell). */
+  gcraLimiter(options: GcraOptions): RateLimiter {
+    return gcraLimiter(this.#context, options);
+  }
+
+  /** A fixed-window rate limiter. */
+  fixedWindowLimiter(options: WindowOptions): RateLimiter {
+    return fixedWindowLimiter(this.#context, options);
+  }
+
+  /** A sliding-window-log rate limiter. */
+  slidingWindowLimiter(options: WindowOptions): RateLimiter {
+    return slidingWindowLimiter(this.#context, options);
+  }
+
+  /** A sweeper that ends overdue sessions as `lost`; call `start()` on it. */
+  sweeper(options?: SweeperOptions): Sweeper {
+    return new Sweeper(this.#context, this.sessions, options);
+  }
+}

@@ -1,0 +1,45 @@
+export { Coordinator, type CoordinatorOptions } from './coordinator.js';
+export { defaultPolicy, resolvePolicy, MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
+export { Keys, type UserKeys } from './keys.js';
+export { SLOT_COUNT, slotOf, slotTags } from './slots.js';
+export {
+  Scripts,
+  loadScripts,
+  scriptNames,
+  defaultScriptsDir,
+  isUnavailable,
+  wrapRedisError,
+  type RedisClient,
+  type ScriptName,
+  type ScriptSource,
+} from './scripts.js';
+export {
+  CoordinatorError,
+  InvalidArgumentError,
+  UnavailableError,
+  ScriptReplyError,
+  ScriptCode,
+  errorCodes,
+  scriptCodeToError,
+  errorCodeOfScriptCode,
+  type ErrorCode,
+} from './errors.js';
+export {
+  TokenStore,
+  createToken,
+  parseToken,
+  encodeMetadata,
+  TOKEN_SECRET_BYTES,
+  type Metadata,
+  type ParsedToken,
+  type IssueOptions,
+  type IssueOutcome,
+  type ConsumeOutcome,
+} from './tokens.js';
+export * from './limiters/index.js';
+export { LeaseManager, type Lease, type AcquireOptions, type AcquireOutcome } from './lease.js';
+export { Keepalive, LeaseLostError, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
+export { SessionStore, type ClaimOptions, type SessionRenewAnswer } from './sessions.js';
+export * from './session-types.js';
+export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';
+export { USER_ID_PATTERN, assertUserId } from './validate.js';

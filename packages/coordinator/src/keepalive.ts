@@ -1,0 +1,115 @@
+import { CoordinatorError } from './errors.js';
+
+/** What one renewal attempt learned. */
+export type RenewAnswer =
+  | {
+      readonly ok: true;
+      /** How long the lease lasts from the moment the renewal was sent, in ms. */
+      readonly ttlMs: number;
+      /** How long until the hard deadline, from the same moment, in ms (undefined: no deadline known). */
+      readonly deadlineInMs?: number;
+    }
+  | { readonly ok: false; readonly reason: 'lease_lost' | 'deadline_reached' };
+
+/** Options of {@link Keepalive}. */
+export interface KeepaliveOptions<A extends RenewAnswer> {
+  /** Renews the lease once; a rejection (Redis unreachable) is retried at the next interval. */
+  renew: () => Promise<A>;
+  /** Milliseconds between renewals: a fraction of the lease, e.g. a third. */
+  intervalMs: number;
+  /** How long the lease is known to last from now, in ms. */
+  ttlMs: number;
+  /** How long until the lease's hard deadline from now, in ms. @defaultValue no deadline */
+  deadlineInMs?: number;
+  /** Called after each successful renewal. */
+  onRenewed?: (answer: A & { ok: true }) => void;
+  /** Called when a renewal attempt fails (the keepalive goes on until the lease would have run out). */
+  onError?: (err: unknown) => void;
+}
+
+/** Why a keepalive's signal aborted: `lease_lost` or `deadline_reached`. */
+export class LeaseLostError extends CoordinatorError {
+  override name = 'LeaseLostError';
+}
+
+/**
+ * Keeps a lease alive (as Coinbase's MasterLock does): renews it every `intervalMs` while its owner
+ * lives, and aborts {@link Keepalive.signal} as soon as the lease is lost: the renewal is refused, the
+ * hard deadline arrives, or no renewal got through before the lease would have run out. Times are
+ * measured on the local monotonic clock from the moment each renewal was sent, so the local view
+ * of the lease always ends no later than Redis's.
+ */
+export class Keepalive<A extends RenewAnswer = RenewAnswer> {
+  readonly #controller = new AbortController();
+  readonly #options: KeepaliveOptions<A>;
+  readonly #interval: NodeJS.Timeout;
+  #watchdog: NodeJS.Timeout | undefined;
+  #expiresAt: number;
+  #deadlineAt: number;
+  #inFlight = false;
+  #stopped = false;
+
+  constructor(options: KeepaliveOptions<A>) {
+    this.#options = options;
+    const now = performance.now();
+    this.#expiresAt = now + options.ttlMs;
+    this.#deadlineAt = options.deadlineInMs === undefined ? Number.POSITIVE_INFINITY : now + options.deadlineInMs;
+    this.#interval = setInterval(() => void this.#tick(), options.intervalMs);
+    this.#interval.unref();
+    this.#arm();
+  }
+
+  /** Aborts when the lease is lost; its `reason` is a {@link LeaseLostError}. */
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** Stops renewing (the owner is done); the signal does not abort. */
+  stop(): void {
+    this.#stopped = true;
+    clearInterval(this.#interval);
+    clearTimeout(this.#watchdog);
+  }
+
+  #abort(code: 'lease_lost' | 'deadline_reached', message: string): void {
+    if (this.#stopped) return;
+    this.stop();
+    this.#controller.abort(new LeaseLostError(code, message));
+  }
+
+  #arm(): void {
+    clearTimeout(this.#watchdog);
+    const deadlineFirst = this.#deadlineAt <= this.#expiresAt;
+    const at = Math.min(this.#expiresAt, this.#deadlineAt);
+    this.#watchdog = setTimeout(
+      () =>
+        deadlineFirst
+          ? this.#abort('deadline_reached', 'The lease reached its hard deadline.')
+          : this.#abort('lease_lost', 'The lease ran out before a renewal got through.'),
+      Math.max(0, at - performance.now()),
+    );
+    this.#watchdog.unref();
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#inFlight || this.#stopped) return;
+    this.#inFlight = true;
+    const sentAt = performance.now();
+    try {
+      const answer = await this.#options.renew();
+      if (this.#stopped) return;
+      if (!answer.ok) {
+        this.#abort(answer.reason, answer.reason === 'deadline_reached' ? 'The lease reached its hard deadline.' : 'The lease is held by someone else or has expired.');
+        return;
+      }
+      this.#expiresAt = sentAt + answer.ttlMs;
+      if (answer.deadlineInMs !== undefined) this.#deadlineAt = sentAt + answer.deadlineInMs;
+      this.#arm();
+      this.#options.onRenewed?.(answer as A & { ok: true });
+    } catch (err) {
+      this.#options.onError?.(err);
+    } finally {
+      this.#inFlight = false;
+    }
+  }
+}

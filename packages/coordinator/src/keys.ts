@@ -1,0 +1,82 @@
+import { slotOf, slotTags } from './slots.js';
+import { assertName, assertUserId } from './validate.js';
+
+/** The keys of one user: all share the hash tag `{u:<userId>}`, so every script touches one slot. */
+export interface UserKeys {
+  /** Hash: the user's live (non-terminal) session. */
+  readonly session: string;
+  /** Hash {o, f, d}: the lease of the user's running session; expires unless renewed. */
+  readonly lease: string;
+  /** Integer: the user's fence counter; never expires, so fences strictly increase. */
+  readonly fence: string;
+  /** List of JSON: the user's ended sessions, newest first, capped. */
+  readonly history: string;
+  /** String: GCRA state of the user's spawn throttle. */
+  readonly spawnThrottle: string;
+  /** Sorted set: sliding-window log of the tokens issued to the user. */
+  readonly tokenRate: string;
+  /** Sorted set: the live-session index shard that shares the user's slot. */
+  readonly shard: string;
+}
+
+/**
+ * Builds every Redis key of the coordinator; nothing else concatenates key strings.
+ * Layout: `<prefix>:{u:<userId>}:<kind>` for a user's keys, `<prefix>:{<slotTag>}:live` for the
+ * live-session index shard of a slot, `<prefix>:rl:<name>:{<id>}` for stand-alone limiters and
+ * `<prefix>:lease:{r:<resource>}` for stand-alone leases.
+ */
+export class Keys {
+  readonly prefix: string;
+
+  constructor(prefix: string) {
+    assertName(prefix, 'KEY_PREFIX');
+    this.prefix = prefix;
+  }
+
+  /** The keys of one user. Throws when the user id is not valid. */
+  user(userId: string): UserKeys {
+    assertUserId(userId);
+    const base = `${this.prefix}:{u:${userId}}`;
+    return {
+      session: `${base}:session`,
+      lease: `${base}:lease`,
+      fence: `${base}:fence`,
+      history: `${base}:history`,
+      spawnThrottle: `${base}:spawn`,
+      tokenRate: `${base}:tokens`,
+      shard: this.shard(slotOf(base)),
+    };
+  }
+
+  /** The key of one spawn token of a user, named by the SHA-256 digest (hex) of its secret. */
+  token(userId: string, digestHex: string): string {
+    assertUserId(userId);
+    return `${this.prefix}:{u:${userId}}:token:${digestHex}`;
+  }
+
+  /** The live-session index shard of one cluster slot. */
+  shard(slot: number): string {
+    const tag = slotTags()[slot];
+    if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
+    return `${this.prefix}:{${tag}}:live`;
+  }
+
+  /** Every live-session index shard, one per cluster slot. */
+  allShards(): string[] {
+    return slotTags().map((tag) => `${this.prefix}:{${tag}}:live`);
+  }
+
+  /** The key of a stand-alone rate limiter `name` for the caller `id`. */
+  limiter(name: string, id: string): string {
+    assertName(name, 'limiter name');
+    assertName(id, 'limiter id');
+    return `${this.prefix}:rl:${name}:{${id}}`;
+  }
+
+  /** The key of a stand-alone lease on `resource`, and of its fence counter. */
+  lease(resource: string): { lease: string; fence: string } {
+    assertName(resource, 'lease resource');
+    const base = `${this.prefix}:lease:{r:${resource}}`;
+    return { lease: base, fence: `${base}:fence` };
+  }
+}

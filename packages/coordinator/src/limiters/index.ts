@@ -1,0 +1,9 @@
+export { parseRateReply, type RateLimitResult } from './rate-limit.js';
+export {
+  gcraLimiter,
+  fixedWindowLimiter,
+  slidingWindowLimiter,
+  type RateLimiter,
+  type GcraOptions,
+  type WindowOptions,
+} from './limiters.js';

@@ -1,0 +1,106 @@
+import type { RateLimitResult } from './limiters/rate-limit.js';
+import type { Metadata } from './tokens.js';
+
+/** Every state of a session (see the contract). */
+export const sessionStates = ['pending', 'running', 'stopping', 'completed', 'failed', 'expired', 'stopped', 'lost'] as const;
+/** A state of a session. */
+export type SessionState = (typeof sessionStates)[number];
+/** The states a session ends in. */
+export const terminalStates = ['completed', 'failed', 'expired', 'stopped', 'lost'] as const;
+/** A state a session ends in. */
+export type TerminalState = (typeof terminalStates)[number];
+/** The states of a live session. */
+export type LiveState = 'pending' | 'running' | 'stopping';
+
+/** A user's live session as stored. Times are epoch milliseconds from the Redis clock. */
+export interface SessionView {
+  readonly sessionId: string;
+  readonly userId: string;
+  readonly fence: number;
+  readonly state: LiveState;
+  readonly createdAt: number;
+  readonly lifetimeMs: number;
+  readonly metadata: Metadata;
+  /** Until when a pending session may wait for a worker. */
+  readonly pendingDeadline?: number;
+  readonly workerId?: string;
+  readonly startedAt?: number;
+  readonly leaseExpiresAt?: number;
+  /** When the lifetime cap runs out. */
+  readonly deadline?: number;
+  /** Why a stop was asked for, when it was. */
+  readonly stopRequested?: string;
+}
+
+/** One ended session in a user's history. */
+export interface HistoryEntry {
+  readonly sessionId: string;
+  readonly fence: number;
+  readonly state: TerminalState;
+  readonly workerId?: string;
+  readonly startedAt?: number;
+  readonly endedAt: number;
+  readonly exitCode?: number;
+}
+
+/** The spawn rules {@link SessionStore.admit} applies; defaults come from the coordinator's policy. */
+export interface AdmitPolicy {
+  /** Spawn throttle (GCRA) emission interval, ms. */
+  spawnIntervalMs: number;
+  /** Spawn throttle burst. */
+  spawnBurst: number;
+  /** Cap on the session's lifetime, ms. */
+  maxLifetimeMs: number;
+  /** How long the session may wait for a worker, ms. */
+  pendingTimeoutMs: number;
+}
+
+/** What {@link SessionStore.admit} answers. A rejection changed nothing. */
+export type AdmitOutcome =
+  | {
+      readonly outcome: 'admitted';
+      readonly sessionId: string;
+      readonly userId: string;
+      readonly fence: number;
+      readonly lifetimeMs: number;
+      readonly metadata: Metadata;
+      readonly pendingDeadline: number;
+      readonly rate: RateLimitResult;
+    }
+  | { readonly outcome: 'token_invalid' }
+  | { readonly outcome: 'session_exists'; readonly userId: string; readonly sessionId: string; readonly state: LiveState }
+  | { readonly outcome: 'throttled'; readonly userId: string; readonly rate: RateLimitResult };
+
+/** What a worker host needs to know to claim a session (the spawn job's payload). */
+export interface SessionRef {
+  readonly userId: string;
+  readonly sessionId: string;
+  readonly fence: number;
+}
+
+/** A session claimed by a worker host: it holds the session lease. */
+export interface Claim extends SessionRef {
+  readonly owner: string;
+  readonly workerId: string;
+  readonly leaseMs: number;
+  /** How long the lease may outlive the lifetime cap, ms. */
+  readonly graceMs: number;
+  readonly startedAt: number;
+  /** When the lifetime cap runs out, epoch ms. */
+  readonly deadline: number;
+  readonly leaseExpiresAt: number;
+  readonly lifetimeMs: number;
+  readonly metadata: Metadata;
+  /** `performance.now()` when the claim was sent: the local clock's conservative start of the lease. */
+  readonly sentAt: number;
+}
+
+/** What {@link SessionStore.claim} answers. */
+export type ClaimOutcome =
+  | { readonly claimed: true; readonly claim: Claim }
+  | { readonly claimed: false; readonly reason: 'stale' | 'pending_timeout' };
+
+/** What {@link SessionStore.requestStop} answers. */
+export type StopOutcome =
+  | { readonly outcome: 'stopped' | 'stopping'; readonly sessionId: string }
+  | { readonly outcome: 'no_session' };

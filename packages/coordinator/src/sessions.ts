@@ -1,0 +1,279 @@
+import { randomUUID } from 'node:crypto';
+import type { Context } from './context.js';
+import { InvalidArgumentError, ScriptReplyError } from './errors.js';
+import { Keepalive, type RenewAnswer } from './keepalive.js';
+import { parseRateReply } from './limiters/rate-limit.js';
+import type { Policy } from './options.js';
+import { wrapRedisError } from './scripts.js';
+import {
+  terminalStates,
+  type AdmitOutcome,
+  type AdmitPolicy,
+  type Claim,
+  type ClaimOutcome,
+  type HistoryEntry,
+  type LiveState,
+  type SessionRef,
+  type SessionView,
+  type StopOutcome,
+  type TerminalState,
+} from './session-types.js';
+import { parseToken, type Metadata } from './tokens.js';
+import { assertInteger } from './validate.js';
+
+/** A session renewal's answer: the lease's new life and whether a stop was requested. */
+export type SessionRenewAnswer =
+  | (RenewAnswer & { readonly ok: true; readonly stopRequested: boolean; readonly leaseExpiresAt: number })
+  | (RenewAnswer & { readonly ok: false });
+
+/** Options of {@link SessionStore.claim}. */
+export interface ClaimOptions {
+  /** Name of the worker host. */
+  workerId: string;
+  /** Lease time to live, ms. */
+  leaseMs: number;
+  /** How long the lease may outlive the lifetime cap so the host can stop the process and record it, ms. */
+  graceMs: number;
+}
+
+function optionalNumber(value: string | undefined): number | undefined {
+  return value === undefined || value === '' ? undefined : Number(value);
+}
+
+function parseMetadata(json: string | undefined): Metadata {
+  return json === undefined ? {} : (JSON.parse(json) as Metadata);
+}
+
+/**
+ * Session records: admission, claim by a worker host, renewal, stop requests, terminal states and the
+ * per-user history. Every operation is one script: one round trip, atomic, on one cluster slot.
+ */
+export class SessionStore {
+  readonly #context: Context;
+  readonly #policy: Policy;
+
+  constructor(context: Context, policy: Policy) {
+    this.#context = context;
+    this.#policy = policy;
+  }
+
+  /**
+   * Admits a spawn with `token`: token valid → no live session for the user → spawn throttle open →
+   * consume the token, take the next fence, record the session as `pending`. All or nothing, one round
+   * trip; a malformed token is refused without one.
+   */
+  async admit(token: string, overrides: Partial<AdmitPolicy> = {}): Promise<AdmitOutcome> {
+    const parsed = parseToken(token);
+    if (parsed === undefined) return { outcome: 'token_invalid' };
+    const policy: AdmitPolicy = {
+      spawnIntervalMs: overrides.spawnIntervalMs ?? this.#policy.spawnIntervalMs,
+      spawnBurst: overrides.spawnBurst ?? this.#policy.spawnBurst,
+      maxLifetimeMs: overrides.maxLifetimeMs ?? this.#policy.maxLifetimeMs,
+      pendingTimeoutMs: overrides.pendingTimeoutMs ?? this.#policy.pendingTimeoutMs,
+    };
+    const { userId } = parsed;
+    const keys = this.#context.keys.user(userId);
+    const sessionId = randomUUID();
+    const reply = await this.#context.scripts.run(
+      'admit',
+      [this.#context.keys.token(userId, parsed.digest), keys.session, keys.fence, keys.spawnThrottle, keys.lease, keys.history, keys.shard],
+      [sessionId, userId, policy.spawnIntervalMs, policy.spawnBurst, policy.maxLifetimeMs, policy.pendingTimeoutMs, this.#policy.historyLength],
+    );
+    switch (reply[0]) {
+      case 1:
+        return {
+          outcome: 'admitted',
+          sessionId,
+          userId,
+          fence: Number(reply[1]),
+          lifetimeMs: Number(reply[2]),
+          metadata: parseMetadata(String(reply[3])),
+          pendingDeadline: Number(reply[4]),
+          rate: { allowed: true, limit: Number(reply[5]), remaining: Number(reply[6]), retryAfterMs: 0, resetAfterMs: Number(reply[7]) },
+        };
+      case -1:
+        return { outcome: 'token_invalid' };
+      case -2:
+        return { outcome: 'session_exists', userId, sessionId: String(reply[1]), state: String(reply[2]) as LiveState };
+      case -3:
+        return { outcome: 'throttled', userId, rate: parseRateReply([0, ...reply.slice(1)], 'admit') };
+      default:
+        throw new ScriptReplyError('admit', reply);
+    }
+  }
+
+  /**
+   * Rolls back an admission that could not be handed on: the token is usable again (for the rest of its
+   * life), the throttle is back where it was, the pending session is gone. False when the session is no
+   * longer pending (claimed, stopped or ended): then nothing is changed.
+   */
+  async cancelAdmission(token: string, sessionId: string): Promise<{ cancelled: boolean; tokenRestored: boolean }> {
+    const parsed = parseToken(token);
+    if (parsed === undefined) throw new InvalidArgumentError('token is malformed');
+    const keys = this.#context.keys.user(parsed.userId);
+    const reply = await this.#context.scripts.run(
+      'cancelAdmission',
+      [keys.session, this.#context.keys.token(parsed.userId, parsed.digest), keys.spawnThrottle, keys.shard],
+      [sessionId, parsed.userId],
+    );
+    if (reply[0] === -4) return { cancelled: false, tokenRestored: false };
+    if (reply[0] !== 1) throw new ScriptReplyError('cancelAdmission', reply);
+    return { cancelled: true, tokenRestored: reply[1] === 1 };
+  }
+
+  /**
+   * A worker host claims the session of a spawn job: only the matching, still pending session; starts
+   * its lifetime clock and takes its lease. A stale job (claimed, stopped or replaced) answers
+   * `stale`; a job that waited past the pending deadline ends its session as `lost`.
+   */
+  async claim(ref: SessionRef, options: ClaimOptions): Promise<ClaimOutcome> {
+    assertInteger(options.leaseMs, 'leaseMs', 1);
+    assertInteger(options.graceMs, 'graceMs', 0);
+    const keys = this.#context.keys.user(ref.userId);
+    const owner = `${options.workerId}/${randomUUID()}`;
+    const sentAt = performance.now();
+    const reply = await this.#context.scripts.run(
+      'claimSession',
+      [keys.session, keys.lease, keys.history, keys.shard],
+      [ref.sessionId, ref.fence, owner, options.workerId, options.leaseMs, options.graceMs, ref.userId, this.#policy.historyLength],
+    );
+    if (reply[0] === -4) return { claimed: false, reason: 'stale' };
+    if (reply[0] === -6) return { claimed: false, reason: 'pending_timeout' };
+    if (reply[0] !== 1) throw new ScriptReplyError('claimSession', reply);
+    const [, deadline, leaseExpiresAt, lifetimeMs, metadata, startedAt] = reply;
+    return {
+      claimed: true,
+      claim: {
+        ...ref,
+        owner,
+        workerId: options.workerId,
+        leaseMs: options.leaseMs,
+        graceMs: options.graceMs,
+        startedAt: Number(startedAt),
+        deadline: Number(deadline),
+        leaseExpiresAt: Number(leaseExpiresAt),
+        lifetimeMs: Number(lifetimeMs),
+        metadata: parseMetadata(String(metadata)),
+        sentAt,
+      },
+    };
+  }
+
+  /** The owner renews the session lease and learns whether a stop was requested. One round trip. */
+  async renew(claim: Claim): Promise<SessionRenewAnswer> {
+    const keys = this.#context.keys.user(claim.userId);
+    const reply = await this.#context.scripts.run('renewSession', [keys.lease, keys.session, keys.shard], [claim.owner, claim.leaseMs, claim.userId]);
+    if (reply[0] === -7) return { ok: false, reason: 'lease_lost' };
+    if (reply[0] === -8) return { ok: false, reason: 'deadline_reached' };
+    if (reply[0] !== 1) throw new ScriptReplyError('renewSession', reply);
+    const [, leaseExpiresAt, stop, now] = reply.map(Number);
+    return { ok: true, ttlMs: leaseExpiresAt! - now!, leaseExpiresAt: leaseExpiresAt!, stopRequested: stop === 1 };
+  }
+
+  /**
+   * Keeps the session lease alive every `intervalMs` (about a second, so a stop request is noticed
+   * quickly) and calls `onStopRequested` once when the API asked for a stop. The signal aborts as soon
+   * as the lease is lost.
+   */
+  keepalive(
+    claim: Claim,
+    options: { intervalMs?: number; onStopRequested?: () => void; onError?: (err: unknown) => void } = {},
+  ): Keepalive<SessionRenewAnswer> {
+    let told = false;
+    const elapsed = performance.now() - claim.sentAt;
+    return new Keepalive<SessionRenewAnswer>({
+      renew: () => this.renew(claim),
+      intervalMs: options.intervalMs ?? Math.min(1000, Math.max(1, Math.floor(claim.leaseMs / 3))),
+      ttlMs: claim.leaseExpiresAt - claim.startedAt - elapsed,
+      deadlineInMs: claim.deadline + claim.graceMs - claim.startedAt - elapsed,
+      onRenewed: (answer) => {
+        if (answer.stopRequested && !told) {
+          told = true;
+          options.onStopRequested?.();
+        }
+      },
+      ...(options.onError === undefined ? {} : { onError: options.onError }),
+    });
+  }
+
+  /**
+   * Asks for the user's live session to stop: a pending one ends at once as `stopped`; a running one
+   * moves to `stopping` and its host stops it. One round trip.
+   */
+  async requestStop(userId: string): Promise<StopOutcome> {
+    const keys = this.#context.keys.user(userId);
+    const reply = await this.#context.scripts.run('requestStop', [keys.session, keys.lease, keys.history, keys.shard], [userId, this.#policy.historyLength]);
+    if (reply[0] === -10) return { outcome: 'no_session' };
+    if (reply[0] !== 1) throw new ScriptReplyError('requestStop', reply);
+    return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
+  }
+
+  /**
+   * The owner records the session's terminal state and exit code and releases its lease. False when
+   * the session had already ended (for example as `lost`): then nothing is changed. One round trip.
+   */
+  async finish(claim: Claim, state: TerminalState, exitCode?: number): Promise<boolean> {
+    if (!(terminalStates as readonly string[]).includes(state)) throw new InvalidArgumentError(`state must be one of ${terminalStates.join(', ')}`);
+    if (exitCode !== undefined) assertInteger(exitCode, 'exitCode', -(2 ** 31), 2 ** 31);
+    const keys = this.#context.keys.user(claim.userId);
+    const reply = await this.#context.scripts.run(
+      'finishSession',
+      [keys.session, keys.lease, keys.history, keys.shard],
+      [claim.sessionId, claim.owner, state, exitCode ?? '', claim.userId, this.#policy.historyLength],
+    );
+    if (reply[0] === -4) return false;
+    if (reply[0] !== 1) throw new ScriptReplyError('finishSession', reply);
+    return true;
+  }
+
+  /**
+   * Sweeps one user: ends the live session as `lost` if it is overdue (pending past its deadline, or
+   * running without a lease). Answers whether it did. One round trip.
+   */
+  async sweepUser(userId: string): Promise<boolean> {
+    const keys = this.#context.keys.user(userId);
+    const reply = await this.#context.scripts.run('sweepSession', [keys.session, keys.lease, keys.history, keys.shard], [userId, this.#policy.historyLength]);
+    return reply[0] === 1;
+  }
+
+  /** The user's live session, or undefined. One command (HGETALL). */
+  async get(userId: string): Promise<SessionView | undefined> {
+    const keys = this.#context.keys.user(userId);
+    let h: Record<string, string>;
+    try {
+      h = await this.#context.redis.hgetall(keys.session);
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+    if (h['id'] === undefined) return undefined;
+    const view: Record<string, unknown> = {
+      sessionId: h['id'],
+      userId,
+      fence: Number(h['fence']),
+      state: h['state'],
+      createdAt: Number(h['created']),
+      lifetimeMs: Number(h['life']),
+      metadata: parseMetadata(h['meta']),
+      pendingDeadline: h['state'] === 'pending' ? optionalNumber(h['pdl']) : undefined,
+      workerId: h['worker'],
+      startedAt: optionalNumber(h['started']),
+      leaseExpiresAt: optionalNumber(h['leaseExp']),
+      deadline: optionalNumber(h['deadline']),
+      stopRequested: h['stop'],
+    };
+    for (const key of Object.keys(view)) if (view[key] === undefined) delete view[key];
+    return view as unknown as SessionView;
+  }
+
+  /** The user's ended sessions, newest first (at most the policy's `historyLength`). One command (LRANGE). */
+  async history(userId: string, count: number = this.#policy.historyLength): Promise<HistoryEntry[]> {
+    assertInteger(count, 'count', 1, 10_000);
+    let entries: string[];
+    try {
+      entries = await this.#context.redis.lrange(this.#context.keys.user(userId).history, 0, count - 1);
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+    return entries.map((entry) => JSON.parse(entry) as HistoryEntry);
+  }
+}

@@ -1,0 +1,110 @@
+import type { Context } from './context.js';
+import type { SessionStore } from './sessions.js';
+import { wrapRedisError } from './scripts.js';
+
+/** Options of {@link Sweeper}. */
+export interface SweeperOptions {
+  /**
+   * Milliseconds between sweeps.
+   * @defaultValue 1000
+   */
+  intervalMs?: number;
+  /**
+   * Index shards read per pipelined batch.
+   * @defaultValue 2048
+   */
+  batchSize?: number;
+  /**
+   * Due users taken from one shard per sweep (the rest wait for the next sweep).
+   * @defaultValue 100
+   */
+  perShard?: number;
+  /** Called when a sweep fails (Redis unreachable); the sweeper goes on at the next interval. */
+  onError?: (err: unknown) => void;
+  /** Called after each sweep that ended sessions. */
+  onSwept?: (result: SweepResult) => void;
+}
+
+/** What one sweep did. */
+export interface SweepResult {
+  /** Users found due in the index. */
+  readonly due: number;
+  /** Sessions ended as `lost`. */
+  readonly lost: number;
+}
+
+/**
+ * Ends as `lost` the pending sessions nobody claimed in time and the running sessions whose lease
+ * expired, even when nobody asks about those users. It reads the live-session index (one sorted set per
+ * cluster slot, scored by due time), never the keyspace, and re-checks each due user in one atomic
+ * script, so any number of API processes may sweep at once.
+ */
+export class Sweeper {
+  readonly #context: Context;
+  readonly #sessions: SessionStore;
+  readonly #options: Required<Omit<SweeperOptions, 'onError' | 'onSwept'>> & Pick<SweeperOptions, 'onError' | 'onSwept'>;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<unknown> | undefined;
+
+  constructor(context: Context, sessions: SessionStore, options: SweeperOptions = {}) {
+    this.#context = context;
+    this.#sessions = sessions;
+    this.#options = { intervalMs: 1000, batchSize: 2048, perShard: 100, ...options };
+  }
+
+  /** Finds the users due now in every index shard. */
+  async dueUsers(): Promise<string[]> {
+    const { redis, keys } = this.#context;
+    const shards = keys.allShards();
+    const due: string[] = [];
+    try {
+      const [seconds, micros] = await redis.time();
+      const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      for (let i = 0; i < shards.length; i += this.#options.batchSize) {
+        const batch = shards.slice(i, i + this.#options.batchSize);
+        const replies =
+          'nodes' in redis
+            ? await Promise.all(batch.map((shard) => redis.zrangebyscore(shard, '-inf', now, 'LIMIT', 0, this.#options.perShard)))
+            : ((await batch
+                .reduce((pipeline, shard) => pipeline.zrangebyscore(shard, '-inf', now, 'LIMIT', 0, this.#options.perShard), redis.pipeline())
+                .exec()) ?? []).map(([err, users]) => {
+                if (err) throw err;
+                return users as string[];
+              });
+        for (const users of replies) due.push(...users);
+      }
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+    return due;
+  }
+
+  /** One sweep over the whole index. */
+  async sweepOnce(): Promise<SweepResult> {
+    const due = await this.dueUsers();
+    const ended = await Promise.all(due.map((userId) => this.#sessions.sweepUser(userId)));
+    const result = { due: due.length, lost: ended.filter(Boolean).length };
+    if (result.lost > 0) this.#options.onSwept?.(result);
+    return result;
+  }
+
+  /** Sweeps every `intervalMs` until {@link Sweeper.stop}. */
+  start(): void {
+    if (this.#timer !== undefined) return;
+    const loop = (): void => {
+      this.#running = this.sweepOnce()
+        .catch((err: unknown) => this.#options.onError?.(err))
+        .finally(() => {
+          if (this.#timer !== undefined) this.#timer = setTimeout(loop, this.#options.intervalMs);
+        });
+    };
+    this.#timer = setTimeout(loop, this.#options.intervalMs);
+  }
+
+  /** Stops sweeping and waits for a sweep in progress. */
+  async stop(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+}

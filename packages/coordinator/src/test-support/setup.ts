@@ -1,0 +1,50 @@
+import { Redis } from 'ioredis';
+import { afterAll, inject } from 'vitest';
+import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { Coordinator, type CoordinatorOptions } from '../coordinator.js';
+
+/** A client on the run's shared Redis. */
+export function connect(url: string = inject('redisUrl')): Redis {
+  return new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: false });
+}
+
+/**
+ * A coordinator on the shared Redis under a random key prefix; its keys and clients are removed after
+ * the file's tests.
+ */
+export function testCoordinator(options: Partial<Omit<CoordinatorOptions, 'redis' | 'keyPrefix'>> = {}, url?: string): Coordinator {
+  const redis = connect(url);
+  const keyPrefix = randomPrefix();
+  const coordinator = new Coordinator({ redis, keyPrefix, ...options });
+  afterAll(async () => {
+    if (redis.status === 'ready') await deletePrefix(redis, keyPrefix);
+    redis.disconnect();
+  });
+  return coordinator;
+}
+
+/** `n` separate connections, so that concurrent calls really arrive from many clients at once. */
+export function connectionPool(n: number, url: string = inject('redisUrl')): Redis[] {
+  const pool = Array.from({ length: n }, () => connect(url));
+  afterAll(() => pool.forEach((r) => r.disconnect()));
+  return pool;
+}
+
+/** Same coordinator (same prefix and policy) seen through each connection of a pool. */
+export function coordinatorsOn(pool: readonly Redis[], like: Coordinator): Coordinator[] {
+  return pool.map((redis) => new Coordinator({ redis, keyPrefix: like.keys.prefix, policy: like.policy }));
+}
+
+/** Resolves after `ms` milliseconds: for tests whose claim is about time itself (retry advice, expiry). */
+export function elapse(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Resolves when `signal` aborts, with the time it took from now in ms. */
+export function abortedWithin(signal: AbortSignal): Promise<number> {
+  const start = performance.now();
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve(0);
+    signal.addEventListener('abort', () => resolve(performance.now() - start), { once: true });
+  });
+}

@@ -1,0 +1,138 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Context } from './context.js';
+import { InvalidArgumentError, ScriptReplyError } from './errors.js';
+import { parseRateReply, type RateLimitResult } from './limiters/rate-limit.js';
+import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
+import { USER_ID_PATTERN, assertInteger, assertUserId } from './validate.js';
+
+/** Bytes of randomness in a token's secret (256 bits). */
+export const TOKEN_SECRET_BYTES = 32;
+
+// v1.<base64url(userId)>.<base64url(secret)>: the user id is the routing tag, so a consume is a one-slot script.
+const TOKEN_PATTERN = /^v1\.([A-Za-z0-9_-]{2,172})\.([A-Za-z0-9_-]{43})$/;
+
+/** Metadata carried by a token to the session it admits: a JSON object. */
+export type Metadata = Record<string, unknown>;
+
+/** A token string taken apart. */
+export interface ParsedToken {
+  readonly userId: string;
+  /** SHA-256 of the secret part, hex: the only form in which Redis sees the token. */
+  readonly digest: string;
+}
+
+/** SHA-256 of a token secret, hex. */
+function digestOf(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+/**
+ * Takes a token string apart without asking Redis; `undefined` for anything malformed, so a caller can
+ * refuse it without a round trip.
+ */
+export function parseToken(token: unknown): ParsedToken | undefined {
+  if (typeof token !== 'string') return undefined;
+  const match = TOKEN_PATTERN.exec(token);
+  if (match === null) return undefined;
+  const userId = Buffer.from(match[1]!, 'base64url').toString('utf8');
+  if (!USER_ID_PATTERN.test(userId) || Buffer.from(userId).toString('base64url') !== match[1]) return undefined;
+  return { userId, digest: digestOf(match[2]!) };
+}
+
+/** Makes a new token string for a user, with 256 random bits from `crypto`. */
+export function createToken(userId: string): { token: string; parsed: ParsedToken } {
+  const secret = randomBytes(TOKEN_SECRET_BYTES).toString('base64url');
+  const token = `v1.${Buffer.from(userId).toString('base64url')}.${secret}`;
+  return { token, parsed: { userId, digest: digestOf(secret) } };
+}
+
+/** Options of {@link TokenStore.issue}. */
+export interface IssueOptions {
+  /** Carried to the session as `SESSION_METADATA`; at most 4 KiB as JSON. @defaultValue `{}` */
+  metadata?: Metadata;
+  /** Life of the token. @defaultValue the policy's `tokenTtlMs` */
+  ttlMs?: number;
+  /** Lifetime of the session it admits; at most the policy's `maxLifetimeMs`. @defaultValue the cap */
+  lifetimeMs?: number;
+}
+
+/** What {@link TokenStore.issue} answers. */
+export type IssueOutcome =
+  | { readonly outcome: 'issued'; readonly token: string; readonly userId: string; readonly expiresAt: number; readonly rate: RateLimitResult }
+  | { readonly outcome: 'throttled'; readonly userId: string; readonly rate: RateLimitResult };
+
+/** What {@link TokenStore.consume} answers. */
+export type ConsumeOutcome =
+  | { readonly consumed: true; readonly userId: string; readonly metadata: Metadata; readonly lifetimeMs?: number; readonly expiresAt: number }
+  | { readonly consumed: false };
+
+/** Serialises metadata and checks its size; throws {@link InvalidArgumentError} when it is not acceptable. */
+export function encodeMetadata(metadata: Metadata | undefined): string {
+  if (metadata === undefined) return '{}';
+  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) {
+    throw new InvalidArgumentError('metadata must be a JSON object');
+  }
+  const json = JSON.stringify(metadata);
+  if (Buffer.byteLength(json) > MAX_METADATA_BYTES) {
+    throw new InvalidArgumentError(`metadata must be at most ${MAX_METADATA_BYTES} bytes as JSON`);
+  }
+  return json;
+}
+
+/** One-time spawn tokens: issued under a per-user rate limit, stored only as digests, consumed once. */
+export class TokenStore {
+  readonly #context: Context;
+  readonly #policy: Policy;
+
+  constructor(context: Context, policy: Policy) {
+    this.#context = context;
+    this.#policy = policy;
+  }
+
+  /** The Redis key of a parsed token. */
+  keyOf(parsed: ParsedToken): string {
+    return this.#context.keys.token(parsed.userId, parsed.digest);
+  }
+
+  /**
+   * Issues a token for `userId` unless the user's token rate (the policy's `tokenLimit` per
+   * `tokenWindowMs`, sliding window) is used up. One round trip.
+   */
+  async issue(userId: string, options: IssueOptions = {}): Promise<IssueOutcome> {
+    assertUserId(userId);
+    const ttlMs = options.ttlMs ?? this.#policy.tokenTtlMs;
+    assertInteger(ttlMs, 'ttlMs', 1, MAX_TOKEN_TTL_MS);
+    if (options.lifetimeMs !== undefined) assertInteger(options.lifetimeMs, 'lifetimeMs', 1, this.#policy.maxLifetimeMs);
+    const metadata = encodeMetadata(options.metadata);
+    const { token, parsed } = createToken(userId);
+    const reply = await this.#context.scripts.run(
+      'issueToken',
+      [this.keyOf(parsed), this.#context.keys.user(userId).tokenRate],
+      [ttlMs, options.lifetimeMs ?? '', metadata, this.#policy.tokenLimit, this.#policy.tokenWindowMs],
+    );
+    const rate = parseRateReply([reply[0] === 1 ? 1 : 0, ...reply.slice(2)], 'issueToken');
+    if (reply[0] === 1) return { outcome: 'issued', token, userId, expiresAt: Number(reply[1]), rate };
+    if (reply[0] === -3) return { outcome: 'throttled', userId, rate };
+    throw new ScriptReplyError('issueToken', reply);
+  }
+
+  /**
+   * Consumes a token: exactly one of any number of simultaneous callers gets `consumed: true`.
+   * Unknown, expired, used and malformed tokens all answer `consumed: false`; a malformed one costs no round trip.
+   */
+  async consume(token: string): Promise<ConsumeOutcome> {
+    const parsed = parseToken(token);
+    if (parsed === undefined) return { consumed: false };
+    const reply = await this.#context.scripts.run('consumeToken', [this.keyOf(parsed)], []);
+    if (reply[0] === -1) return { consumed: false };
+    if (reply[0] !== 1) throw new ScriptReplyError('consumeToken', reply);
+    const lifetime = String(reply[2]);
+    return {
+      consumed: true,
+      userId: parsed.userId,
+      metadata: JSON.parse(String(reply[1])) as Metadata,
+      ...(lifetime === '' ? {} : { lifetimeMs: Number(lifetime) }),
+      expiresAt: Number(reply[3]),
+    };
+  }
+}

@@ -1,0 +1,28 @@
+import { InvalidArgumentError } from './errors.js';
+
+/** What a user id may be: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`. */
+export const USER_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+/** What a key prefix, limiter name or lease resource may be: no braces, so hash tags stay ours. */
+export const NAME_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+/** Throws {@link InvalidArgumentError} unless `userId` matches {@link USER_ID_PATTERN}. */
+export function assertUserId(userId: string): void {
+  if (!USER_ID_PATTERN.test(userId)) {
+    throw new InvalidArgumentError('userId must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ -');
+  }
+}
+
+/** Throws {@link InvalidArgumentError} unless `value` is a usable name for `what`. */
+export function assertName(value: string, what: string): void {
+  if (!NAME_PATTERN.test(value)) {
+    throw new InvalidArgumentError(`${what} must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ - (no braces)`);
+  }
+}
+
+/** Throws {@link InvalidArgumentError} unless `value` is an integer in [min, max]. */
+export function assertInteger(value: number, what: string, min: number, max = Number.MAX_SAFE_INTEGER): void {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidArgumentError(`${what} must be an integer from ${min} to ${max}, got ${String(value)}`);
+  }
+}

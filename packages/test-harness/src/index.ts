@@ -1,0 +1,3 @@
+export { acquireRedis, type TestRedis } from './redis.js';
+export { startRedisServer, freePort, redisServerBinary, type RedisServer, type RedisServerOptions } from './redis-server.js';
+export { randomPrefix, deletePrefix } from './prefix.js';

@@ -6,5 +6,6 @@ export default defineConfig({
     globalSetup: ['@cq/test-harness/global-setup'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
   },
 });

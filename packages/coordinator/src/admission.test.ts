@@ -1,0 +1,227 @@
+import { describe, expect, it } from 'vitest';
+import type { Coordinator } from './coordinator.js';
+import { connectionPool, coordinatorsOn, elapse, testCoordinator } from './test-support/setup.js';
+
+async function token(c: Coordinator, userId: string, options: Parameters<Coordinator['tokens']['issue']>[1] = {}): Promise<string> {
+  const issued = await c.tokens.issue(userId, options);
+  if (issued.outcome !== 'issued') throw new Error(`token for ${userId} was throttled`);
+  return issued.token;
+}
+
+const worker = { workerId: 'host-a', leaseMs: 5000, graceMs: 1000 };
+
+describe('admission', () => {
+  const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 60_000, spawnBurst: 1 } });
+  const sessions = coordinator.sessions;
+
+  it('admits a valid token once, as a pending session with a fence and the token metadata', async () => {
+    const t = await token(coordinator, 'first', { metadata: { durationMs: 10 }, lifetimeMs: 5000 });
+    const admitted = await sessions.admit(t);
+    expect(admitted).toMatchObject({ outcome: 'admitted', userId: 'first', fence: 1, lifetimeMs: 5000, metadata: { durationMs: 10 } });
+    expect(await sessions.get('first')).toMatchObject({ state: 'pending', fence: 1, lifetimeMs: 5000 });
+    expect(await sessions.admit(t)).toEqual({ outcome: 'token_invalid' });
+  });
+
+  it('checks in order: token, then live session, then throttle', async () => {
+    const user = 'order';
+    const a = await token(coordinator, user);
+    const first = await sessions.admit(a);
+    if (first.outcome !== 'admitted') throw new Error('not admitted');
+    // Live session and throttle closed: the session wins.
+    const b = await token(coordinator, user);
+    expect(await sessions.admit(b)).toEqual({ outcome: 'session_exists', userId: user, sessionId: first.sessionId, state: 'pending' });
+    // Invalid token and live session: the token wins.
+    expect(await sessions.admit(a)).toEqual({ outcome: 'token_invalid' });
+    // Session gone, throttle closed: throttled with advice; the token stays valid.
+    expect(await sessions.requestStop(user)).toEqual({ outcome: 'stopped', sessionId: first.sessionId });
+    const throttled = await sessions.admit(b);
+    expect(throttled).toMatchObject({ outcome: 'throttled', rate: { allowed: false, limit: 1, remaining: 0 } });
+    if (throttled.outcome !== 'throttled') throw new Error('unreachable');
+    expect(throttled.rate.retryAfterMs).toBeGreaterThan(55_000);
+    expect((await coordinator.tokens.consume(b)).consumed).toBe(true);
+  });
+
+  it('a lifetime asked by the token is capped by the policy at admission', async () => {
+    const t = await token(coordinator, 'capped', { lifetimeMs: 1000 });
+    const admitted = await sessions.admit(t, { maxLifetimeMs: 500 });
+    expect(admitted).toMatchObject({ outcome: 'admitted', lifetimeMs: 500 });
+  });
+
+  it('500 simultaneous admits for one user with 500 distinct tokens: exactly one admitted, 499 tokens still valid', async () => {
+    const user = 'crowd';
+    const tokens = await Promise.all(Array.from({ length: 500 }, () => token(coordinator, user)));
+    const admitters = coordinatorsOn(connectionPool(50), coordinator);
+    await Promise.all(admitters.map((c) => c.redis.ping()));
+    const outcomes = await Promise.all(tokens.map((t, i) => admitters[i % admitters.length]!.sessions.admit(t)));
+    const admitted = outcomes.filter((o) => o.outcome === 'admitted');
+    expect(admitted).toHaveLength(1);
+    expect(outcomes.filter((o) => o.outcome === 'session_exists')).toHaveLength(499);
+    const rest = tokens.filter((_, i) => outcomes[i]!.outcome !== 'admitted');
+    const consumed = await Promise.all(rest.map((t) => coordinator.tokens.consume(t)));
+    expect(consumed.filter((c) => c.consumed)).toHaveLength(499);
+  });
+
+  it('cancelAdmission makes the token usable again and puts the throttle back', async () => {
+    const user = 'rollback';
+    const t = await token(coordinator, user);
+    const admitted = await sessions.admit(t);
+    if (admitted.outcome !== 'admitted') throw new Error('not admitted');
+    expect(await sessions.cancelAdmission(t, admitted.sessionId)).toEqual({ cancelled: true, tokenRestored: true });
+    expect(await sessions.get(user)).toBeUndefined();
+    expect(await sessions.history(user)).toEqual([]);
+    const again = await sessions.admit(t);
+    expect(again).toMatchObject({ outcome: 'admitted', userId: user });
+    if (again.outcome !== 'admitted') throw new Error('unreachable');
+    expect(again.fence).toBeGreaterThan(admitted.fence);
+    // A claimed session cannot be rolled back.
+    const claimed = await sessions.claim(again, worker);
+    expect(claimed.claimed).toBe(true);
+    expect(await sessions.cancelAdmission(t, again.sessionId)).toEqual({ cancelled: false, tokenRestored: false });
+  });
+});
+
+describe('session records', () => {
+  const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, historyLength: 3 } });
+  const sessions = coordinator.sessions;
+
+  async function admit(user: string, options = {}) {
+    const admitted = await sessions.admit(await token(coordinator, user, options));
+    if (admitted.outcome !== 'admitted') throw new Error(`not admitted: ${admitted.outcome}`);
+    return admitted;
+  }
+
+  it('pending → running → completed, with lease, deadline, history and exit code', async () => {
+    const admitted = await admit('life', { lifetimeMs: 60_000, metadata: { x: 1 } });
+    const outcome = await sessions.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    const { claim } = outcome;
+    expect(claim.deadline - claim.startedAt).toBe(60_000);
+    expect(claim.metadata).toEqual({ x: 1 });
+    const live = await sessions.get('life');
+    expect(live).toMatchObject({ state: 'running', workerId: 'host-a', fence: admitted.fence, deadline: claim.deadline });
+    expect(await coordinator.redis.pttl(coordinator.keys.user('life').lease)).toBeGreaterThan(4000);
+    const renewed = await sessions.renew(claim);
+    expect(renewed).toMatchObject({ ok: true, stopRequested: false });
+    expect(await sessions.finish(claim, 'completed', 0)).toBe(true);
+    expect(await sessions.get('life')).toBeUndefined();
+    expect(await coordinator.redis.exists(coordinator.keys.user('life').lease)).toBe(0);
+    const [entry] = await sessions.history('life');
+    expect(entry).toMatchObject({ sessionId: admitted.sessionId, fence: admitted.fence, state: 'completed', workerId: 'host-a', exitCode: 0, startedAt: claim.startedAt });
+    expect(await sessions.finish(claim, 'failed', 1)).toBe(false);
+  });
+
+  it('a job is claimed once: a second claim, or one with another fence, is stale', async () => {
+    const admitted = await admit('once');
+    expect((await sessions.claim({ ...admitted, fence: admitted.fence + 1 }, worker)).claimed).toBe(false);
+    expect((await sessions.claim(admitted, worker)).claimed).toBe(true);
+    expect(await sessions.claim(admitted, { ...worker, workerId: 'host-b' })).toEqual({ claimed: false, reason: 'stale' });
+  });
+
+  it('a stop request reaches the owner at its next renewal; asking again changes nothing', async () => {
+    const admitted = await admit('stopper');
+    const outcome = await sessions.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'stopping', sessionId: admitted.sessionId });
+    expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'stopping', sessionId: admitted.sessionId });
+    expect(await sessions.get('stopper')).toMatchObject({ state: 'stopping', stopRequested: 'requested' });
+    expect(await sessions.renew(outcome.claim)).toMatchObject({ ok: true, stopRequested: true });
+    expect(await sessions.finish(outcome.claim, 'stopped', 143)).toBe(true);
+    expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'no_session' });
+  });
+
+  it('a pending session is stopped at once, and its job then claims nothing', async () => {
+    const admitted = await admit('early-stop');
+    expect(await sessions.requestStop('early-stop')).toEqual({ outcome: 'stopped', sessionId: admitted.sessionId });
+    expect(await sessions.claim(admitted, worker)).toEqual({ claimed: false, reason: 'stale' });
+    expect((await sessions.history('early-stop'))[0]).toMatchObject({ state: 'stopped', sessionId: admitted.sessionId });
+  });
+
+  it('history keeps the newest entries up to its cap', async () => {
+    const ids = [];
+    for (let i = 0; i < 5; i++) {
+      const admitted = await admit('many');
+      ids.push(admitted.sessionId);
+      await sessions.requestStop('many');
+    }
+    const history = await sessions.history('many');
+    expect(history.map((h) => h.sessionId)).toEqual(ids.reverse().slice(0, 3));
+    expect(await coordinator.redis.llen(coordinator.keys.user('many').history)).toBe(3);
+  });
+
+  it('fences strictly increase with each admission of a user', async () => {
+    const fences = [];
+    for (let i = 0; i < 4; i++) {
+      const admitted = await admit('fences');
+      fences.push(admitted.fence);
+      await sessions.requestStop('fences');
+    }
+    expect(fences).toEqual([...fences].sort((a, b) => a - b));
+    expect(new Set(fences).size).toBe(4);
+  });
+
+  it('a renewal by another owner is refused and the session lease cannot pass its hard deadline', async () => {
+    const admitted = await admit('deadline', { lifetimeMs: 200 });
+    const outcome = await sessions.claim(admitted, { ...worker, graceMs: 100 });
+    if (!outcome.claimed) throw new Error('not claimed');
+    expect(await sessions.renew({ ...outcome.claim, owner: 'host-b/x' })).toEqual({ ok: false, reason: 'lease_lost' });
+    const renewed = await sessions.renew(outcome.claim);
+    if (!renewed.ok) throw new Error('refused');
+    expect(renewed.leaseExpiresAt).toBe(outcome.claim.deadline + 100);
+    await elapse(renewed.ttlMs + 10); // until the hard deadline
+    expect((await sessions.renew(outcome.claim)).ok).toBe(false);
+  });
+});
+
+describe('sweep', () => {
+  const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, pendingTimeoutMs: 150 } });
+  const sessions = coordinator.sessions;
+  const sweeper = coordinator.sweeper();
+
+  it('ends as lost a pending session nobody claimed in time, and one whose lease expired, without any call for those users', async () => {
+    const pending = await sessions.admit(await token(coordinator, 'unclaimed'));
+    const running = await sessions.admit(await token(coordinator, 'abandoned'));
+    if (pending.outcome !== 'admitted' || running.outcome !== 'admitted') throw new Error('not admitted');
+    const claimed = await sessions.claim(running, { ...worker, leaseMs: 100 });
+    expect(claimed.claimed).toBe(true);
+    expect((await sweeper.sweepOnce()).lost).toBe(0);
+    await elapse(200); // past the pending timeout and the unrenewed lease
+    const result = await sweeper.sweepOnce();
+    expect(result.lost).toBe(2);
+    expect((await sessions.history('unclaimed'))[0]).toMatchObject({ state: 'lost', sessionId: pending.sessionId });
+    expect((await sessions.history('abandoned'))[0]).toMatchObject({ state: 'lost', sessionId: running.sessionId, workerId: 'host-a' });
+    expect(await sessions.get('unclaimed')).toBeUndefined();
+    // A late claim of the timed-out job starts nothing.
+    expect(await sessions.claim(pending, worker)).toEqual({ claimed: false, reason: 'stale' });
+    expect((await sweeper.sweepOnce()).due).toBe(0);
+  });
+
+  it('a healthy running session is not swept, and its index entry moves to its lease expiry', async () => {
+    const admitted = await sessions.admit(await token(coordinator, 'healthy'));
+    if (admitted.outcome !== 'admitted') throw new Error('not admitted');
+    const outcome = await sessions.claim(admitted, { ...worker, leaseMs: 10_000 });
+    if (!outcome.claimed) throw new Error('not claimed');
+    const shard = coordinator.keys.user('healthy').shard;
+    expect(Number(await coordinator.redis.zscore(shard, 'healthy'))).toBe(outcome.claim.leaseExpiresAt);
+    expect((await sweeper.sweepOnce()).lost).toBe(0);
+    expect((await sessions.get('healthy'))?.state).toBe('running');
+  });
+
+  it('many sweepers at once end each overdue session exactly once', async () => {
+    const users = Array.from({ length: 40 }, (_, i) => `herd-${i}`);
+    for (const user of users) await sessions.admit(await token(coordinator, user));
+    await elapse(200); // past the pending timeout
+    const sweepers = coordinatorsOn(connectionPool(8), coordinator).map((c) => c.sweeper());
+    const results = await Promise.all(sweepers.map((s) => s.sweepOnce()));
+    expect(results.reduce((n, r) => n + r.lost, 0)).toBe(40);
+    for (const user of users) expect((await sessions.history(user)).map((h) => h.state)).toEqual(['lost']);
+  });
+
+  it('an admission ends an overdue session first, so the user can spawn again at once', async () => {
+    const first = await sessions.admit(await token(coordinator, 'lazy'));
+    if (first.outcome !== 'admitted') throw new Error('not admitted');
+    await elapse(200); // past the pending timeout, no sweep in between
+    const second = await sessions.admit(await token(coordinator, 'lazy'));
+    expect(second.outcome).toBe('admitted');
+    expect((await sessions.history('lazy'))[0]).toMatchObject({ state: 'lost', sessionId: first.sessionId });
+  });
+});

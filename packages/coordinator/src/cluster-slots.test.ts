@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import type { Coordinator } from './coordinator.js';
+import { loadScripts, scriptNames } from './scripts.js';
+import { slotOf } from './slots.js';
+import { testCoordinator } from './test-support/setup.js';
+import { watchClient, type Seen } from './test-support/monitor.js';
+
+// Every public coordinator operation, run once; each must cost exactly one command and touch one slot.
+function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- results of differently typed steps
+  const state: Record<string, any> = {};
+  const worker = { workerId: 'w1', leaseMs: 5000, graceMs: 1000 };
+  return [
+    ['tokens.issue', async () => (state['t1'] = await c.tokens.issue('slot-user', {}))],
+    ['tokens.consume', () => c.tokens.consume(state['t1'].token)],
+    ['tokens.issue (second)', async () => (state['t2'] = await c.tokens.issue('slot-user', { metadata: { a: 1 } }))],
+    ['sessions.admit', async () => (state['a'] = await c.sessions.admit(state['t2'].token))],
+    ['sessions.admit (rejected: token_invalid)', () => c.sessions.admit(state['t2'].token)],
+    ['sessions.cancelAdmission', () => c.sessions.cancelAdmission(state['t2'].token, state['a'].sessionId)],
+    ['sessions.admit (again)', async () => (state['a'] = await c.sessions.admit(state['t2'].token))],
+    ['tokens.issue (third)', async () => (state['t3'] = await c.tokens.issue('slot-user', {}))],
+    ['sessions.admit (rejected: session_exists)', () => c.sessions.admit(state['t3'].token)],
+    ['sessions.claim', async () => (state['c'] = await c.sessions.claim(state['a'], worker))],
+    ['sessions.renew', () => c.sessions.renew(state['c'].claim)],
+    ['sessions.get', () => c.sessions.get('slot-user')],
+    ['sessions.requestStop', () => c.sessions.requestStop('slot-user')],
+    ['sessions.sweepUser', () => c.sessions.sweepUser('slot-user')],
+    ['sessions.finish', () => c.sessions.finish(state['c'].claim, 'stopped', 0)],
+    ['sessions.history', () => c.sessions.history('slot-user')],
+    ['sessions.admit (rejected: throttled)', () => c.sessions.admit(state['t3'].token)],
+    ['leases.acquire', async () => (state['l'] = await c.leases.acquire('slot-resource', { leaseMs: 1000, maxLifetimeMs: 5000 }))],
+    ['leases.renew', () => c.leases.renew(state['l'].lease)],
+    ['leases.release', () => c.leases.release(state['l'].lease)],
+    ['gcra.check', () => c.gcraLimiter({ name: 'g', intervalMs: 100 }).check('x')],
+    ['fixedWindow.check', () => c.fixedWindowLimiter({ name: 'f', limit: 1, windowMs: 100 }).check('x')],
+    ['slidingWindow.check', () => c.slidingWindowLimiter({ name: 's', limit: 1, windowMs: 100 }).check('x')],
+  ];
+}
+
+/** The keys a command names: for EVALSHA/EVAL the numkeys keys; for plain commands the first argument. */
+function keysOf(seen: Seen): string[] {
+  const [name, , numkeys, ...rest] = seen.args;
+  if (/^eval(sha)?$/i.test(name ?? '')) return rest.slice(0, Number(numkeys));
+  return seen.args[1] === undefined ? [] : [seen.args[1]];
+}
+
+describe('one round trip, one slot', () => {
+  const coordinator = testCoordinator({ policy: { spawnIntervalMs: 60_000 } });
+  let watch: Awaited<ReturnType<typeof watchClient>>;
+
+  beforeAll(async () => {
+    watch = await watchClient(coordinator.redis as never);
+  });
+  afterAll(() => watch.stop());
+
+  it('every coordinator operation is exactly one command, and every script keeps its KEYS on one slot', async () => {
+    const sha1 = (text: string): string => createHash('sha1').update(text).digest('hex');
+    const scriptBySha = new Map([...loadScripts().values()].map((s) => [sha1(s.lua), s.name]));
+    // MONITOR shows an EVAL's script text escaped; its opening sentence is enough to name it.
+    const scriptByOpening = [...loadScripts().values()].map((s) => [s.lua.split('\n')[1]!.trim().slice(0, 60), s.name] as const);
+    const ran = new Set<string>();
+    const ops = operations(coordinator);
+    for (const [name, run] of ops) {
+      await watch.settle();
+      const before = watch.seen.length;
+      await run();
+      await watch.settle();
+      const sent = watch.seen.slice(before);
+      expect(sent.map((s) => s.args[0]), name).toHaveLength(1);
+      const command = sent[0]!.args[0]!.toLowerCase();
+      // ioredis sends EVAL the first time a connection runs a script, EVALSHA after: one command either way.
+      const scripted = command === 'eval' || command === 'evalsha';
+      expect(scripted ? 'script' : command, name).toBe(name === 'sessions.get' ? 'hgetall' : name === 'sessions.history' ? 'lrange' : 'script');
+      if (command === 'evalsha') ran.add(scriptBySha.get(sent[0]!.args[1]!) ?? 'unknown');
+      if (command === 'eval') ran.add(scriptByOpening.find(([opening]) => sent[0]!.args[1]!.includes(opening))?.[1] ?? 'unknown');
+      const keys = keysOf(sent[0]!);
+      expect(keys.length, name).toBeGreaterThan(0);
+      const slots = new Set(keys.map(slotOf));
+      expect(slots.size, `${name} touches keys on ${slots.size} slots: ${keys.join(' ')}`).toBe(1);
+    }
+    expect([...ran].sort(), 'every script was exercised').toEqual([...scriptNames].sort());
+  });
+});
+

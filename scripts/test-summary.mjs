@@ -1,0 +1,29 @@
+#!/usr/bin/env node
+// Adds up the JSON reports every workspace's vitest run wrote to test-results/vitest.json and prints one
+// plain closing line, "N passed, N failed, N skipped", so CI can read the whole run's count.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const root = new URL('..', import.meta.url).pathname;
+const { workspaces } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const dirs = workspaces.flatMap((pattern) =>
+  pattern.endsWith('/*')
+    ? readdirSync(join(root, pattern.slice(0, -2)), { withFileTypes: true })
+        .filter((d) => d.isDirectory())
+        .map((d) => join(pattern.slice(0, -2), d.name))
+    : [pattern],
+);
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+for (const dir of dirs) {
+  const report = join(root, dir, 'test-results', 'vitest.json');
+  if (!existsSync(report)) continue;
+  const json = JSON.parse(readFileSync(report, 'utf8'));
+  passed += json.numPassedTests;
+  failed += json.numFailedTests;
+  skipped += json.numPendingTests + json.numTodoTests;
+  console.log(`${dir}: ${json.numPassedTests} passed, ${json.numFailedTests} failed`);
+}
+console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(failed > 0 || passed === 0 ? 1 : 0);

@@ -37,7 +37,7 @@ export {
   type ConsumeOutcome,
 } from './tokens.js';
 export * from './limiters/index.js';
-export { LeaseManager, type Lease, type AcquireOptions, type AcquireOutcome } from './lease.js';
+export { LeaseManager, type Lease, type LeaseRenewAnswer, type AcquireOptions, type AcquireOutcome } from './lease.js';
 export { Keepalive, LeaseLostError, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
 export { SessionStore, type ClaimOptions, type SessionRenewAnswer } from './sessions.js';
 export * from './session-types.js';

@@ -32,6 +32,9 @@ export interface Lease {
   readonly sentAt: number;
 }
 
+/** What {@link LeaseManager.renew} answers: when renewed, also the new expiry (epoch ms, Redis clock). */
+export type LeaseRenewAnswer = (RenewAnswer & { readonly ok: true; readonly expiresAt: number }) | (RenewAnswer & { readonly ok: false });
+
 /** What {@link LeaseManager.acquire} answers. */
 export type AcquireOutcome =
   | { readonly acquired: true; readonly lease: Lease }
@@ -69,7 +72,7 @@ export class LeaseManager {
   }
 
   /** Renews `lease` for another `leaseMs` (never past its deadline). One round trip. */
-  async renew(lease: Lease, leaseMs: number = lease.leaseMs): Promise<RenewAnswer & { expiresAt?: number }> {
+  async renew(lease: Lease, leaseMs: number = lease.leaseMs): Promise<LeaseRenewAnswer> {
     const reply = await this.#context.scripts.run('renewLease', [this.#context.keys.lease(lease.resource).lease], [lease.owner, leaseMs]);
     if (reply[0] === -7) return { ok: false, reason: 'lease_lost' };
     if (reply[0] === -8) return { ok: false, reason: 'deadline_reached' };
@@ -88,9 +91,9 @@ export class LeaseManager {
    * Renews `lease` every `intervalMs` (a third of the lease by default) until stopped; the returned
    * keepalive's signal aborts as soon as the lease is lost.
    */
-  keepalive(lease: Lease, options: { intervalMs?: number; onError?: (err: unknown) => void } = {}): Keepalive {
+  keepalive(lease: Lease, options: { intervalMs?: number; onError?: (err: unknown) => void } = {}): Keepalive<LeaseRenewAnswer> {
     const elapsed = performance.now() - lease.sentAt;
-    return new Keepalive({
+    return new Keepalive<LeaseRenewAnswer>({
       renew: () => this.renew(lease),
       intervalMs: options.intervalMs ?? Math.max(1, Math.floor(lease.leaseMs / 3)),
       ttlMs: Math.min(lease.leaseMs, lease.maxLifetimeMs) - elapsed,

@@ -8,7 +8,9 @@ const root = new URL('..', import.meta.url).pathname;
 const { workspaces } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const dirs = workspaces.flatMap((pattern) =>
   pattern.endsWith('/*')
-    ? readdirSync(join(root, pattern.slice(0, -2)), { withFileTypes: true })
+    ? !existsSync(join(root, pattern.slice(0, -2)))
+      ? []
+      : readdirSync(join(root, pattern.slice(0, -2)), { withFileTypes: true })
         .filter((d) => d.isDirectory())
         .map((d) => join(pattern.slice(0, -2), d.name))
     : [pattern],

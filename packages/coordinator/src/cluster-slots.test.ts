@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import type { Coordinator } from './coordinator.js';
 import { loadScripts, scriptNames } from './scripts.js';
 import { slotOf } from './slots.js';
 import { testCoordinator } from './test-support/setup.js';
-import { watchClient, type Seen } from './test-support/monitor.js';
+import { watchClient, type Seen } from '@cq/test-harness';
 
 // Every public coordinator operation, run once; each must cost exactly one command and touch one slot.
 function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
@@ -50,7 +50,7 @@ describe('one round trip, one slot', () => {
   let watch: Awaited<ReturnType<typeof watchClient>>;
 
   beforeAll(async () => {
-    watch = await watchClient(coordinator.redis as never);
+    watch = await watchClient(coordinator.redis as never, inject('redisUrl'));
   });
   afterAll(() => watch.stop());
 

@@ -2,3 +2,4 @@ export { acquireRedis, type TestRedis } from './redis.js';
 export { startRedisServer, freePort, redisServerBinary, type RedisServer, type RedisServerOptions } from './redis-server.js';
 export { randomPrefix, deletePrefix } from './prefix.js';
 export type { HarnessProvided } from './provided.js';
+export { watchClient, type Seen } from './monitor.js';

@@ -1,5 +1,4 @@
 import { Redis } from 'ioredis';
-import { inject } from 'vitest';
 
 /** One command a client sent, as MONITOR reported it. */
 export interface Seen {
@@ -11,7 +10,7 @@ export interface Seen {
  * Records the commands Redis receives from one client (by its local address), leaving out those run
  * inside scripts, which MONITOR reports with the source `lua`. Used to count round trips.
  */
-export async function watchClient(client: Redis, url: string = inject('redisUrl')): Promise<{ seen: Seen[]; settle(): Promise<void>; stop(): Promise<void> }> {
+export async function watchClient(client: Redis, url: string): Promise<{ seen: Seen[]; settle(): Promise<void>; stop(): Promise<void> }> {
   if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
   const port = client.stream.localPort;
   const seen: Seen[] = [];

@@ -1,0 +1,74 @@
+import { commonConfig, commonEnvShape, intVar, parseEnv, stringVar, type CommonConfig } from '@cq/service-kit';
+import type { Policy } from '@cq/coordinator';
+import { z } from 'zod';
+
+/** The API's configuration, parsed once from the environment at start-up. */
+export interface ApiConfig extends CommonConfig {
+  /** Where to listen. @defaultValue '127.0.0.1' */
+  host: string;
+  /** Port to listen on. @defaultValue 3000 */
+  port: number;
+  /** Service keys; clients send `Authorization: Bearer <key>`. Required. */
+  apiKeys: string[];
+  /** Coordinator policy: TOKEN_TTL_MS, TOKEN_LIMIT, TOKEN_WINDOW_MS, SPAWN_INTERVAL_MS, SPAWN_BURST, MAX_LIFETIME_MS, PENDING_TIMEOUT_MS. */
+  policy: Policy;
+  /** Milliseconds between sweeps for overdue sessions. @defaultValue 5000 */
+  sweepIntervalMs: number;
+  /** Whether the dashboard's queue actions (retry, remove, ...) are enabled. @defaultValue false */
+  dashboardActions: boolean;
+}
+
+const apiKeysVar = z
+  .string({ error: 'is not set: set it to one or more comma-separated service keys' })
+  .transform((raw, ctx) => {
+    const keys = raw.split(',').map((k) => k.trim()).filter((k) => k !== '');
+    if (keys.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'is empty: set at least one key' });
+      return z.NEVER;
+    }
+    const short = keys.find((k) => k.length < 16);
+    if (short !== undefined) {
+      ctx.addIssue({ code: 'custom', message: 'holds a key shorter than 16 characters: use long random keys (e.g. openssl rand -hex 24)' });
+      return z.NEVER;
+    }
+    return keys;
+  });
+
+const apiEnvShape = {
+  ...commonEnvShape,
+  HOST: stringVar('127.0.0.1', /^[A-Za-z0-9.:[\]-]{1,255}$/, 'a host name or IP address'),
+  PORT: intVar(3000, 0, 65535),
+  API_KEYS: apiKeysVar,
+  TOKEN_TTL_MS: intVar(900_000, 1, 30 * 24 * 3_600_000),
+  TOKEN_LIMIT: intVar(10, 1, 1_000_000),
+  TOKEN_WINDOW_MS: intVar(60_000, 1, 30 * 24 * 3_600_000),
+  SPAWN_INTERVAL_MS: intVar(10_000, 1, 30 * 24 * 3_600_000),
+  SPAWN_BURST: intVar(1, 1, 1_000_000),
+  MAX_LIFETIME_MS: intVar(3_600_000, 1, 365 * 24 * 3_600_000),
+  PENDING_TIMEOUT_MS: intVar(60_000, 1, 30 * 24 * 3_600_000),
+  SWEEP_INTERVAL_MS: intVar(5000, 100, 3_600_000),
+  DASHBOARD_ACTIONS: stringVar('false', /^(true|false)$/, 'true or false'),
+};
+
+/** Parses the API's environment; throws a one-line ConfigError naming the first bad variable. */
+export function loadApiConfig(env: Readonly<Record<string, string | undefined>>): ApiConfig {
+  const parsed = parseEnv(apiEnvShape, env);
+  return {
+    ...commonConfig(parsed),
+    host: parsed.HOST,
+    port: parsed.PORT,
+    apiKeys: parsed.API_KEYS,
+    policy: {
+      tokenTtlMs: parsed.TOKEN_TTL_MS,
+      tokenLimit: parsed.TOKEN_LIMIT,
+      tokenWindowMs: parsed.TOKEN_WINDOW_MS,
+      spawnIntervalMs: parsed.SPAWN_INTERVAL_MS,
+      spawnBurst: parsed.SPAWN_BURST,
+      maxLifetimeMs: parsed.MAX_LIFETIME_MS,
+      pendingTimeoutMs: parsed.PENDING_TIMEOUT_MS,
+      historyLength: 50,
+    },
+    sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,
+    dashboardActions: parsed.DASHBOARD_ACTIONS === 'true',
+  };
+}

@@ -1,0 +1,44 @@
+import { errorCodes as coordinatorCodes } from '@cq/coordinator';
+
+/**
+ * Every error code the HTTP API answers with, its status and default message. Codes are stable and
+ * never reused; coordinator codes keep their meaning here.
+ */
+export const httpErrors = {
+  invalid_request: { status: 400, message: 'The request is not valid.' },
+  invalid_json: { status: 400, message: 'The body is not valid JSON.' },
+  unauthorized: { status: 401, message: 'Send a service key as Authorization: Bearer <key>.' },
+  not_found: { status: 404, message: 'There is no such route.' },
+  payload_too_large: { status: 413, message: 'The body is larger than 64 KiB.' },
+  unsupported_media_type: { status: 415, message: 'Send the body as application/json.' },
+  token_invalid: coordinatorCodes.token_invalid,
+  session_exists: coordinatorCodes.session_exists,
+  throttled: coordinatorCodes.throttled,
+  no_session: coordinatorCodes.no_session,
+  unavailable: coordinatorCodes.unavailable,
+  internal: { status: 500, message: 'Something went wrong on our side; it has been logged.' },
+} as const;
+
+/** A stable error code of the HTTP API. */
+export type HttpErrorCode = keyof typeof httpErrors;
+
+/** An error to answer with `{"error": {"code", "message"}}` and the code's status. */
+export class HttpError extends Error {
+  override name = 'HttpError';
+  readonly code: HttpErrorCode;
+  readonly status: number;
+  /** Extra fields for the body's `error` object (e.g. `sessionId`, `retryAfterMs`). */
+  readonly details: Record<string, unknown>;
+
+  constructor(code: HttpErrorCode, message?: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(message ?? httpErrors[code].message, options);
+    this.code = code;
+    this.status = httpErrors[code].status;
+    this.details = details;
+  }
+}
+
+/** The body of every error answer. */
+export function errorBody(code: HttpErrorCode, message: string, details: Record<string, unknown> = {}): { error: Record<string, unknown> } {
+  return { error: { code, message, ...details } };
+}

@@ -1,0 +1,22 @@
+import { ConfigError, createLogger, runUntilSignal } from '@cq/service-kit';
+import { buildApp } from './app.js';
+import { loadApiConfig, type ApiConfig } from './config.js';
+
+let config: ApiConfig;
+try {
+  config = loadApiConfig(process.env);
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  process.stderr.write(`${err.message}\n`);
+  process.exit(1);
+}
+
+const logger = createLogger({ level: config.logLevel, name: 'cq-api' });
+const app = await buildApp({ config, logger });
+try {
+  await app.listen({ host: config.host, port: config.port });
+} catch (err) {
+  logger.fatal({ err }, 'could not listen');
+  process.exit(1);
+}
+runUntilSignal(logger, () => app.close());

@@ -1,0 +1,77 @@
+import { CoordinatorError, isUnavailable } from '@cq/coordinator';
+import type { FastifyError, FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { HttpError, errorBody, httpErrors, type HttpErrorCode } from '../http-errors.js';
+
+interface ValidationIssue {
+  keyword: string;
+  instancePath: string;
+  message: string;
+  params: { keys?: string[] };
+}
+
+/** One sentence naming the field that is wrong and how. */
+function describeValidation(issues: readonly ValidationIssue[], context: string | undefined): string {
+  const issue = issues[0]!;
+  const where = context ?? 'request';
+  if (issue.keyword === 'unrecognized_keys') {
+    const keys = issue.params.keys ?? [];
+    return `Unknown ${keys.length > 1 ? 'fields' : 'field'} ${keys.map((k) => `"${k}"`).join(', ')} in ${where}.`;
+  }
+  const field = issue.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  if (field === '') return `The ${where} is not valid: ${issue.message}.`;
+  return `Field "${field}" in ${where} is not valid: ${issue.message}.`;
+}
+
+const fastifyCodes: Record<string, HttpErrorCode> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+};
+
+/**
+ * Turns every error into `{"error": {"code", "message"}}` with its status: validation → 400 naming
+ * the field, Redis outages → 503, coordinator errors by their code; a 500 only for our own bugs.
+ */
+export const errorsPlugin = fp(
+  async (app: FastifyInstance) => {
+    app.setNotFoundHandler(async (request, reply) =>
+      reply.code(404).send(errorBody('not_found', `There is no route ${request.method} ${request.url.split('?')[0]}.`)),
+    );
+    app.setErrorHandler(async (err: FastifyError, request, reply) => {
+      if (err instanceof HttpError) {
+        return reply.code(err.status).send(errorBody(err.code, err.message, err.details));
+      }
+      if (hasZodFastifySchemaValidationErrors(err)) {
+        const issues = err.validation as unknown as ValidationIssue[];
+        return reply.code(400).send(errorBody('invalid_request', describeValidation(issues, err.validationContext)));
+      }
+      const mapped = fastifyCodes[err.code];
+      if (mapped !== undefined) {
+        const message = mapped === 'invalid_json' ? `The body is not valid JSON: ${err.message}` : httpErrors[mapped].message;
+        return reply.code(httpErrors[mapped].status).send(errorBody(mapped, message));
+      }
+      if (err instanceof CoordinatorError) {
+        if (err.code === 'unavailable') {
+          app.metrics.redisErrors.inc({ operation: request.routeOptions.url ?? 'unknown' });
+          return reply.code(503).header('Retry-After', '1').send(errorBody('unavailable', err.message));
+        }
+        if (err.code === 'invalid_argument') return reply.code(400).send(errorBody('invalid_request', err.message));
+        if (err.status < 500) return reply.code(err.status).send(errorBody(err.code as HttpErrorCode, err.message));
+      }
+      if (!(err instanceof CoordinatorError) && err.statusCode === undefined && isUnavailable(err) && /redis|connection|timed out|ECONN|stream/i.test(err.message)) {
+        app.metrics.redisErrors.inc({ operation: request.routeOptions.url ?? 'unknown' });
+        return reply.code(503).header('Retry-After', '1').send(errorBody('unavailable', 'Redis is unavailable; retry shortly.'));
+      }
+      if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
+        return reply.code(err.statusCode).send(errorBody('invalid_request', err.message));
+      }
+      request.log.error({ err }, 'unexpected error');
+      return reply.code(500).send(errorBody('internal', httpErrors.internal.message));
+    });
+  },
+  { name: 'errors', fastify: '5.x', dependencies: ['metrics'] },
+);

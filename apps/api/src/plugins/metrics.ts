@@ -1,0 +1,49 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The API's Prometheus metrics, on a registry of the app's own. */
+export interface ApiMetrics {
+  readonly registry: Registry;
+  readonly admissions: Counter<'outcome'>;
+  readonly tokensIssued: Counter;
+  readonly throttled: Counter<'route'>;
+  readonly redisErrors: Counter<'operation'>;
+  readonly requestDuration: Histogram<'method' | 'route' | 'status'>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: ApiMetrics;
+  }
+}
+
+/** Registers the metrics and times every request by route template (never by raw URL). */
+export const metricsPlugin = fp(
+  async (app: FastifyInstance, options: { defaultMetrics?: boolean }) => {
+    const registry = new Registry();
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+    const metrics: ApiMetrics = {
+      registry,
+      admissions: new Counter({ name: 'cq_admissions_total', help: 'Spawn admissions by outcome', labelNames: ['outcome'], registers: [registry] }),
+      tokensIssued: new Counter({ name: 'cq_tokens_issued_total', help: 'Spawn tokens issued', registers: [registry] }),
+      throttled: new Counter({ name: 'cq_throttled_total', help: 'Requests answered 429, by route', labelNames: ['route'], registers: [registry] }),
+      redisErrors: new Counter({ name: 'cq_redis_errors_total', help: 'Requests that failed because Redis was unavailable', labelNames: ['operation'], registers: [registry] }),
+      requestDuration: new Histogram({
+        name: 'cq_http_request_duration_seconds',
+        help: 'HTTP request latency',
+        labelNames: ['method', 'route', 'status'],
+        buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+        registers: [registry],
+      }),
+    };
+    app.decorate('metrics', metrics);
+    app.addHook('onResponse', async (request, reply) => {
+      metrics.requestDuration.observe(
+        { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
+        reply.elapsedTime / 1000,
+      );
+    });
+  },
+  { name: 'metrics', fastify: '5.x' },
+);

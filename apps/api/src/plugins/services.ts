@@ -1,0 +1,68 @@
+import { Coordinator, type RedisClient, type Sweeper } from '@cq/coordinator';
+import { SPAWN_QUEUE, createRedis, queuePrefix, waitUntilReady } from '@cq/service-kit';
+import { Queue } from 'bullmq';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import type { ApiConfig } from '../config.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: ApiConfig;
+    redis: RedisClient;
+    coordinator: Coordinator;
+    spawnQueue: Queue;
+    sweeper: Sweeper;
+  }
+}
+
+/** Options of the services plugin. */
+export interface ServicesOptions {
+  config: ApiConfig;
+  /** Start the sweeper (ends overdue sessions as `lost`). @defaultValue true */
+  sweep?: boolean;
+}
+
+async function closeClient(client: RedisClient): Promise<void> {
+  if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+  else client.disconnect();
+}
+
+/**
+ * The API's connections: a Redis client for the coordinator (no offline queue, bounded command time,
+ * so an outage answers 503 fast), the spawn queue on a client of its own, and the sweeper. All of them
+ * close in `onClose`.
+ */
+export const servicesPlugin = fp(
+  async (app: FastifyInstance, options: ServicesOptions) => {
+    const { config } = options;
+    const redis = createRedis(config, 'requests', { logger: app.log, name: 'cq-api' });
+    const queueRedis = createRedis(config, 'requests', { logger: app.log, name: 'cq-api-queue' });
+    const coordinator = new Coordinator({ redis, keyPrefix: config.keyPrefix, policy: config.policy });
+    const spawnQueue = new Queue(SPAWN_QUEUE, { connection: queueRedis, prefix: queuePrefix(config.keyPrefix) });
+    spawnQueue.on('error', (err) => app.log.debug({ err: { message: err.message } }, 'spawn queue error'));
+    const sweeper = coordinator.sweeper({
+      intervalMs: config.sweepIntervalMs,
+      onError: (err) => app.log.debug({ err: { message: (err as Error).message } }, 'sweep failed; retrying at the next interval'),
+      onSwept: (result) => app.log.info(result, 'sessions ended as lost'),
+    });
+    app.decorate('config', config);
+    app.decorate<RedisClient>('redis', redis);
+    app.decorate('coordinator', coordinator);
+    app.decorate('spawnQueue', spawnQueue);
+    app.decorate('sweeper', sweeper);
+    app.addHook('onReady', async () => {
+      // Serve at once even when Redis is down (answering 503 until it is back), but give a healthy
+      // Redis the moment it needs to connect, so the first requests do not fail for nothing.
+      await Promise.all([waitUntilReady(redis, 2000), waitUntilReady(queueRedis, 2000)]).catch((err: Error) =>
+        app.log.warn({ err: { message: err.message } }, 'Redis is not reachable yet; answering 503 until it is'),
+      );
+      if (options.sweep !== false) sweeper.start();
+    });
+    app.addHook('onClose', async () => {
+      await sweeper.stop();
+      await spawnQueue.close().catch(() => {});
+      await Promise.all([closeClient(redis), closeClient(queueRedis)]);
+    });
+  },
+  { name: 'services', fastify: '5.x' },
+);

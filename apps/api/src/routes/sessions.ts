@@ -1,0 +1,88 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { HttpError } from '../http-errors.js';
+import { requireServiceKey } from '../plugins/auth.js';
+import { errorSchema, historyView, iso, sessionView, stopAccepted, userParams } from '../schemas.js';
+
+/** Converts an optional epoch-ms field to ISO-8601, leaving it out when absent. */
+function isoField<K extends string>(name: K, value: number | undefined): Partial<Record<K, string>> {
+  return value === undefined ? {} : ({ [name]: iso(value) } as Record<K, string>);
+}
+
+/** The user's session (`GET`, `DELETE`) and history (service key). */
+export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
+  const auth = requireServiceKey(app.config.apiKeys);
+
+  app.get(
+    '/v1/users/:userId/session',
+    {
+      preHandler: auth,
+      schema: {
+        summary: "The user's live (non-terminal) session",
+        security: [{ serviceKey: [] }],
+        params: userParams,
+        response: { 200: sessionView, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request) => {
+      const session = await app.coordinator.sessions.get(request.params.userId);
+      if (session === undefined) throw new HttpError('no_session', `User ${request.params.userId} has no live session.`);
+      return {
+        sessionId: session.sessionId,
+        userId: session.userId,
+        fence: session.fence,
+        state: session.state,
+        ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
+        ...isoField('startedAt', session.startedAt),
+        ...isoField('leaseExpiresAt', session.leaseExpiresAt),
+        ...isoField('deadline', session.deadline),
+      };
+    },
+  );
+
+  app.delete(
+    '/v1/users/:userId/session',
+    {
+      preHandler: auth,
+      schema: {
+        summary: "Stop the user's live session (it ends as stopped)",
+        security: [{ serviceKey: [] }],
+        params: userParams,
+        response: { 202: stopAccepted, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request, reply) => {
+      const { userId } = request.params;
+      const outcome = await app.coordinator.sessions.requestStop(userId);
+      if (outcome.outcome === 'no_session') throw new HttpError('no_session', `User ${userId} has no live session.`);
+      request.log.info({ userId, sessionId: outcome.sessionId, state: outcome.outcome }, 'stop requested');
+      return reply.code(202).send({ sessionId: outcome.sessionId, userId, state: outcome.outcome });
+    },
+  );
+
+  app.get(
+    '/v1/users/:userId/history',
+    {
+      preHandler: auth,
+      schema: {
+        summary: "The user's ended sessions, newest first",
+        security: [{ serviceKey: [] }],
+        params: userParams,
+        response: { 200: historyView, 400: errorSchema, 401: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request) => {
+      const entries = await app.coordinator.sessions.history(request.params.userId);
+      return {
+        sessions: entries.map((entry) => ({
+          sessionId: entry.sessionId,
+          fence: entry.fence,
+          state: entry.state,
+          ...(entry.workerId === undefined ? {} : { workerId: entry.workerId }),
+          ...isoField('startedAt', entry.startedAt),
+          endedAt: iso(entry.endedAt),
+          ...(entry.exitCode === undefined ? {} : { exitCode: entry.exitCode }),
+        })),
+      };
+    },
+  );
+};

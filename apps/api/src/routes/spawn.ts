@@ -1,0 +1,72 @@
+import { SPAWN_JOB, spawnJobId, spawnJobOptions, type SpawnJob } from '@cq/service-kit';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { HttpError } from '../http-errors.js';
+import { setRateLimitHeaders } from '../rate-limit-headers.js';
+import { errorSchema, spawnAdmitted, spawnBody } from '../schemas.js';
+
+/** Longest wait for the spawn queue to take a job before the admission is rolled back, ms. */
+const ENQUEUE_TIMEOUT_MS = 1500;
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** `POST /v1/spawn`: admit a spawn with a one-time token (the token is the credential). */
+export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
+  const { policy } = app.config;
+  const quota = { name: 'spawn', limit: policy.spawnBurst, windowMs: policy.spawnIntervalMs * policy.spawnBurst };
+  app.post(
+    '/v1/spawn',
+    {
+      schema: {
+        summary: 'Admit a spawn: token valid, no live session, throttle open; then the session is queued',
+        body: spawnBody,
+        response: { 202: spawnAdmitted, 400: errorSchema, 403: errorSchema, 409: errorSchema, 429: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request, reply) => {
+      const { token } = request.body;
+      const outcome = await app.coordinator.sessions.admit(token);
+      app.metrics.admissions.inc({ outcome: outcome.outcome });
+      switch (outcome.outcome) {
+        case 'token_invalid':
+          throw new HttpError('token_invalid');
+        case 'session_exists':
+          reply.header('Location', `/v1/users/${encodeURIComponent(outcome.userId)}/session`);
+          throw new HttpError('session_exists', `User ${outcome.userId} already has a live session (${outcome.state}).`, {
+            sessionId: outcome.sessionId,
+          });
+        case 'throttled':
+          setRateLimitHeaders(reply, quota, outcome.rate);
+          app.metrics.throttled.inc({ route: '/v1/spawn' });
+          throw new HttpError('throttled', 'Spawning too often for this user.', { retryAfterMs: outcome.rate.retryAfterMs });
+        case 'admitted':
+          break;
+      }
+      const log = request.log.child({ userId: outcome.userId, sessionId: outcome.sessionId, fence: outcome.fence });
+      const job: SpawnJob = { userId: outcome.userId, sessionId: outcome.sessionId, fence: outcome.fence };
+      try {
+        await withTimeout(
+          app.spawnQueue.add(SPAWN_JOB, job, { ...spawnJobOptions, jobId: spawnJobId(outcome.userId, outcome.fence) }),
+          ENQUEUE_TIMEOUT_MS,
+          'enqueue',
+        );
+      } catch (err) {
+        // The session could not be handed on: roll the admission back so the token works again.
+        const rollback = await app.coordinator.sessions.cancelAdmission(token, outcome.sessionId).catch((cause: unknown) => cause);
+        log.warn({ err: { message: (err as Error).message }, rollback: rollback instanceof Error ? rollback.message : rollback }, 'enqueue failed; admission rolled back');
+        app.metrics.admissions.inc({ outcome: 'rolled_back' });
+        throw new HttpError('unavailable', 'The spawn queue is unavailable; the token is still valid, retry shortly.');
+      }
+      log.info('session admitted');
+      setRateLimitHeaders(reply, quota, outcome.rate);
+      return reply
+        .code(202)
+        .send({ sessionId: outcome.sessionId, userId: outcome.userId, fence: outcome.fence, state: 'pending' as const, lifetimeMs: outcome.lifetimeMs });
+    },
+  );
+};

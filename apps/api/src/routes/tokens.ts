@@ -1,0 +1,40 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { HttpError } from '../http-errors.js';
+import { requireServiceKey } from '../plugins/auth.js';
+import { setRateLimitHeaders } from '../rate-limit-headers.js';
+import { errorSchema, iso, issueTokenBody, tokenIssued } from '../schemas.js';
+
+/** `POST /v1/tokens`: issue a one-time spawn token for a user (service key). */
+export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
+  const policy = { name: 'tokens', limit: app.config.policy.tokenLimit, windowMs: app.config.policy.tokenWindowMs };
+  app.post(
+    '/v1/tokens',
+    {
+      preHandler: requireServiceKey(app.config.apiKeys),
+      schema: {
+        summary: 'Issue a one-time spawn token for a user',
+        security: [{ serviceKey: [] }],
+        body: issueTokenBody,
+        response: { 201: tokenIssued, 400: errorSchema, 401: errorSchema, 429: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request, reply) => {
+      const { userId, metadata, ttlMs, lifetimeMs } = request.body;
+      const outcome = await app.coordinator.tokens.issue(userId, {
+        ...(metadata === undefined ? {} : { metadata }),
+        ...(ttlMs === undefined ? {} : { ttlMs }),
+        ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
+      });
+      setRateLimitHeaders(reply, policy, outcome.rate);
+      if (outcome.outcome === 'throttled') {
+        app.metrics.throttled.inc({ route: '/v1/tokens' });
+        throw new HttpError('throttled', `Too many tokens for this user: at most ${policy.limit} per ${policy.windowMs} ms.`, {
+          retryAfterMs: outcome.rate.retryAfterMs,
+        });
+      }
+      app.metrics.tokensIssued.inc();
+      request.log.info({ userId }, 'token issued');
+      return reply.code(201).send({ token: outcome.token, userId, expiresAt: iso(outcome.expiresAt) });
+    },
+  );
+};

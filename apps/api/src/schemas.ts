@@ -1,0 +1,92 @@
+import { MAX_METADATA_BYTES, USER_ID_PATTERN, sessionStates, terminalStates } from '@cq/coordinator';
+import { z } from 'zod';
+
+/** Deepest nesting accepted in metadata; checked before anything serialises it. */
+export const MAX_METADATA_DEPTH = 32;
+
+function depthWithin(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    if (depth >= limit) return false;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return true;
+}
+
+export const userIdSchema = z
+  .string()
+  .regex(USER_ID_PATTERN, 'userId must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ -')
+  .describe('The user: 1 to 128 characters of A-Z a-z 0-9 . _ : @ -');
+
+const metadataSchema = z
+  .record(z.string(), z.unknown())
+  .refine((value) => depthWithin(value, MAX_METADATA_DEPTH), `metadata must be nested at most ${MAX_METADATA_DEPTH} levels deep`)
+  .refine((value) => Buffer.byteLength(JSON.stringify(value)) <= MAX_METADATA_BYTES, `metadata must be at most ${MAX_METADATA_BYTES} bytes as JSON`)
+  .describe('Carried to the session as SESSION_METADATA (at most 4 KiB as JSON)');
+
+const positiveMs = z.number().int().positive();
+
+export const issueTokenBody = z
+  .object({
+    userId: userIdSchema,
+    metadata: metadataSchema.optional(),
+    ttlMs: positiveMs.max(30 * 24 * 3_600_000).optional().describe('Life of the unused token, ms (default TOKEN_TTL_MS)'),
+    lifetimeMs: positiveMs.optional().describe('Lifetime of the session it admits, ms; at most MAX_LIFETIME_MS'),
+  })
+  .strict();
+
+export const tokenIssued = z.object({
+  token: z.string(),
+  userId: z.string(),
+  expiresAt: z.string().describe('ISO-8601, UTC'),
+});
+
+export const spawnBody = z.object({ token: z.string().max(1024).describe('A one-time spawn token') }).strict();
+
+export const spawnAdmitted = z.object({
+  sessionId: z.string(),
+  userId: z.string(),
+  fence: z.number().int(),
+  state: z.literal('pending'),
+  lifetimeMs: z.number().int(),
+});
+
+export const userParams = z.object({ userId: userIdSchema }).strict();
+
+export const sessionView = z.object({
+  sessionId: z.string(),
+  userId: z.string(),
+  fence: z.number().int(),
+  state: z.enum(sessionStates),
+  workerId: z.string().optional(),
+  startedAt: z.string().optional(),
+  leaseExpiresAt: z.string().optional(),
+  deadline: z.string().optional(),
+});
+
+export const stopAccepted = z.object({ sessionId: z.string(), userId: z.string(), state: z.enum(['stopping', 'stopped']) });
+
+export const historyView = z.object({
+  sessions: z.array(
+    z.object({
+      sessionId: z.string(),
+      fence: z.number().int(),
+      state: z.enum(terminalStates),
+      workerId: z.string().optional(),
+      startedAt: z.string().optional(),
+      endedAt: z.string(),
+      exitCode: z.number().int().optional(),
+    }),
+  ),
+});
+
+export const errorSchema = z.object({
+  error: z.looseObject({ code: z.string(), message: z.string() }),
+});
+
+/** Epoch milliseconds to ISO-8601 UTC. */
+export function iso(epochMs: number): string {
+  return new Date(epochMs).toISOString();
+}

@@ -1,0 +1,87 @@
+import { Writable } from 'node:stream';
+import { CoordinatorClient } from '@cq/client';
+import { Coordinator } from '@cq/coordinator';
+import { createLogger } from '@cq/service-kit';
+import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { Redis } from 'ioredis';
+import { afterAll, inject } from 'vitest';
+import { buildApp, type ApiApp } from '../app.js';
+import { loadApiConfig, type ApiConfig } from '../config.js';
+
+/** The key every test API accepts. */
+export const TEST_API_KEY = 'test-key-0123456789abcdef';
+
+/** A running API on 127.0.0.1 (random port), with its config, a client, a coordinator view and its log lines. */
+export interface TestApi {
+  app: ApiApp;
+  config: ApiConfig;
+  baseUrl: string;
+  client: CoordinatorClient;
+  /** A coordinator on the same Redis and prefix, to look behind the API. */
+  coordinator: Coordinator;
+  /** Every JSON log line the API wrote. */
+  logs: Array<Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+/** Starts an API with `env` over the test defaults; it is closed and its keys removed after the file's tests. */
+export async function startTestApi(env: Record<string, string> = {}, options: { redisUrl?: string; sweep?: boolean } = {}): Promise<TestApi> {
+  const redisUrl = options.redisUrl ?? inject('redisUrl');
+  const config = loadApiConfig({
+    REDIS_URL: redisUrl,
+    KEY_PREFIX: randomPrefix(),
+    API_KEYS: TEST_API_KEY,
+    LOG_LEVEL: 'info',
+    PORT: '0',
+    ...env,
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  const logger = createLogger({ level: config.logLevel, name: 'cq-api-test', destination });
+  const app = await buildApp({ config, logger, sweep: options.sweep ?? false, defaultMetrics: false });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const viewRedis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  viewRedis.on('error', () => {});
+  const coordinator = new Coordinator({ redis: viewRedis, keyPrefix: config.keyPrefix, policy: config.policy });
+  let closed = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await app.close();
+    if (viewRedis.status === 'ready') await deletePrefix(viewRedis, config.keyPrefix);
+    viewRedis.disconnect();
+  };
+  afterAll(close);
+  return { app, config, baseUrl, client: new CoordinatorClient({ baseUrl, apiKey: TEST_API_KEY }), coordinator, logs, close };
+}
+
+/** Sends a raw request and returns status, headers and parsed body. */
+export async function send(
+  baseUrl: string,
+  method: string,
+  path: string,
+  options: { body?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; headers: Headers; body: any }> {
+  const response = await fetch(`${baseUrl}${path}`, { method, headers: options.headers ?? {}, ...(options.body === undefined ? {} : { body: options.body }) });
+  const text = await response.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: response.status, headers: response.headers, body };
+}
+
+/** JSON request headers, with the test service key unless `auth` is false. */
+export function jsonHeaders(auth = true): Record<string, string> {
+  return { 'content-type': 'application/json', ...(auth ? { authorization: `Bearer ${TEST_API_KEY}` } : {}) };
+}

@@ -1,0 +1,104 @@
+import { ApiError, NoSessionError, UnavailableError, toApiError } from './errors.js';
+import type { Admission, EndedSession, IssueTokenRequest, IssuedToken, LiveSession, StopAccepted } from './types.js';
+
+/** Options of {@link CoordinatorClient}. */
+export interface ClientOptions {
+  /** Where the API listens, e.g. `http://127.0.0.1:3000`. */
+  baseUrl: string;
+  /** A service key (needed for everything but `spawn`). */
+  apiKey?: string;
+  /**
+   * Longest wait for one answer, ms.
+   * @defaultValue 10000
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * A typed client of the HTTP API. Error answers are thrown as typed errors ({@link ThrottledError}
+ * with `retryAfterMs`, {@link SessionExistsError} with `sessionId`, ...), all subclasses of {@link ApiError}.
+ */
+export class CoordinatorClient {
+  readonly #baseUrl: string;
+  readonly #apiKey: string | undefined;
+  readonly #timeoutMs: number;
+
+  constructor(options: ClientOptions) {
+    this.#baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.#apiKey = options.apiKey;
+    this.#timeoutMs = options.timeoutMs ?? 10_000;
+  }
+
+  async #request<T>(method: string, path: string, body?: unknown, auth = true): Promise<T> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (auth && this.#apiKey !== undefined) headers['authorization'] = `Bearer ${this.#apiKey}`;
+    let response: Response;
+    try {
+      response = await fetch(`${this.#baseUrl}${path}`, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      });
+    } catch (err) {
+      throw new UnavailableError(0, 'unreachable', `The API at ${this.#baseUrl} could not be reached: ${(err as Error).message}`, undefined);
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      parsed = text;
+    }
+    if (!response.ok) throw toApiError(response.status, parsed, response.headers);
+    return parsed as T;
+  }
+
+  /** `POST /v1/tokens`: a one-time spawn token for a user. */
+  issueToken(request: IssueTokenRequest): Promise<IssuedToken> {
+    return this.#request('POST', '/v1/tokens', request);
+  }
+
+  /** `POST /v1/spawn`: admit a spawn with a token (no service key needed). */
+  spawn(token: string): Promise<Admission> {
+    return this.#request('POST', '/v1/spawn', { token }, false);
+  }
+
+  /** `GET /v1/users/{userId}/session`: the live session; throws {@link NoSessionError} when there is none. */
+  getSession(userId: string): Promise<LiveSession> {
+    return this.#request('GET', `/v1/users/${encodeURIComponent(userId)}/session`);
+  }
+
+  /** Like {@link getSession}, but undefined when the user has no live session. */
+  async findSession(userId: string): Promise<LiveSession | undefined> {
+    try {
+      return await this.getSession(userId);
+    } catch (err) {
+      if (err instanceof NoSessionError) return undefined;
+      throw err;
+    }
+  }
+
+  /** `DELETE /v1/users/{userId}/session`: stop the live session. */
+  stopSession(userId: string): Promise<StopAccepted> {
+    return this.#request('DELETE', `/v1/users/${encodeURIComponent(userId)}/session`);
+  }
+
+  /** `GET /v1/users/{userId}/history`: ended sessions, newest first. */
+  async history(userId: string): Promise<EndedSession[]> {
+    const body = await this.#request<{ sessions: EndedSession[] }>('GET', `/v1/users/${encodeURIComponent(userId)}/history`);
+    return body.sessions;
+  }
+
+  /** `GET /readyz`: whether the API can reach Redis. */
+  async ready(): Promise<boolean> {
+    try {
+      await this.#request('GET', '/readyz', undefined, false);
+      return true;
+    } catch (err) {
+      if (err instanceof ApiError) return false;
+      throw err;
+    }
+  }
+}

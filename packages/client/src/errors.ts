@@ -1,0 +1,80 @@
+/** An error answer of the API: its HTTP status, its stable code and message, and the body. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly status: number;
+  readonly code: string;
+  readonly body: unknown;
+
+  constructor(status: number, code: string, message: string, body: unknown) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.body = body;
+  }
+}
+
+/** 429: wait `retryAfterMs` (exact; `Retry-After` rounded up to seconds) and ask again. */
+export class ThrottledError extends ApiError {
+  override name = 'ThrottledError';
+  readonly retryAfterMs: number;
+  constructor(status: number, code: string, message: string, body: unknown, retryAfterMs: number) {
+    super(status, code, message, body);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** 409 `session_exists`: the user already has a live session, `sessionId`. */
+export class SessionExistsError extends ApiError {
+  override name = 'SessionExistsError';
+  readonly sessionId: string;
+  constructor(status: number, code: string, message: string, body: unknown, sessionId: string) {
+    super(status, code, message, body);
+    this.sessionId = sessionId;
+  }
+}
+
+/** 403 `token_invalid`: unknown, expired or already used. */
+export class TokenInvalidError extends ApiError {
+  override name = 'TokenInvalidError';
+}
+
+/** 404 `no_session`. */
+export class NoSessionError extends ApiError {
+  override name = 'NoSessionError';
+}
+
+/** 401: the service key is missing or wrong. */
+export class UnauthorizedError extends ApiError {
+  override name = 'UnauthorizedError';
+}
+
+/** 503 `unavailable`, or the API could not be reached at all (status 0). */
+export class UnavailableError extends ApiError {
+  override name = 'UnavailableError';
+}
+
+/** Builds the typed error for an error answer. */
+export function toApiError(status: number, body: unknown, headers: Headers): ApiError {
+  const error = (body as { error?: { code?: unknown; message?: unknown; retryAfterMs?: unknown; sessionId?: unknown } } | undefined)?.error;
+  const code = typeof error?.code === 'string' ? error.code : `http_${status}`;
+  const message = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
+  switch (code) {
+    case 'throttled': {
+      const exact = Number(error?.retryAfterMs);
+      const header = Number(headers.get('retry-after')) * 1000;
+      return new ThrottledError(status, code, message, body, Number.isFinite(exact) ? exact : header);
+    }
+    case 'session_exists':
+      return new SessionExistsError(status, code, message, body, String(error?.sessionId ?? ''));
+    case 'token_invalid':
+      return new TokenInvalidError(status, code, message, body);
+    case 'no_session':
+      return new NoSessionError(status, code, message, body);
+    case 'unauthorized':
+      return new UnauthorizedError(status, code, message, body);
+    case 'unavailable':
+      return new UnavailableError(status, code, message, body);
+    default:
+      return new ApiError(status, code, message, body);
+  }
+}

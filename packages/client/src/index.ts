@@ -1,0 +1,12 @@
+export { CoordinatorClient, type ClientOptions } from './client.js';
+export {
+  ApiError,
+  NoSessionError,
+  SessionExistsError,
+  ThrottledError,
+  TokenInvalidError,
+  UnauthorizedError,
+  UnavailableError,
+  toApiError,
+} from './errors.js';
+export type * from './types.js';

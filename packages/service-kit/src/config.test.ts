@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { commonConfig, commonEnvShape, parseEnv } from './config.js';
+import { spawnJobId, spawnJobSchema } from './spawn-queue.js';
+
+describe('common configuration', () => {
+  it('uses the contract defaults when nothing is set', () => {
+    expect(commonConfig(parseEnv(commonEnvShape, {}))).toEqual({
+      redisUrl: 'redis://127.0.0.1:6379',
+      redisClusterNodes: undefined,
+      keyPrefix: 'cq',
+      logLevel: 'info',
+      redisWaitReplicas: 0,
+    });
+  });
+
+  it('reads cluster nodes, TLS URLs and levels', () => {
+    const config = commonConfig(
+      parseEnv(commonEnvShape, { REDIS_URL: 'rediss://u:p@h:6380', REDIS_CLUSTER_NODES: '10.0.0.1:7000, [::1]:7001', LOG_LEVEL: 'debug' }),
+    );
+    expect(config.redisClusterNodes).toEqual([
+      { host: '10.0.0.1', port: 7000 },
+      { host: '::1', port: 7001 },
+    ]);
+    expect(config.redisUrl).toBe('rediss://u:p@h:6380');
+  });
+
+  it.each([
+    [{ REDIS_URL: 'http://x' }, /^REDIS_URL must start with redis:\/\/ or rediss:\/\//],
+    [{ REDIS_URL: 'not a url' }, /^REDIS_URL must be a URL/],
+    [{ KEY_PREFIX: 'a{b}' }, /^KEY_PREFIX must be 1 to 64 characters/],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error/],
+    [{ REDIS_WAIT_REPLICAS: '-1' }, /^REDIS_WAIT_REPLICAS must be an integer from 0 to 16 \(got "-1"\)$/],
+    [{ REDIS_CLUSTER_NODES: 'host' }, /^REDIS_CLUSTER_NODES must be host:port,host:port,... \(got "host"\)$/],
+  ])('refuses %o with one line naming the variable', (env, message) => {
+    expect(() => parseEnv(commonEnvShape, env)).toThrow(message);
+  });
+});
+
+describe('spawn queue', () => {
+  it('derives one job id per user and fence, free of the colons BullMQ refuses', () => {
+    expect(spawnJobId('a:b', 3)).toBe(spawnJobId('a:b', 3));
+    expect(spawnJobId('a:b', 3)).not.toBe(spawnJobId('a:b', 4));
+    expect(spawnJobId('a:b', 3)).not.toContain(':');
+  });
+
+  it('refuses a payload with unknown fields', () => {
+    expect(spawnJobSchema.safeParse({ userId: 'a', sessionId: crypto.randomUUID(), fence: 1, extra: 1 }).success).toBe(false);
+  });
+});

@@ -1,0 +1,127 @@
+import { z } from 'zod';
+
+/** A configuration value was refused; the message is one line naming the variable and the fix. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** An integer variable in [min, max], with a default. */
+export function intVar(defaultValue: number, min: number, max: number = Number.MAX_SAFE_INTEGER) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw.trim() === '') return defaultValue;
+      const value = Number(raw.trim());
+      if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max} (got "${raw}")` });
+        return z.NEVER;
+      }
+      return value;
+    });
+}
+
+/** A string variable matching `pattern`, with a default. */
+export function stringVar(defaultValue: string, pattern: RegExp, what: string) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw.trim() === '') return defaultValue;
+      if (!pattern.test(raw.trim())) {
+        ctx.addIssue({ code: 'custom', message: `must be ${what} (got "${raw}")` });
+        return z.NEVER;
+      }
+      return raw.trim();
+    });
+}
+
+/** A Redis URL: `redis://` or `rediss://` (TLS), user and password allowed. */
+export function redisUrlVar(defaultValue: string) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      const value = raw === undefined || raw.trim() === '' ? defaultValue : raw.trim();
+      let url: URL;
+      try {
+        url = new URL(value);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be a URL such as redis://127.0.0.1:6379 or rediss://user:password@host:6380' });
+        return z.NEVER;
+      }
+      if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
+        ctx.addIssue({ code: 'custom', message: `must start with redis:// or rediss:// (got ${url.protocol}//)` });
+        return z.NEVER;
+      }
+      return value;
+    });
+}
+
+/** `host:port,host:port,...`, or undefined when unset. */
+export function nodeListVar() {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      const nodes = raw.split(',').map((part) => part.trim());
+      const parsed: Array<{ host: string; port: number }> = [];
+      for (const node of nodes) {
+        const match = /^([^:\s]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$/.exec(node);
+        const port = Number(match?.[2]);
+        if (match === null || port < 1 || port > 65535) {
+          ctx.addIssue({ code: 'custom', message: `must be host:port,host:port,... (got "${node}")` });
+          return z.NEVER;
+        }
+        parsed.push({ host: match[1]!.replace(/^\[|\]$/g, ''), port });
+      }
+      return parsed;
+    });
+}
+
+/** The log levels pino knows. */
+export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Variables both processes read (see the contract's configuration table). */
+export const commonEnvShape = {
+  REDIS_URL: redisUrlVar('redis://127.0.0.1:6379'),
+  REDIS_CLUSTER_NODES: nodeListVar(),
+  KEY_PREFIX: stringVar('cq', /^[A-Za-z0-9._:@-]{1,64}$/, '1 to 64 characters of A-Z a-z 0-9 . _ : @ - (no braces)'),
+  LOG_LEVEL: stringVar('info', new RegExp(`^(${logLevels.join('|')})$`), `one of ${logLevels.join(', ')}`),
+  REDIS_WAIT_REPLICAS: intVar(0, 0, 16),
+};
+
+/** The parsed common variables. */
+export type CommonConfig = {
+  redisUrl: string;
+  redisClusterNodes: Array<{ host: string; port: number }> | undefined;
+  keyPrefix: string;
+  logLevel: (typeof logLevels)[number];
+  redisWaitReplicas: number;
+};
+
+/**
+ * Parses `env` with a zod object of variables. Throws one {@link ConfigError} whose message is a
+ * single line naming the first variable that is wrong and what it must be.
+ */
+export function parseEnv<S extends z.ZodRawShape>(shape: S, env: Env): z.output<z.ZodObject<S>> {
+  const result = z.object(shape).safeParse(env);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const variable = String(issue.path[0] ?? 'configuration');
+  throw new ConfigError(`${variable} ${issue.message}`);
+}
+
+/** Turns parsed common variables into {@link CommonConfig}. */
+export function commonConfig(parsed: z.output<z.ZodObject<typeof commonEnvShape>>): CommonConfig {
+  return {
+    redisUrl: parsed.REDIS_URL,
+    redisClusterNodes: parsed.REDIS_CLUSTER_NODES,
+    keyPrefix: parsed.KEY_PREFIX,
+    logLevel: parsed.LOG_LEVEL as CommonConfig['logLevel'],
+    redisWaitReplicas: parsed.REDIS_WAIT_REPLICAS,
+  };
+}

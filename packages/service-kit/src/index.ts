@@ -1,0 +1,16 @@
+export {
+  ConfigError,
+  commonConfig,
+  commonEnvShape,
+  intVar,
+  logLevels,
+  nodeListVar,
+  parseEnv,
+  redisUrlVar,
+  stringVar,
+  type CommonConfig,
+} from './config.js';
+export { createRedis, waitUntilReady, type ConnectionLogger, type ConnectionRole, type CreateRedisOptions } from './redis.js';
+export { createLogger, redactedPaths } from './logger.js';
+export { SPAWN_JOB, SPAWN_QUEUE, queuePrefix, spawnJobId, spawnJobOptions, spawnJobSchema, type SpawnJob } from './spawn-queue.js';
+export { runUntilSignal } from './shutdown.js';

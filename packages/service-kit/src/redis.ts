@@ -1,0 +1,96 @@
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { CommonConfig } from './config.js';
+
+/** What a connection is for. */
+export type ConnectionRole =
+  /** Request paths: no offline queue and a bounded command time, so an outage answers fast. */
+  | 'requests'
+  /** BullMQ workers and other blocking readers: retry forever, as BullMQ requires. */
+  | 'blocking';
+
+/** The part of a logger the connection needs (a pino or Fastify logger fits). */
+export interface ConnectionLogger {
+  warn(obj: object, msg: string): void;
+  info(msg: string): void;
+}
+
+/** Options of {@link createRedis}. */
+export interface CreateRedisOptions {
+  /**
+   * Longest time a command may take before it fails, ms (requests role only).
+   * @defaultValue 1500
+   */
+  commandTimeoutMs?: number;
+  /** Where connection errors are logged (once per outage, not per retry). */
+  logger?: ConnectionLogger;
+  /** Connection name shown by `CLIENT LIST`. */
+  name?: string;
+}
+
+function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOptions {
+  const common: RedisOptions = {
+    connectTimeout: 2000,
+    // Reconnect forever, quickly: the service recovers by itself when Redis is back.
+    retryStrategy: (times) => Math.min(50 * times, 1000),
+    ...(options.name === undefined ? {} : { connectionName: options.name }),
+  };
+  if (role === 'blocking') return { ...common, maxRetriesPerRequest: null, enableOfflineQueue: true };
+  return {
+    ...common,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: options.commandTimeoutMs ?? 1500,
+  };
+}
+
+/**
+ * A Redis client for `config`: a Cluster client when `REDIS_CLUSTER_NODES` is set, else a standalone
+ * one for `REDIS_URL` (`rediss://` for TLS; user and password in the URL).
+ */
+export function createRedis(config: CommonConfig, role: ConnectionRole, options: CreateRedisOptions = {}): Redis | Cluster {
+  const redisOptions = roleOptions(role, options);
+  let client: Redis | Cluster;
+  if (config.redisClusterNodes !== undefined) {
+    const url = new URL(config.redisUrl);
+    const clusterOptions: ClusterOptions = {
+      redisOptions: {
+        ...redisOptions,
+        ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+        ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+        ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
+      },
+      enableOfflineQueue: redisOptions.enableOfflineQueue ?? true,
+      clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
+      slotsRefreshTimeout: 2000,
+    };
+    client = new Cluster(config.redisClusterNodes, clusterOptions);
+  } else {
+    client = new Redis(config.redisUrl, redisOptions);
+  }
+  let down = false;
+  client.on('error', (err: Error) => {
+    if (!down) options.logger?.warn({ err: { message: err.message } }, 'redis connection error');
+    down = true;
+  });
+  client.on('ready', () => {
+    if (down) options.logger?.info('redis connection restored');
+    down = false;
+  });
+  return client;
+}
+
+/** Resolves when `client` is ready, or rejects after `timeoutMs`. */
+export function waitUntilReady(client: Redis | Cluster, timeoutMs: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.off('ready', onReady);
+      reject(new Error(`Redis was not ready within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    client.once('ready', onReady);
+  });
+}

@@ -1,0 +1,41 @@
+import type { JobsOptions } from 'bullmq';
+import { USER_ID_PATTERN } from '@cq/coordinator';
+import { z } from 'zod';
+
+/** Name of the BullMQ queue that carries spawn jobs from the API to the worker hosts. */
+export const SPAWN_QUEUE = 'spawn';
+
+/** Name of every job on the spawn queue. */
+export const SPAWN_JOB = 'spawn';
+
+/** The payload of a spawn job: enough to claim the session; everything else is read from Redis. */
+export const spawnJobSchema = z
+  .object({
+    userId: z.string().regex(USER_ID_PATTERN),
+    sessionId: z.string().uuid(),
+    fence: z.number().int().positive(),
+  })
+  .strict();
+
+/** A spawn job's payload. */
+export type SpawnJob = z.infer<typeof spawnJobSchema>;
+
+/**
+ * The job id of a session's spawn job: from the user and the fence, so a retried enqueue of the same
+ * admission cannot add a second job (BullMQ ignores an add whose job id exists).
+ */
+export function spawnJobId(userId: string, fence: number): string {
+  return `s.${Buffer.from(userId).toString('base64url')}.${fence}`;
+}
+
+/** Options of every spawn job: one attempt (a crashed host's job comes back through the stalled check), bounded retention. */
+export const spawnJobOptions: Readonly<JobsOptions> = Object.freeze({
+  attempts: 1,
+  removeOnComplete: { age: 3600, count: 1000 },
+  removeOnFail: { age: 24 * 3600, count: 5000 },
+});
+
+/** The BullMQ prefix of the queues for a key prefix: the queues live beside the coordinator keys. */
+export function queuePrefix(keyPrefix: string): string {
+  return `${keyPrefix}:q`;
+}

@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
-import Fastify from 'fastify';
+import type { Socket } from 'node:net';
+import Fastify, { type ConnectionError } from 'fastify';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { ApiConfig } from './config.js';
@@ -13,6 +14,31 @@ import { tokenRoutes } from './routes/tokens.js';
 
 /** Largest request body accepted, bytes; larger ones get 413. */
 export const BODY_LIMIT = 64 * 1024;
+
+/**
+ * Answers a request Node's HTTP parser could not read (bad bytes in the path, oversized headers) in
+ * the API's error format, without a body for HEAD, and closes the connection.
+ */
+function clientErrorHandler(err: ConnectionError, socket: Socket): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+  const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
+  const body = JSON.stringify({
+    error: tooLarge
+      ? { code: 'invalid_request', message: 'The request headers are too large.' }
+      : { code: 'invalid_request', message: 'The request is not valid HTTP (check the path for unencoded characters).' },
+  });
+  // Node hands over the raw bytes as a Buffer (Fastify's typings say {type, data}).
+  const raw = err.rawPacket as unknown;
+  const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from((raw as { data?: number[] } | undefined)?.data ?? []);
+  const head = bytes.subarray(0, 5).toString('latin1') === 'HEAD ';
+  socket.end(
+    `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
+  );
+}
 
 /** Options of {@link buildApp}. */
 export interface BuildAppOptions {
@@ -29,13 +55,20 @@ export async function buildApp(options: BuildAppOptions) {
   const app = Fastify({
     loggerInstance: options.logger,
     bodyLimit: BODY_LIMIT,
-    disableRequestLogging: false,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: 256 },
+    clientErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
+  // An empty body with a JSON content type (curl -H 'content-type: application/json' -X DELETE ...) is
+  // no body at all; routes that need one then say which field is missing.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') done(null, undefined);
+    else parseJson(request, body as string, done);
+  });
 
   await app.register(metricsPlugin, { defaultMetrics: options.defaultMetrics ?? true });
   await app.register(errorsPlugin);

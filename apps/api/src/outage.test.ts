@@ -1,0 +1,66 @@
+import { startRedisServer } from '@cq/test-harness';
+import { afterAll, describe, expect, it } from 'vitest';
+import { jsonHeaders, send, startTestApi } from './test-support/app.js';
+
+describe('Redis outage', async () => {
+  const server = await startRedisServer();
+  afterAll(() => server.stop());
+  const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' }, { redisUrl: server.url });
+
+  const timed = async (method: string, path: string, body?: unknown, auth = true) => {
+    const start = performance.now();
+    const headers = body === undefined ? { authorization: jsonHeaders(auth).authorization ?? '' } : jsonHeaders(auth);
+    const res = await send(api.baseUrl, method, path, { ...(body === undefined ? {} : { body: JSON.stringify(body) }), headers });
+    return { ...res, ms: performance.now() - start };
+  };
+
+  it('answers 503 unavailable within 2 s while Redis is down, and 202 again once it is back, without a restart', async () => {
+    const before = await api.client.issueToken({ userId: 'outage' });
+    await server.halt('SIGKILL');
+
+    const answers = await Promise.all([
+      timed('POST', '/v1/tokens', { userId: 'outage' }),
+      timed('POST', '/v1/spawn', { token: before.token }, false),
+      timed('GET', '/v1/users/outage/session'),
+      timed('DELETE', '/v1/users/outage/session'),
+      timed('GET', '/v1/users/outage/history'),
+      timed('GET', '/readyz', undefined, false),
+    ]);
+    for (const res of answers) {
+      expect(res.status).toBe(503);
+      expect(res.body.error.code).toBe('unavailable');
+      expect(res.ms).toBeLessThan(2000);
+    }
+    expect((await timed('GET', '/healthz', undefined, false)).status).toBe(200);
+
+    await server.resume();
+    // Wait for the condition: the API has reconnected by itself.
+    const deadline = performance.now() + 10_000;
+    while ((await send(api.baseUrl, 'GET', '/readyz')).status !== 200) {
+      if (performance.now() > deadline) throw new Error('the API did not reconnect within 10 s');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // The server restarted without persistence: the old token is gone; a new one works end to end.
+    const fresh = await api.client.issueToken({ userId: 'outage' });
+    const spawned = await send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token: fresh.token }), headers: jsonHeaders(false) });
+    expect(spawned.status).toBe(202);
+  });
+
+  it('a Redis that hangs (SIGSTOP) also gets 503 within 2 s', async () => {
+    const pid = server.pid()!;
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const res = await timed('POST', '/v1/tokens', { userId: 'hung' });
+      expect(res.status).toBe(503);
+      expect(res.ms).toBeLessThan(2000);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    const deadline = performance.now() + 10_000;
+    while ((await send(api.baseUrl, 'GET', '/readyz')).status !== 200) {
+      if (performance.now() > deadline) throw new Error('the API did not recover within 10 s');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect((await timed('POST', '/v1/tokens', { userId: 'hung' })).status).toBe(201);
+  });
+});

@@ -1,0 +1,45 @@
+import { CoordinatorClient } from '@cq/client';
+import { randomPrefix } from '@cq/test-harness';
+import { describe, expect, inject, it } from 'vitest';
+import { ROOT, startApi, startNode } from '../support/processes.js';
+
+const API_KEY = 'process-test-key-0123456789';
+
+describe('node apps/api/dist/main.js', () => {
+  it('exits 1 with one clear line when API_KEYS is unset', async () => {
+    const api = startNode(`${ROOT}apps/api/dist/main.js`, { REDIS_URL: inject('redisUrl') });
+    const { code } = await api.exited();
+    expect(code).toBe(1);
+    const lines = api.stderr.join('').trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^API_KEYS is not set: set it to one or more comma-separated service keys$/);
+  });
+
+  it.each([
+    [{ API_KEYS: API_KEY, PORT: 'eighty' }, /^PORT must be an integer from 0 to 65535 \(got "eighty"\)$/],
+    [{ API_KEYS: ' , ' }, /^API_KEYS is empty: set at least one key$/],
+    [{ API_KEYS: API_KEY, SPAWN_BURST: '0' }, /^SPAWN_BURST must be an integer from 1 to/],
+    [{ API_KEYS: API_KEY, REDIS_URL: 'http://localhost' }, /^REDIS_URL must start with redis:\/\/ or rediss:\/\//],
+  ])('exits 1 naming the bad variable: %o', async (env, message) => {
+    const api = startNode(`${ROOT}apps/api/dist/main.js`, env);
+    expect((await api.exited()).code).toBe(1);
+    const lines = api.stderr.join('').trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(message);
+  });
+
+  it('serves the contract with API_KEYS set, and stops cleanly with exit 0 on SIGTERM', async () => {
+    const api = await startApi({ REDIS_URL: inject('redisUrl'), API_KEYS: `other-key-abcdefghijkl,${API_KEY}`, KEY_PREFIX: randomPrefix() });
+    const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
+    expect(await client.ready()).toBe(true);
+    const token = await client.issueToken({ userId: 'process-user' });
+    const admitted = await client.spawn(token.token);
+    expect(admitted).toMatchObject({ userId: 'process-user', state: 'pending', fence: 1 });
+    expect((await client.getSession('process-user')).sessionId).toBe(admitted.sessionId);
+    expect(await client.history('process-user')).toEqual([]);
+    expect(await api.stop('SIGTERM')).toBe(0);
+    expect(api.stderr.join('')).toBe('');
+    expect(JSON.stringify(api.logs)).not.toContain(API_KEY);
+    expect(JSON.stringify(api.logs)).not.toContain(token.token);
+  });
+});

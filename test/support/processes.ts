@@ -1,0 +1,92 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { afterAll } from 'vitest';
+
+/** Repository root. */
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** A process started by a test, with its JSON log lines. */
+export interface Started {
+  readonly child: ChildProcess;
+  readonly logs: Array<Record<string, unknown>>;
+  readonly stderr: string[];
+  /** Resolves with the first log line for which `match` is true (or rejects after `timeoutMs`). */
+  waitForLog(match: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** Sends `signal` (SIGTERM by default) and resolves with the exit code once the process has exited. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `node <script>` with `env` added to a clean environment; killed after the file's tests. */
+export function startNode(script: string, env: Record<string, string>): Started {
+  const child = spawn(process.execPath, [script], {
+    cwd: ROOT,
+    env: { PATH: process.env['PATH'] ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  const stderr: string[] = [];
+  const waiters: Array<{ match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }> = [];
+  let buffer = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    buffer += chunk.toString();
+    let newline: number;
+    while ((newline = buffer.indexOf('\n')) >= 0) {
+      const text = buffer.slice(0, newline);
+      buffer = buffer.slice(newline + 1);
+      let line: Record<string, unknown>;
+      try {
+        line = JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        line = { msg: text, unparsed: true };
+      }
+      logs.push(line);
+      for (const waiter of [...waiters]) {
+        if (waiter.match(line)) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve(line);
+        }
+      }
+    }
+  });
+  child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+  const exit = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
+  afterAll(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return {
+    child,
+    logs,
+    stderr,
+    waitForLog(match, timeoutMs = 15_000) {
+      const found = logs.find(match);
+      if (found !== undefined) return Promise.resolve(found);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.join('')}`)), timeoutMs);
+        waiters.push({
+          match,
+          resolve: (line) => {
+            clearTimeout(timer);
+            resolve(line);
+          },
+        });
+        void exit.then(({ code, signal }) => reject(new Error(`process exited (${code ?? signal}) before the log line; stderr: ${stderr.join('')}`)));
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      return (await exit).code;
+    },
+    exited: () => exit,
+  };
+}
+
+/** Starts the built API with `env`; resolves once it listens, with its base URL. */
+export async function startApi(env: Record<string, string>): Promise<Started & { baseUrl: string }> {
+  const api = startNode(`${ROOT}apps/api/dist/main.js`, { HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env });
+  const line = await api.waitForLog((l) => typeof l['msg'] === 'string' && (l['msg'] as string).startsWith('Server listening at http://127.0.0.1'));
+  const baseUrl = /(http:\/\/127\.0\.0\.1:\d+)/.exec(line['msg'] as string)![1]!;
+  return Object.assign(api, { baseUrl });
+}

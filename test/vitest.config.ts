@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['e2e/**/*.test.ts'],
+    globalSetup: ['@cq/test-harness/global-setup'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // These tests start real processes and measure real time: one file at a time on a 2-core machine.
+    fileParallelism: false,
+    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
+  },
+});

@@ -225,3 +225,34 @@ describe('sweep', () => {
     expect((await sessions.history('lazy'))[0]).toMatchObject({ state: 'lost', sessionId: first.sessionId });
   });
 });
+
+describe('reading a session', () => {
+  const coordinator = testCoordinator({ policy: { tokenLimit: 100, spawnIntervalMs: 1, spawnBurst: 100 } });
+
+  it('a running session whose lease ran out reads as gone, and its history says lost', async () => {
+    const admitted = await coordinator.sessions.admit(await token(coordinator, 'dead-host'));
+    if (admitted.outcome !== 'admitted') throw new Error('not admitted');
+    expect((await coordinator.sessions.claim(admitted, { ...worker, leaseMs: 80 })).claimed).toBe(true);
+    expect((await coordinator.sessions.get('dead-host'))?.state).toBe('running');
+    await elapse(120); // the host "died": its lease is not renewed
+    expect(await coordinator.sessions.get('dead-host')).toBeUndefined();
+    expect((await coordinator.sessions.history('dead-host'))[0]).toMatchObject({ state: 'lost', sessionId: admitted.sessionId });
+  });
+});
+
+describe('worker registry', () => {
+  const coordinator = testCoordinator();
+
+  it('lists hosts with live heartbeats and forgets them when they stop or their record expires', async () => {
+    await coordinator.workers.heartbeat({ workerId: 'host-a', slots: 4, busy: 1, startedAt: 1000 }, 60_000);
+    await coordinator.workers.heartbeat({ workerId: 'host-b', slots: 2, busy: 0, startedAt: 2000 }, 100);
+    expect((await coordinator.workers.list()).map((w) => [w.workerId, w.slots, w.busy])).toEqual([
+      ['host-a', 4, 1],
+      ['host-b', 2, 0],
+    ]);
+    await elapse(150); // host-b's record expires
+    expect((await coordinator.workers.list()).map((w) => w.workerId)).toEqual(['host-a']);
+    await coordinator.workers.withdraw('host-a');
+    expect(await coordinator.workers.list()).toEqual([]);
+  });
+});

@@ -35,6 +35,8 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['gcra.check', () => c.gcraLimiter({ name: 'g', intervalMs: 100 }).check('x')],
     ['fixedWindow.check', () => c.fixedWindowLimiter({ name: 'f', limit: 1, windowMs: 100 }).check('x')],
     ['slidingWindow.check', () => c.slidingWindowLimiter({ name: 's', limit: 1, windowMs: 100 }).check('x')],
+    ['workers.heartbeat', () => c.workers.heartbeat({ workerId: 'w1', slots: 4, busy: 1, startedAt: 1 }, 5000)],
+    ['workers.withdraw', () => c.workers.withdraw('w1')],
   ];
 }
 
@@ -71,7 +73,7 @@ describe('one round trip, one slot', () => {
       const command = sent[0]!.args[0]!.toLowerCase();
       // ioredis sends EVAL the first time a connection runs a script, EVALSHA after: one command either way.
       const scripted = command === 'eval' || command === 'evalsha';
-      expect(scripted ? 'script' : command, name).toBe(name === 'sessions.get' ? 'hgetall' : name === 'sessions.history' ? 'lrange' : 'script');
+      expect(scripted ? 'script' : command, name).toBe(name === 'sessions.history' ? 'lrange' : 'script');
       if (command === 'evalsha') ran.add(scriptBySha.get(sent[0]!.args[1]!) ?? 'unknown');
       if (command === 'eval') ran.add(scriptByOpening.find(([opening]) => sent[0]!.args[1]!.includes(opening))?.[1] ?? 'unknown');
       const keys = keysOf(sent[0]!);

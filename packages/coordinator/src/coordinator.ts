@@ -14,6 +14,7 @@ import { Scripts, type RedisClient } from './scripts.js';
 import { SessionStore } from './sessions.js';
 import { Sweeper, type SweeperOptions } from './sweeper.js';
 import { TokenStore } from './tokens.js';
+import { WorkerRegistry } from './workers.js';
 
 /** Options of {@link Coordinator}. */
 export interface CoordinatorOptions {
@@ -53,6 +54,7 @@ export class Coordinator {
   readonly tokens: TokenStore;
   readonly sessions: SessionStore;
   readonly leases: LeaseManager;
+  readonly workers: WorkerRegistry;
   readonly #context: Context;
 
   constructor(options: CoordinatorOptions) {
@@ -62,6 +64,7 @@ export class Coordinator {
     this.tokens = new TokenStore(this.#context, this.policy);
     this.sessions = new SessionStore(this.#context, this.policy);
     this.leases = new LeaseManager(this.#context);
+    this.workers = new WorkerRegistry(this.#context);
   }
 
   /** The client the coordinator uses. */

@@ -43,3 +43,4 @@ export { SessionStore, type ClaimOptions, type SessionRenewAnswer } from './sess
 export * from './session-types.js';
 export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';
 export { USER_ID_PATTERN, assertUserId } from './validate.js';
+export { WorkerRegistry, type WorkerHeartbeat, type WorkerRecord } from './workers.js';

@@ -66,6 +66,17 @@ export class Keys {
     return slotTags().map((tag) => `${this.prefix}:{${tag}}:live`);
   }
 
+  /** The registry of worker hosts (sorted set: host id by last heartbeat). */
+  workers(): string {
+    return `${this.prefix}:{workers}:index`;
+  }
+
+  /** The heartbeat record of one worker host (same slot as the registry). */
+  worker(workerId: string): string {
+    assertName(workerId, 'WORKER_ID');
+    return `${this.prefix}:{workers}:host:${workerId}`;
+  }
+
   /** The key of a stand-alone rate limiter `name` for the caller `id`. */
   limiter(name: string, id: string): string {
     assertName(name, 'limiter name');

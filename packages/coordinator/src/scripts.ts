@@ -17,11 +17,13 @@ export const scriptNames = [
   'finishSession',
   'fixedWindow',
   'gcra',
+  'heartbeatWorker',
   'issueToken',
   'releaseLease',
   'renewLease',
   'renewSession',
   'requestStop',
+  'readSession',
   'slidingWindow',
   'sweepSession',
 ] as const;

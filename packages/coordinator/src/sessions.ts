@@ -236,16 +236,17 @@ export class SessionStore {
     return reply[0] === 1;
   }
 
-  /** The user's live session, or undefined. One command (HGETALL). */
+  /**
+   * The user's live session, or undefined. An overdue session (its host died, or nobody claimed it in
+   * time) is first ended as `lost`, so a reader never sees a dead session as running. One round trip.
+   */
   async get(userId: string): Promise<SessionView | undefined> {
     const keys = this.#context.keys.user(userId);
-    let h: Record<string, string>;
-    try {
-      h = await this.#context.redis.hgetall(keys.session);
-    } catch (err) {
-      throw wrapRedisError(err);
-    }
-    if (h['id'] === undefined) return undefined;
+    const reply = await this.#context.scripts.run('readSession', [keys.session, keys.lease, keys.history, keys.shard], [userId, this.#policy.historyLength]);
+    if (reply[0] === -10) return undefined;
+    if (reply[0] !== 1) throw new ScriptReplyError('readSession', reply);
+    const h: Record<string, string> = {};
+    for (let i = 1; i + 1 < reply.length; i += 2) h[String(reply[i])] = String(reply[i + 1]);
     const view: Record<string, unknown> = {
       sessionId: h['id'],
       userId,

@@ -1,0 +1,34 @@
+--[[
+  Reads the user's live session, first ending it as `lost` when it is overdue (pending past its pending
+  deadline, or running without a live lease), so a reader never sees a session whose host has died.
+
+  Input:
+    KEYS[1] the user's session key (hash: the live session)
+    KEYS[2] the user's session lease key (hash {o, f, d})
+    KEYS[3] the user's history key (list of JSON, newest first)
+    KEYS[4] the live-session index shard of the user's slot
+
+    ARGV[1] user id
+    ARGV[2] history length, entries kept per user
+
+  Output:
+    {1, field, value, field, value, ...} the live session's hash
+    {-10} no_session: the user has no live session
+]]
+local rcall = redis.call
+local sessionKey = KEYS[1]
+local leaseKey = KEYS[2]
+local historyKey = KEYS[3]
+local shardKey = KEYS[4]
+local userId = ARGV[1]
+local historyLength = tonumber(ARGV[2])
+
+--- @include "includes/nowMs"
+--- @include "includes/settleSession"
+
+if not settleSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, nowMs()) then
+  return { -10 }
+end
+local fields = rcall('HGETALL', sessionKey)
+table.insert(fields, 1, 1)
+return fields

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
@@ -89,4 +90,36 @@ export async function startApi(env: Record<string, string>): Promise<Started & {
   const line = await api.waitForLog((l) => typeof l['msg'] === 'string' && (l['msg'] as string).startsWith('Server listening at http://127.0.0.1'));
   const baseUrl = /(http:\/\/127\.0\.0\.1:\d+)/.exec(line['msg'] as string)![1]!;
   return Object.assign(api, { baseUrl });
+}
+
+/** Starts the built worker host with `env`; resolves once it has started. */
+export async function startWorker(env: Record<string, string>): Promise<Started> {
+  const worker = startNode(`${ROOT}apps/worker/dist/main.js`, { LOG_LEVEL: 'info', ...env });
+  await worker.waitForLog((l) => l['msg'] === 'worker host started');
+  return worker;
+}
+
+/** True while `pid` is a live process (a zombie waiting to be reaped counts as gone). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `check` every 20 ms until it holds; rejects after `timeoutMs` with `what`. Resolves with the time it took. */
+export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
+  const start = performance.now();
+  for (;;) {
+    if (await check()) return performance.now() - start;
+    if (performance.now() - start > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

@@ -28,9 +28,14 @@ export function spawnJobId(userId: string, fence: number): string {
   return `s.${Buffer.from(userId).toString('base64url')}.${fence}`;
 }
 
-/** Options of every spawn job: one attempt (a crashed host's job comes back through the stalled check), bounded retention. */
+/**
+ * Options of every spawn job. A claim that failed because Redis was briefly unreachable is retried
+ * (claiming is idempotent: the fence must match); a crashed host's job comes back through BullMQ's
+ * stalled-job check, which does not count as an attempt. Retention is bounded.
+ */
 export const spawnJobOptions: Readonly<JobsOptions> = Object.freeze({
-  attempts: 1,
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 250 },
   removeOnComplete: { age: 3600, count: 1000 },
   removeOnFail: { age: 24 * 3600, count: 5000 },
 });

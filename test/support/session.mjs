@@ -1,0 +1,24 @@
+#!/usr/bin/env node
+// A session for tests (SESSION_COMMAND="node test/support/session.mjs <observer file>"): an independent
+// observer of what really runs. Every 50 ms it appends "userId fence timestamp pid" to the observer
+// file. SESSION_METADATA: durationMs (forever when absent), exitCode (default 0), ignoreTerm (keep
+// running on SIGTERM, so only SIGKILL ends it).
+import { appendFileSync } from 'node:fs';
+
+const file = process.argv[2];
+const metadata = JSON.parse(process.env.SESSION_METADATA ?? '{}');
+const line = () => `${process.env.USER_ID} ${process.env.FENCE} ${Date.now()} ${process.pid}\n`;
+const beat = () => {
+  if (file) appendFileSync(file, line());
+};
+beat();
+setInterval(beat, 50);
+process.stdout.write(`test session ${process.env.USER_ID} fence ${process.env.FENCE} pid ${process.pid}\n`);
+process.on('SIGTERM', () => {
+  if (metadata.ignoreTerm) {
+    process.stdout.write('ignoring SIGTERM\n');
+    return;
+  }
+  process.exit(143);
+});
+if (metadata.durationMs !== undefined) setTimeout(() => process.exit(metadata.exitCode ?? 0), metadata.durationMs);

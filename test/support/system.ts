@@ -1,0 +1,90 @@
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoordinatorClient, type EndedSession } from '@cq/client';
+import { randomPrefix } from '@cq/test-harness';
+import { inject } from 'vitest';
+import { ROOT, startApi, startWorker, until, type Started } from './processes.js';
+
+export const API_KEY = 'system-test-key-0123456789';
+
+/** An API process and worker hosts on one Redis and key prefix, with the observer file their sessions write. */
+export interface System {
+  api: Started & { baseUrl: string };
+  client: CoordinatorClient;
+  workers: Started[];
+  keyPrefix: string;
+  redisUrl: string;
+  observerFile: string;
+  workerEnv: Record<string, string>;
+  addWorker(id: string): Promise<Started>;
+  /** Waits until the user's newest history entry is `sessionId`, and returns it. */
+  ended(userId: string, sessionId: string, timeoutMs?: number): Promise<EndedSession>;
+  /** Observer lines: user, fence, time, pid. */
+  observed(): Array<{ userId: string; fence: number; at: number; pid: number }>;
+}
+
+/** Starts the built API and `workers` worker hosts whose sessions run test/support/session.mjs. */
+export async function startSystem(options: { apiEnv?: Record<string, string>; workerEnv?: Record<string, string>; workers?: number; redisUrl?: string } = {}): Promise<System> {
+  const redisUrl = options.redisUrl ?? inject('redisUrl');
+  const keyPrefix = randomPrefix();
+  const observerFile = join(mkdtempSync(join(tmpdir(), 'cq-observer-')), 'heartbeats.log');
+  const common = { REDIS_URL: redisUrl, KEY_PREFIX: keyPrefix };
+  const api = await startApi({
+    ...common,
+    API_KEYS: API_KEY,
+    TOKEN_LIMIT: '100000',
+    SPAWN_INTERVAL_MS: '1',
+    SPAWN_BURST: '1000',
+    SWEEP_INTERVAL_MS: '250',
+    ...options.apiEnv,
+  });
+  const workerEnv = {
+    ...common,
+    // exec: the session program itself leads its process group, so its own exit code is reported.
+    SESSION_COMMAND: `exec ${process.execPath} ${ROOT}test/support/session.mjs ${observerFile}`,
+    LEASE_MS: '3000',
+    SESSION_GRACE_MS: '1000',
+    ...options.workerEnv,
+  };
+  const workers: Started[] = [];
+  const addWorker = async (id: string): Promise<Started> => {
+    const worker = await startWorker({ ...workerEnv, WORKER_ID: id });
+    workers.push(worker);
+    return worker;
+  };
+  for (let i = 0; i < (options.workers ?? 1); i++) await addWorker(`host-${i + 1}`);
+  const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
+  return {
+    api,
+    client,
+    workers,
+    keyPrefix,
+    redisUrl,
+    observerFile,
+    workerEnv,
+    addWorker,
+    async ended(userId, sessionId, timeoutMs = 15_000) {
+      let entry: EndedSession | undefined;
+      await until(
+        async () => {
+          entry = (await client.history(userId)).find((h) => h.sessionId === sessionId);
+          return entry !== undefined;
+        },
+        timeoutMs,
+        `session ${sessionId} of ${userId} ended`,
+      );
+      return entry!;
+    },
+    observed() {
+      if (!existsSync(observerFile)) return [];
+      return readFileSync(observerFile, 'utf8')
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l) => {
+          const [userId, fence, at, pid] = l.split(' ');
+          return { userId: userId!, fence: Number(fence), at: Number(at), pid: Number(pid) };
+        });
+    },
+  };
+}

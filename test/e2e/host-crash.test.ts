@@ -1,0 +1,80 @@
+import { Redis } from 'ioredis';
+import { Keys } from '@cq/coordinator';
+import { afterAll, describe, expect, it } from 'vitest';
+import { alive, until } from '../support/processes.js';
+import { startSystem } from '../support/system.js';
+
+const LEASE_MS = 3000;
+
+describe('a worker host dies by SIGKILL', async () => {
+  const system = await startSystem({ workerEnv: { LEASE_MS: String(LEASE_MS), SESSION_GRACE_MS: '5000' } });
+  const users = ['crash-a', 'crash-b', 'crash-c'];
+
+  it('its session processes are gone within 2 s, the sessions end as lost, and the users can spawn again within LEASE_MS + 2 s', async () => {
+    const admitted = [];
+    for (const userId of users) admitted.push(await system.client.spawn((await system.client.issueToken({ userId })).token));
+    await until(() => users.every((u) => system.observed().some((o) => o.userId === u)), 10_000, 'all sessions beating');
+    const pids = users.map((u) => system.observed().find((o) => o.userId === u)!.pid);
+    expect(pids.every(alive)).toBe(true);
+
+    const killedAt = performance.now();
+    await system.workers[0]!.stop('SIGKILL');
+    const gone = await until(() => pids.every((pid) => !alive(pid)), 2000, 'session processes gone');
+    expect(gone).toBeLessThanOrEqual(2000);
+
+    // Each user can spawn again as soon as the dead host's lease has run out.
+    const again = await Promise.all(
+      users.map(async (userId) => {
+        const { token } = await system.client.issueToken({ userId });
+        await until(
+          async () => {
+            try {
+              await system.client.spawn(token);
+              return true;
+            } catch {
+              return false;
+            }
+          },
+          LEASE_MS + 2000,
+          `${userId} spawns again`,
+        );
+        return performance.now() - killedAt;
+      }),
+    );
+    for (const ms of again) expect(ms).toBeLessThanOrEqual(LEASE_MS + 2000);
+    for (const [i, userId] of users.entries()) {
+      const entry = (await system.client.history(userId)).find((h) => h.sessionId === admitted[i]!.sessionId);
+      expect(entry).toMatchObject({ state: 'lost', workerId: 'host-1' });
+    }
+
+    // A new host takes the users' new sessions.
+    await system.addWorker('host-2');
+    await until(() => users.every((u) => system.observed().some((o) => o.userId === u && o.fence === 2)), 15_000, 'new sessions beating');
+  });
+});
+
+describe('a worker host stops on SIGTERM', async () => {
+  const system = await startSystem({ workerEnv: { LEASE_MS: String(LEASE_MS), SESSION_GRACE_MS: '1000' } });
+  const redis = new Redis(system.redisUrl);
+  afterAll(() => redis.disconnect());
+
+  it('stops its sessions (stopped), releases their leases, withdraws its heartbeat and exits 0', async () => {
+    const keys = new Keys(system.keyPrefix);
+    const users = ['calm-a', 'calm-b'];
+    const admitted = [];
+    for (const userId of users) admitted.push(await system.client.spawn((await system.client.issueToken({ userId, metadata: { ignoreTerm: userId === 'calm-b' } })).token));
+    await until(() => users.every((u) => system.observed().some((o) => o.userId === u)), 10_000, 'sessions beating');
+    expect(await redis.zrange(keys.workers(), 0, -1)).toEqual(['host-1']);
+    const pids = users.map((u) => system.observed().find((o) => o.userId === u)!.pid);
+
+    expect(await system.workers[0]!.stop('SIGTERM')).toBe(0);
+    expect(pids.some(alive)).toBe(false);
+    for (const [i, userId] of users.entries()) {
+      const entry = (await system.client.history(userId))[0];
+      expect(entry).toMatchObject({ sessionId: admitted[i]!.sessionId, state: 'stopped' });
+      expect(await redis.exists(keys.user(userId).lease)).toBe(0);
+      expect(await system.client.findSession(userId)).toBeUndefined();
+    }
+    expect(await redis.zrange(keys.workers(), 0, -1)).toEqual([]);
+  });
+});

@@ -1,0 +1,25 @@
+import { hostname } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { loadWorkerConfig } from './config.js';
+
+describe('worker configuration', () => {
+  it('has the contract defaults', () => {
+    expect(loadWorkerConfig({})).toMatchObject({
+      slots: 4,
+      leaseMs: 15_000,
+      sessionCommand: undefined,
+      sessionGraceMs: 5000,
+      workerId: `${hostname()}:${process.pid}`,
+      redisUrl: 'redis://127.0.0.1:6379',
+      keyPrefix: 'cq',
+    });
+  });
+
+  it.each([
+    [{ SLOTS: '0' }, /^SLOTS must be an integer from 1 to 1000 \(got "0"\)$/],
+    [{ LEASE_MS: 'soon' }, /^LEASE_MS must be an integer/],
+    [{ WORKER_ID: 'has space' }, /^WORKER_ID must be 1 to 128 characters/],
+  ])('refuses %o naming the variable', (env, message) => {
+    expect(() => loadWorkerConfig(env)).toThrow(message);
+  });
+});

@@ -1,0 +1,109 @@
+import { Coordinator } from '@cq/coordinator';
+import { createLogger } from '@cq/service-kit';
+import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import type { LaunchSpec, SessionHandle, SessionLauncher } from './session-process.js';
+import { SessionRunner } from './session-runner.js';
+
+/** An in-process session: ends when told to, recording how it was asked to stop. */
+class FakeSession implements SessionHandle {
+  readonly calls: string[] = [];
+  readonly exited: Promise<number>;
+  #exit!: (code: number) => void;
+  constructor(readonly spec: LaunchSpec) {
+    this.exited = new Promise((resolve) => (this.#exit = resolve));
+  }
+  finish(code: number): void {
+    this.#exit(code);
+  }
+  terminate(): void {
+    this.calls.push('terminate');
+    this.#exit(143);
+  }
+  kill(): void {
+    this.calls.push('kill');
+    this.#exit(137);
+  }
+}
+
+function harness() {
+  const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+  const keyPrefix = randomPrefix();
+  afterAll(async () => {
+    await deletePrefix(redis, keyPrefix);
+    redis.disconnect();
+  });
+  const coordinator = new Coordinator({ redis, keyPrefix, policy: { tokenLimit: 1000, spawnIntervalMs: 1, spawnBurst: 1000 } });
+  const sessions: FakeSession[] = [];
+  const launcher: SessionLauncher = {
+    launch: (spec) => {
+      const session = new FakeSession(spec);
+      sessions.push(session);
+      return session;
+    },
+  };
+  const runner = new SessionRunner({ coordinator, launcher, workerId: 'unit-host', leaseMs: 3000, graceMs: 100, logger: createLogger({ level: 'silent', name: 'test' }) });
+  const admit = async (userId: string, lifetimeMs?: number) => {
+    const issued = await coordinator.tokens.issue(userId, lifetimeMs === undefined ? {} : { lifetimeMs });
+    if (issued.outcome !== 'issued') throw new Error('throttled');
+    const admitted = await coordinator.sessions.admit(issued.token);
+    if (admitted.outcome !== 'admitted') throw new Error(admitted.outcome);
+    return admitted;
+  };
+  const until = async (check: () => boolean) => {
+    while (!check()) await new Promise((resolve) => setTimeout(resolve, 5));
+  };
+  return { coordinator, sessions, runner, admit, until };
+}
+
+describe('session runner', () => {
+  const { coordinator, sessions, runner, admit, until } = harness();
+  const noShutdown = new AbortController().signal;
+
+  it('passes the contract environment and records completed / failed with the exit code', async () => {
+    const a = await admit('runner-a', 60_000);
+    const run = runner.run(a, noShutdown);
+    await until(() => sessions.length === 1);
+    const env = sessions[0]!.spec.sessionEnv;
+    expect(env).toMatchObject({ SESSION_ID: a.sessionId, USER_ID: 'runner-a', FENCE: String(a.fence), SESSION_METADATA: '{}' });
+    expect(Number(env['DEADLINE'])).toBeGreaterThan(Date.now() + 55_000);
+    sessions[0]!.finish(0);
+    expect(await run).toEqual({ ran: true, state: 'completed', exitCode: 0, recorded: true });
+
+    const b = await admit('runner-a');
+    const failed = runner.run(b, noShutdown);
+    await until(() => sessions.length === 2);
+    sessions[1]!.finish(9);
+    expect(await failed).toMatchObject({ state: 'failed', exitCode: 9 });
+    expect((await coordinator.sessions.history('runner-a')).map((h) => h.state)).toEqual(['failed', 'completed']);
+  });
+
+  it('a job claimed twice runs once', async () => {
+    const a = await admit('runner-twice');
+    const first = runner.run(a, noShutdown);
+    expect(await runner.run(a, noShutdown)).toEqual({ ran: false, reason: 'stale' });
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-twice'));
+    sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-twice')!.finish(0);
+    expect((await first).ran).toBe(true);
+  });
+
+  it('terminates at the lifetime cap (expired) and when the host shuts down (stopped)', async () => {
+    const expiring = runner.run(await admit('runner-cap', 150), noShutdown);
+    expect(await expiring).toMatchObject({ state: 'expired', exitCode: 143 });
+    const shutdown = new AbortController();
+    const stopping = runner.run(await admit('runner-shutdown', 60_000), shutdown.signal);
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-shutdown'));
+    shutdown.abort();
+    expect(await stopping).toMatchObject({ state: 'stopped', exitCode: 143, recorded: true });
+  });
+
+  it('kills at once when the lease is lost', async () => {
+    const a = await admit('runner-lost', 60_000);
+    const run = runner.run(a, noShutdown);
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-lost'));
+    await coordinator.redis.del(coordinator.keys.user('runner-lost').lease);
+    expect(await run).toMatchObject({ state: 'lost', exitCode: 137 });
+    expect(sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-lost')!.calls).toEqual(['kill']);
+  });
+});

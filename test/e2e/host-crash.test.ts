@@ -1,3 +1,4 @@
+import type { Admission } from '@cq/client';
 import { Redis } from 'ioredis';
 import { Keys } from '@cq/coordinator';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -11,7 +12,7 @@ describe('a worker host dies by SIGKILL', async () => {
   const users = ['crash-a', 'crash-b', 'crash-c'];
 
   it('its session processes are gone within 2 s, the sessions end as lost, and the users can spawn again within LEASE_MS + 2 s', async () => {
-    const admitted = [];
+    const admitted: Admission[] = [];
     for (const userId of users) admitted.push(await system.client.spawn((await system.client.issueToken({ userId })).token));
     await until(() => users.every((u) => system.observed().some((o) => o.userId === u)), 10_000, 'all sessions beating');
     const pids = users.map((u) => system.observed().find((o) => o.userId === u)!.pid);
@@ -61,7 +62,7 @@ describe('a worker host stops on SIGTERM', async () => {
   it('stops its sessions (stopped), releases their leases, withdraws its heartbeat and exits 0', async () => {
     const keys = new Keys(system.keyPrefix);
     const users = ['calm-a', 'calm-b'];
-    const admitted = [];
+    const admitted: Admission[] = [];
     for (const userId of users) admitted.push(await system.client.spawn((await system.client.issueToken({ userId, metadata: { ignoreTerm: userId === 'calm-b' } })).token));
     await until(() => users.every((u) => system.observed().some((o) => o.userId === u)), 10_000, 'sessions beating');
     expect(await redis.zrange(keys.workers(), 0, -1)).toEqual(['host-1']);

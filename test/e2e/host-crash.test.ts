@@ -1,8 +1,9 @@
 import type { Admission } from '@cq/client';
 import { Redis } from 'ioredis';
 import { Keys } from '@cq/coordinator';
+import { startRedisServer } from '@cq/test-harness';
 import { afterAll, describe, expect, it } from 'vitest';
-import { alive, until } from '../support/processes.js';
+import { alive, startWorker, until } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
 
 const LEASE_MS = 3000;
@@ -77,5 +78,17 @@ describe('a worker host stops on SIGTERM', async () => {
       expect(await system.client.findSession(userId)).toBeUndefined();
     }
     expect(await redis.zrange(keys.workers(), 0, -1)).toEqual([]);
+  });
+});
+
+describe('a worker host whose Redis is gone', () => {
+  it('still exits 0 on SIGTERM, within SESSION_GRACE_MS + LEASE_MS + 2 s', async () => {
+    const server = await startRedisServer();
+    afterAll(() => server.stop());
+    const worker = await startWorker({ REDIS_URL: server.url, WORKER_ID: 'orphan', LEASE_MS: '1000', SESSION_GRACE_MS: '500' });
+    await server.halt('SIGKILL');
+    const start = performance.now();
+    expect(await worker.stop('SIGTERM')).toBe(0);
+    expect(performance.now() - start).toBeLessThan(500 + 1000 + 2000 + 1000);
   });
 });

@@ -4,6 +4,15 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
 
+/** Every process a test started that may still run; all are killed when the test file ends. */
+const running = new Set<ChildProcess>();
+afterAll(() => {
+  for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+process.on('exit', () => {
+  for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+
 /** Repository root. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -19,7 +28,7 @@ export interface Started {
   exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Starts `node <script>` with `env` added to a clean environment; killed after the file's tests. */
+/** Starts `node <script>` with `env` added to a clean environment; killed (if still running) after the file's tests. */
 export function startNode(script: string, env: Record<string, string>): Started {
   const child = spawn(process.execPath, [script], {
     cwd: ROOT,
@@ -52,9 +61,10 @@ export function startNode(script: string, env: Record<string, string>): Started 
     }
   });
   child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
-  const exit = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
-  afterAll(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  running.add(child);
+  const exit = once(child, 'exit').then(([code, signal]) => {
+    running.delete(child);
+    return { code: code as number | null, signal: signal as NodeJS.Signals | null };
   });
   return {
     child,

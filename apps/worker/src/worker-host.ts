@@ -6,6 +6,13 @@ import type { WorkerConfig } from './config.js';
 import { processLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
 
+/** Waits for `promise` (its failure ignored) at most `ms`. */
+async function bounded(promise: Promise<unknown> | undefined, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise?.catch(() => {}), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
+
 /** Options of {@link WorkerHost}. */
 export interface WorkerHostOptions {
   config: WorkerConfig;
@@ -39,6 +46,7 @@ export class WorkerHost {
   readonly #heartbeatMs: number;
   readonly #stalledIntervalMs: number;
   #worker: Worker | undefined;
+  #queueRedis: RedisClient | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #busy = 0;
 
@@ -67,6 +75,7 @@ export class WorkerHost {
   /** Starts taking spawn jobs and publishing the heartbeat. */
   async start(): Promise<void> {
     const connection = createRedis(this.#config, 'blocking', { logger: this.#logger, name: `cq-worker-queue:${this.#config.workerId}` });
+    this.#queueRedis = connection;
     this.#worker = new Worker(SPAWN_QUEUE, (job) => this.#process(job), {
       connection,
       prefix: queuePrefix(this.#config.keyPrefix),
@@ -75,7 +84,8 @@ export class WorkerHost {
       maxStalledCount: 1,
       autorun: true,
     });
-    this.#worker.on('error', (err) => this.#logger.warn({ err: { message: err.message } }, 'queue worker error'));
+    // Connection errors are logged once per outage by the connection itself.
+    this.#worker.on('error', (err) => this.#logger.debug({ err: { message: err.message } }, 'queue worker error'));
     this.#worker.on('failed', (job, err) => this.#logger.warn({ jobId: job?.id, err: { message: err.message } }, 'spawn job failed'));
     const beat = (): void => {
       this.#coordinator.workers
@@ -108,10 +118,25 @@ export class WorkerHost {
    */
   async stop(): Promise<void> {
     clearInterval(this.#heartbeat);
-    const closing = this.#worker?.close();
+    const worker = this.#worker;
+    const closing = worker?.close();
     this.#shutdown.abort();
-    await closing;
-    await this.#coordinator.workers.withdraw(this.#config.workerId).catch(() => {});
+    // Sessions end within the grace time and their end is recorded within a lease; with Redis
+    // unreachable that cannot finish, so the wait is bounded and the host exits all the same.
+    const bound = this.#config.sessionGraceMs + this.#config.leaseMs + 2000;
+    let timer: NodeJS.Timeout | undefined;
+    const closed = await Promise.race([
+      closing?.then(() => true),
+      new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), bound))),
+    ]);
+    clearTimeout(timer);
+    if (!closed) {
+      this.#logger.warn({ waitedMs: bound }, 'could not finish cleanly (is Redis reachable?); closing anyway');
+      await bounded(worker?.close(true), 500);
+      this.#queueRedis?.disconnect();
+    } else {
+      await bounded(this.#coordinator.workers.withdraw(this.#config.workerId), 1000);
+    }
     if (this.#coordinatorRedis.status === 'ready') await this.#coordinatorRedis.quit().catch(() => this.#coordinatorRedis.disconnect());
     else this.#coordinatorRedis.disconnect();
   }

@@ -57,7 +57,8 @@ export const errorsPlugin = fp(
       if (err instanceof CoordinatorError) {
         if (err.code === 'unavailable') {
           app.metrics.redisErrors.inc({ operation: request.routeOptions.url ?? 'unknown' });
-          return reply.code(503).header('Retry-After', '1').send(errorBody('unavailable', err.message));
+          request.log.warn({ err: { message: err.message } }, 'redis unavailable');
+          return reply.code(503).header('Retry-After', '1').send(errorBody('unavailable', httpErrors.unavailable.message));
         }
         if (err.code === 'invalid_argument') return reply.code(400).send(errorBody('invalid_request', err.message));
         if (err.status < 500) return reply.code(err.status).send(errorBody(err.code as HttpErrorCode, err.message));

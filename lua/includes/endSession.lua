@@ -1,8 +1,11 @@
 --[[
-  Ends the user's current session with a terminal state: appends it to the capped history, removes the
-  live record and its index entry, and deletes the lease when it belongs to this session.
+  Ends the user's current session with a terminal state: appends it to the capped history and to the
+  slot's list of recent endings (for the dashboard), removes the live record and its index entry, and
+  deletes the lease when it belongs to this session.
 ]]
-local function endSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, state, exitCode, now)
+local RECENT_ENDINGS_PER_SLOT = 20
+
+local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, state, exitCode, now)
   local s = rcall('HMGET', sessionKey, 'id', 'fence', 'worker', 'started')
   local entry = { sessionId = s[1], fence = tonumber(s[2]), state = state, endedAt = now }
   if s[3] then entry['workerId'] = s[3] end
@@ -10,6 +13,9 @@ local function endSession(sessionKey, leaseKey, historyKey, shardKey, userId, hi
   if exitCode ~= nil then entry['exitCode'] = exitCode end
   rcall('LPUSH', historyKey, cjson.encode(entry))
   rcall('LTRIM', historyKey, 0, historyLength - 1)
+  entry['userId'] = userId
+  rcall('LPUSH', endedKey, cjson.encode(entry))
+  rcall('LTRIM', endedKey, 0, RECENT_ENDINGS_PER_SLOT - 1)
   if rcall('HGET', leaseKey, 'f') == s[2] then rcall('DEL', leaseKey) end
   rcall('DEL', sessionKey)
   rcall('ZREM', shardKey, userId)

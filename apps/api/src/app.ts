@@ -7,6 +7,7 @@ import type { ApiConfig } from './config.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { metricsPlugin } from './plugins/metrics.js';
 import { servicesPlugin } from './plugins/services.js';
+import { DASHBOARD_PATH, dashboardPlugin } from './dashboard/plugin.js';
 import { operationRoutes } from './routes/operations.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { spawnRoutes } from './routes/spawn.js';
@@ -84,6 +85,7 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(tokenRoutes);
   await app.register(spawnRoutes);
   await app.register(sessionRoutes);
+  await app.register(dashboardPlugin, { prefix: DASHBOARD_PATH });
   return app;
 }
 

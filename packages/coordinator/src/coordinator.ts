@@ -1,5 +1,6 @@
 import type { Context } from './context.js';
 import { Keys } from './keys.js';
+import { readIndex, type IndexSnapshot } from './live-index.js';
 import { LeaseManager } from './lease.js';
 import {
   fixedWindowLimiter,
@@ -90,6 +91,11 @@ export class Coordinator {
   /** A sliding-window-log rate limiter. */
   slidingWindowLimiter(options: WindowOptions): RateLimiter {
     return slidingWindowLimiter(this.#context, options);
+  }
+
+  /** Reads every slot's live-session index and recent endings (for dashboards): 2 × 16384 pipelined commands. */
+  readIndex(options?: { endedPerSlot?: number }): Promise<IndexSnapshot> {
+    return readIndex(this.#context, options);
   }
 
   /** A sweeper that ends overdue sessions as `lost`; call `start()` on it. */

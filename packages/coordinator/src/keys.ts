@@ -17,6 +17,8 @@ export interface UserKeys {
   readonly tokenRate: string;
   /** Sorted set: the live-session index shard that shares the user's slot. */
   readonly shard: string;
+  /** List of JSON: the recent endings of the user's slot (for the dashboard), capped. */
+  readonly ended: string;
 }
 
 /**
@@ -37,6 +39,7 @@ export class Keys {
   user(userId: string): UserKeys {
     assertUserId(userId);
     const base = `${this.prefix}:{u:${userId}}`;
+    const slot = slotOf(base);
     return {
       session: `${base}:session`,
       lease: `${base}:lease`,
@@ -44,7 +47,8 @@ export class Keys {
       history: `${base}:history`,
       spawnThrottle: `${base}:spawn`,
       tokenRate: `${base}:tokens`,
-      shard: this.shard(slotOf(base)),
+      shard: this.shard(slot),
+      ended: this.ended(slot),
     };
   }
 
@@ -61,9 +65,21 @@ export class Keys {
     return `${this.prefix}:{${tag}}:live`;
   }
 
+  /** The recent endings of one cluster slot. */
+  ended(slot: number): string {
+    const tag = slotTags()[slot];
+    if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
+    return `${this.prefix}:{${tag}}:ended`;
+  }
+
   /** Every live-session index shard, one per cluster slot. */
   allShards(): string[] {
     return slotTags().map((tag) => `${this.prefix}:{${tag}}:live`);
+  }
+
+  /** Per-minute counters of API outcomes (hash), for the dashboard's chart. */
+  stats(minute: number): string {
+    return `${this.prefix}:{stats}:minute:${minute}`;
   }
 
   /** The registry of worker hosts (sorted set: host id by last heartbeat). */

@@ -76,7 +76,7 @@ export class SessionStore {
     const sessionId = randomUUID();
     const reply = await this.#context.scripts.run(
       'admit',
-      [this.#context.keys.token(userId, parsed.digest), keys.session, keys.fence, keys.spawnThrottle, keys.lease, keys.history, keys.shard],
+      [this.#context.keys.token(userId, parsed.digest), keys.session, keys.fence, keys.spawnThrottle, keys.lease, keys.history, keys.shard, keys.ended],
       [sessionId, userId, policy.spawnIntervalMs, policy.spawnBurst, policy.maxLifetimeMs, policy.pendingTimeoutMs, this.#policy.historyLength],
     );
     switch (reply[0]) {
@@ -134,7 +134,7 @@ export class SessionStore {
     const sentAt = performance.now();
     const reply = await this.#context.scripts.run(
       'claimSession',
-      [keys.session, keys.lease, keys.history, keys.shard],
+      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
       [ref.sessionId, ref.fence, owner, options.workerId, options.leaseMs, options.graceMs, ref.userId, this.#policy.historyLength],
     );
     if (reply[0] === -4) return { claimed: false, reason: 'stale' };
@@ -202,7 +202,7 @@ export class SessionStore {
    */
   async requestStop(userId: string): Promise<StopOutcome> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('requestStop', [keys.session, keys.lease, keys.history, keys.shard], [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run('requestStop', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
     if (reply[0] === -10) return { outcome: 'no_session' };
     if (reply[0] !== 1) throw new ScriptReplyError('requestStop', reply);
     return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
@@ -218,7 +218,7 @@ export class SessionStore {
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
       'finishSession',
-      [keys.session, keys.lease, keys.history, keys.shard],
+      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
       [claim.sessionId, claim.owner, state, exitCode ?? '', claim.userId, this.#policy.historyLength],
     );
     if (reply[0] === -4) return false;
@@ -232,7 +232,7 @@ export class SessionStore {
    */
   async sweepUser(userId: string): Promise<boolean> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('sweepSession', [keys.session, keys.lease, keys.history, keys.shard], [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run('sweepSession', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
     return reply[0] === 1;
   }
 
@@ -242,7 +242,7 @@ export class SessionStore {
    */
   async get(userId: string): Promise<SessionView | undefined> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('readSession', [keys.session, keys.lease, keys.history, keys.shard], [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run('readSession', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
     if (reply[0] === -10) return undefined;
     if (reply[0] !== 1) throw new ScriptReplyError('readSession', reply);
     const h: Record<string, string> = {};

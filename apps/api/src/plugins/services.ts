@@ -4,6 +4,7 @@ import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiConfig } from '../config.js';
+import { StatsRecorder } from '../stats.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -12,6 +13,7 @@ declare module 'fastify' {
     coordinator: Coordinator;
     spawnQueue: Queue;
     sweeper: Sweeper;
+    stats: StatsRecorder;
   }
 }
 
@@ -37,7 +39,9 @@ export const servicesPlugin = fp(
     const { config } = options;
     const redis = createRedis(config, 'requests', { logger: app.log, name: 'cq-api' });
     const queueRedis = createRedis(config, 'requests', { logger: app.log, name: 'cq-api-queue' });
+    const statsRedis = createRedis(config, 'requests', { name: 'cq-api-stats' });
     const coordinator = new Coordinator({ redis, keyPrefix: config.keyPrefix, policy: config.policy });
+    const stats = new StatsRecorder(statsRedis, coordinator.keys);
     const spawnQueue = new Queue(SPAWN_QUEUE, { connection: queueRedis, prefix: queuePrefix(config.keyPrefix) });
     spawnQueue.on('error', (err) => app.log.debug({ err: { message: err.message } }, 'spawn queue error'));
     const sweeper = coordinator.sweeper({
@@ -50,6 +54,7 @@ export const servicesPlugin = fp(
     app.decorate('coordinator', coordinator);
     app.decorate('spawnQueue', spawnQueue);
     app.decorate('sweeper', sweeper);
+    app.decorate('stats', stats);
     app.addHook('onReady', async () => {
       // Serve at once even when Redis is down (answering 503 until it is back), but give a healthy
       // Redis the moment it needs to connect, so the first requests do not fail for nothing.
@@ -57,11 +62,13 @@ export const servicesPlugin = fp(
         app.log.warn({ err: { message: err.message } }, 'Redis is not reachable yet; answering 503 until it is'),
       );
       if (options.sweep !== false) sweeper.start();
+      stats.start();
     });
     app.addHook('onClose', async () => {
       await sweeper.stop();
+      await stats.stop();
       await spawnQueue.close().catch(() => {});
-      await Promise.all([closeClient(redis), closeClient(queueRedis)]);
+      await Promise.all([closeClient(redis), closeClient(queueRedis), closeClient(statsRedis)]);
     });
   },
   { name: 'services', fastify: '5.x' },

@@ -32,6 +32,7 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
       const { token } = request.body;
       const outcome = await app.coordinator.sessions.admit(token);
       app.metrics.admissions.inc({ outcome: outcome.outcome });
+      app.stats.count(outcome.outcome);
       switch (outcome.outcome) {
         case 'token_invalid':
           throw new HttpError('token_invalid');

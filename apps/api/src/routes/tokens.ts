@@ -28,11 +28,13 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       setRateLimitHeaders(reply, policy, outcome.rate);
       if (outcome.outcome === 'throttled') {
         app.metrics.throttled.inc({ route: '/v1/tokens' });
+        app.stats.count('tokens_throttled');
         throw new HttpError('throttled', `Too many tokens for this user: at most ${policy.limit} per ${policy.windowMs} ms.`, {
           retryAfterMs: outcome.rate.retryAfterMs,
         });
       }
       app.metrics.tokensIssued.inc();
+      app.stats.count('tokens_issued');
       request.log.info({ userId }, 'token issued');
       return reply.code(201).send({ token: outcome.token, userId, expiresAt: iso(outcome.expiresAt) });
     },

@@ -7,6 +7,7 @@
     KEYS[2] the user's session lease key (hash {o, f, d})
     KEYS[3] the user's history key (list of JSON, newest first)
     KEYS[4] the live-session index shard of the user's slot
+    KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
@@ -20,13 +21,14 @@ local sessionKey = KEYS[1]
 local leaseKey = KEYS[2]
 local historyKey = KEYS[3]
 local shardKey = KEYS[4]
+local endedKey = KEYS[5]
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 
 --- @include "includes/nowMs"
 --- @include "includes/settleSession"
 
-if not settleSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, nowMs()) then
+if not settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, nowMs()) then
   return { -10 }
 end
 local fields = rcall('HGETALL', sessionKey)

@@ -7,6 +7,7 @@
     KEYS[2] the user's session lease key (hash {o, f, d})
     KEYS[3] the user's history key (list of JSON, newest first)
     KEYS[4] the live-session index shard of the user's slot
+    KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
 
     ARGV[1] session id
     ARGV[2] lease owner id
@@ -25,6 +26,7 @@ local sessionKey = KEYS[1]
 local leaseKey = KEYS[2]
 local historyKey = KEYS[3]
 local shardKey = KEYS[4]
+local endedKey = KEYS[5]
 local sessionId = ARGV[1]
 local owner = ARGV[2]
 local state = ARGV[3]
@@ -39,5 +41,5 @@ local terminal = { completed = true, failed = true, expired = true, stopped = tr
 if not terminal[state] then return { -11 } end
 local s = rcall('HMGET', sessionKey, 'id', 'owner')
 if s[1] ~= sessionId or s[2] ~= owner then return { -4 } end
-endSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, state, tonumber(exitCode), nowMs())
+endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, state, tonumber(exitCode), nowMs())
 return { 1 }

@@ -8,6 +8,7 @@
     KEYS[2] the user's session lease key (hash {o, f, d})
     KEYS[3] the user's history key (list of JSON, newest first)
     KEYS[4] the live-session index shard of the user's slot
+    KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
@@ -21,6 +22,7 @@ local sessionKey = KEYS[1]
 local leaseKey = KEYS[2]
 local historyKey = KEYS[3]
 local shardKey = KEYS[4]
+local endedKey = KEYS[5]
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 
@@ -28,11 +30,11 @@ local historyLength = tonumber(ARGV[2])
 --- @include "includes/settleSession"
 
 local now = nowMs()
-local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, now)
+local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, now)
 if not state then return { -10 } end
 local sessionId = rcall('HGET', sessionKey, 'id')
 if state == 'pending' then
-  endSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, 'stopped', nil, now)
+  endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, 'stopped', nil, now)
   return { 1, sessionId, 'stopped' }
 end
 rcall('HSET', sessionKey, 'state', 'stopping', 'stop', 'requested')

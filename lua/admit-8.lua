@@ -12,6 +12,7 @@
     KEYS[5] the user's session lease key (hash {o, f, d})
     KEYS[6] the user's history key (list of JSON, newest first)
     KEYS[7] the live-session index shard of the user's slot (sorted set: userId by due time, epoch ms)
+    KEYS[8] the recent endings of the user's slot (list of JSON, newest first, capped)
 
     ARGV[1] session id (chosen by the caller, unique)
     ARGV[2] user id
@@ -35,6 +36,7 @@ local throttleKey = KEYS[4]
 local leaseKey = KEYS[5]
 local historyKey = KEYS[6]
 local shardKey = KEYS[7]
+local endedKey = KEYS[8]
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local intervalMs = tonumber(ARGV[3])
@@ -51,7 +53,7 @@ local token = rcall('HMGET', tokenKey, 'm', 'l', 'e')
 if not token[1] then return { -1 } end
 
 local now = nowMs()
-if settleSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, now) then
+if settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, now) then
   local live = rcall('HMGET', sessionKey, 'id', 'state')
   return { -2, live[1], live[2] }
 end

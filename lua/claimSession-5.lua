@@ -8,6 +8,7 @@
     KEYS[2] the user's session lease key (hash {o = owner, f = fence, d = hard deadline epoch ms})
     KEYS[3] the user's history key (list of JSON, newest first)
     KEYS[4] the live-session index shard of the user's slot
+    KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
 
     ARGV[1] session id from the job
     ARGV[2] fence from the job
@@ -28,6 +29,7 @@ local sessionKey = KEYS[1]
 local leaseKey = KEYS[2]
 local historyKey = KEYS[3]
 local shardKey = KEYS[4]
+local endedKey = KEYS[5]
 local sessionId = ARGV[1]
 local fence = ARGV[2]
 local owner = ARGV[3]
@@ -45,7 +47,7 @@ if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } en
 
 local now = nowMs()
 if now >= tonumber(s[4]) then
-  endSession(sessionKey, leaseKey, historyKey, shardKey, userId, historyLength, 'lost', nil, now)
+  endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, 'lost', nil, now)
   return { -6 }
 end
 

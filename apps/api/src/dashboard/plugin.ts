@@ -1,0 +1,57 @@
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { FastifyAdapter } from '@bull-board/fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { requireDashboardKey } from './auth.js';
+import { pageCss, pageHtml, pageJs } from './page.js';
+import { DashboardStateReader } from './state.js';
+
+/** Where the dashboard lives. */
+export const DASHBOARD_PATH = '/dashboard';
+
+function secure(reply: FastifyReply, csp: boolean): FastifyReply {
+  reply.header('X-Content-Type-Options', 'nosniff').header('X-Frame-Options', 'DENY').header('Referrer-Policy', 'no-referrer').header('Cache-Control', 'no-store');
+  if (csp) reply.header('Content-Security-Policy', "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'");
+  return reply;
+}
+
+const stateQuery = z
+  .object({
+    filter: z.string().max(128).default(''),
+    offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+  })
+  .strict();
+
+/**
+ * The queue dashboard: the coordinator view at `/dashboard` (live sessions, worker hosts, recent
+ * endings, a chart of admissions), its JSON at `/dashboard/api/state`, and bull-board at
+ * `/dashboard/queues` (read-only unless `DASHBOARD_ACTIONS=true`). Every route under it, assets
+ * included, needs HTTP Basic auth with a service key as password.
+ */
+export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
+  const scope = app.withTypeProvider<ZodTypeProvider>();
+  scope.addHook('onRequest', requireDashboardKey(app.config.apiKeys));
+  scope.addHook('onSend', async (_request, reply, payload) => {
+    secure(reply, false);
+    return payload;
+  });
+
+  const reader = new DashboardStateReader(app.coordinator, app.stats);
+  scope.get('/', { schema: { hide: true } }, async (_request, reply) => secure(reply, true).type('text/html; charset=utf-8').send(pageHtml));
+  scope.get('/app.js', { schema: { hide: true } }, async (_request, reply) => secure(reply, true).type('text/javascript; charset=utf-8').send(pageJs));
+  scope.get('/app.css', { schema: { hide: true } }, async (_request, reply) => secure(reply, true).type('text/css; charset=utf-8').send(pageCss));
+  scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) => reader.read(request.query));
+
+  const readOnlyMode = !app.config.dashboardActions;
+  const serverAdapter = new FastifyAdapter();
+  serverAdapter.setBasePath(`${DASHBOARD_PATH}/queues`);
+  createBullBoard({
+    queues: [new BullMQAdapter(app.spawnQueue, { readOnlyMode })],
+    serverAdapter,
+    options: { uiConfig: { boardTitle: 'worker-coordinator queues' } },
+  });
+  await scope.register(serverAdapter.registerPlugin(), { prefix: '/queues', basePath: `${DASHBOARD_PATH}/queues` } as never);
+}

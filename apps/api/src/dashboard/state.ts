@@ -1,0 +1,104 @@
+import type { Coordinator, IndexSnapshot } from '@cq/coordinator';
+import type { StatsRecorder } from '../stats.js';
+
+/** One live session as the dashboard shows it. */
+export interface LiveRow {
+  userId: string;
+  sessionId: string;
+  fence: number;
+  state: string;
+  workerId?: string;
+  startedAt?: number;
+  /** Ms until the lease runs out unless renewed (running sessions). */
+  leaseLeftMs?: number;
+  /** Ms until the lifetime cap (running sessions). */
+  lifetimeLeftMs?: number;
+  /** Ms until a pending session is dropped as lost. */
+  pendingLeftMs?: number;
+}
+
+/** What `GET /dashboard/api/state` answers. */
+export interface DashboardState {
+  now: number;
+  live: { total: number; offset: number; limit: number; filter: string; rows: LiveRow[] };
+  workers: Array<{ workerId: string; slots: number; busy: number; heartbeatAgeMs: number; startedAt: number }>;
+  ended: Array<{ userId: string; sessionId: string; fence: number; state: string; exitCode?: number; endedAt: number; workerId?: string }>;
+  chart: Array<{ minute: number; admitted: number; throttled: number; tokenInvalid: number; sessionExists: number; tokensThrottled: number }>;
+}
+
+/**
+ * Builds the dashboard's state from the coordinator's indexes. The index read (2 × 16384 pipelined
+ * commands) is shared by every viewer and made at most once per `minIntervalMs`.
+ */
+export class DashboardStateReader {
+  readonly #coordinator: Coordinator;
+  readonly #stats: StatsRecorder;
+  readonly #minIntervalMs: number;
+  #snapshot: { at: number; value: Promise<IndexSnapshot> } | undefined;
+
+  constructor(coordinator: Coordinator, stats: StatsRecorder, minIntervalMs = 1000) {
+    this.#coordinator = coordinator;
+    this.#stats = stats;
+    this.#minIntervalMs = minIntervalMs;
+  }
+
+  #index(): Promise<IndexSnapshot> {
+    const now = performance.now();
+    if (this.#snapshot === undefined || now - this.#snapshot.at >= this.#minIntervalMs) {
+      const value = this.#coordinator.readIndex();
+      this.#snapshot = { at: now, value };
+      value.catch(() => {
+        if (this.#snapshot?.value === value) this.#snapshot = undefined;
+      });
+    }
+    return this.#snapshot.value;
+  }
+
+  async read(query: { filter: string; offset: number; limit: number }): Promise<DashboardState> {
+    const [index, workers, chart] = await Promise.all([this.#index(), this.#coordinator.workers.list(), this.#stats.read(15)]);
+    const now = Date.now();
+    const matching = index.live.filter((u) => query.filter === '' || u.userId.includes(query.filter)).sort((a, b) => (a.userId < b.userId ? -1 : 1));
+    const page = matching.slice(query.offset, query.offset + query.limit);
+    const sessions = await Promise.all(page.map((u) => this.#coordinator.sessions.get(u.userId)));
+    const rows: LiveRow[] = [];
+    for (const session of sessions) {
+      if (session === undefined) continue;
+      rows.push({
+        userId: session.userId,
+        sessionId: session.sessionId,
+        fence: session.fence,
+        state: session.state,
+        ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
+        ...(session.startedAt === undefined ? {} : { startedAt: session.startedAt }),
+        ...(session.leaseExpiresAt === undefined ? {} : { leaseLeftMs: session.leaseExpiresAt - now }),
+        ...(session.deadline === undefined ? {} : { lifetimeLeftMs: session.deadline - now }),
+        ...(session.pendingDeadline === undefined ? {} : { pendingLeftMs: session.pendingDeadline - now }),
+      });
+    }
+    return {
+      now,
+      live: { total: matching.length, offset: query.offset, limit: query.limit, filter: query.filter, rows },
+      workers: workers.map((w) => ({ workerId: w.workerId, slots: w.slots, busy: w.busy, heartbeatAgeMs: now - w.seenAt, startedAt: w.startedAt })),
+      ended: index.ended
+        .filter((e) => query.filter === '' || e.userId.includes(query.filter))
+        .slice(0, 50)
+        .map((e) => ({
+          userId: e.userId,
+          sessionId: e.sessionId,
+          fence: e.fence,
+          state: e.state,
+          endedAt: e.endedAt,
+          ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }),
+          ...(e.workerId === undefined ? {} : { workerId: e.workerId }),
+        })),
+      chart: chart.map((m) => ({
+        minute: m.minute,
+        admitted: m.counts.admitted,
+        throttled: m.counts.throttled,
+        tokenInvalid: m.counts.token_invalid,
+        sessionExists: m.counts.session_exists,
+        tokensThrottled: m.counts.tokens_throttled,
+      })),
+    };
+  }
+}

@@ -127,6 +127,7 @@ if (existsSync(api)) {
   }
   log(`API        ${base}`);
   log(`API key    ${apiKey}`);
+  log(`dashboard  ${base}/dashboard  (any user name, the API key as password)`);
   log(`try        curl -s -X POST ${base}/v1/tokens -H 'authorization: Bearer ${apiKey}' -H 'content-type: application/json' -d '{"userId":"alice"}'`);
 } else {
   log('the API is not built yet: only Redis is running');

@@ -48,6 +48,7 @@ export class WorkerHost {
   #worker: Worker | undefined;
   #queueRedis: RedisClient | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
+  #beat: (() => void) | undefined;
   #busy = 0;
 
   constructor(options: WorkerHostOptions) {
@@ -87,11 +88,11 @@ export class WorkerHost {
     // Connection errors are logged once per outage by the connection itself.
     this.#worker.on('error', (err) => this.#logger.debug({ err: { message: err.message } }, 'queue worker error'));
     this.#worker.on('failed', (job, err) => this.#logger.warn({ jobId: job?.id, err: { message: err.message } }, 'spawn job failed'));
-    const beat = (): void => {
+    const beat = (this.#beat = (): void => {
       this.#coordinator.workers
         .heartbeat({ workerId: this.#config.workerId, slots: this.#config.slots, busy: this.#busy, startedAt: this.#startedAt }, this.#heartbeatMs * 3)
         .catch((err: unknown) => this.#logger.debug({ err: { message: (err as Error).message } }, 'heartbeat failed'));
-    };
+    });
     beat();
     this.#heartbeat = setInterval(beat, this.#heartbeatMs);
     this.#logger.info({ slots: this.#config.slots, leaseMs: this.#config.leaseMs }, 'worker host started');
@@ -104,11 +105,14 @@ export class WorkerHost {
       return { ran: false, reason: 'invalid_payload' };
     }
     if (this.#shutdown.signal.aborted) throw new Error('worker host is shutting down; the job will be retried elsewhere');
+    // Slots in use are published at once, not only at the next heartbeat.
     this.#busy++;
+    this.#beat?.();
     try {
       return await this.#runner.run(payload.data, this.#shutdown.signal);
     } finally {
       this.#busy--;
+      if (!this.#shutdown.signal.aborted) this.#beat?.();
     }
   }
 

@@ -54,7 +54,7 @@ nav a { color: var(--muted); text-decoration: none; margin-right: 16px; } nav a.
 .muted { color: var(--muted); }
 main { padding: 8px 24px 40px; }
 .banner { background: var(--bad); color: #fff; padding: 10px 24px; font-weight: 600; }
-.cards { display: grid; grid-template-columns: repeat(3, 160px) 1fr; gap: 12px; margin-top: 16px; }
+.cards { display: grid; grid-template-columns: repeat(3, 160px) 1fr; gap: 12px; margin-top: 16px; align-items: start; }
 .card { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 12px; }
 .label { color: var(--muted); font-size: 12px; } .big { font-size: 28px; font-weight: 600; }
 svg { width: 100%; height: 120px; display: block; margin-top: 6px; }

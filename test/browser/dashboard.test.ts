@@ -1,0 +1,80 @@
+import { mkdirSync } from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT, until } from '../support/processes.js';
+import { API_KEY, startSystem } from '../support/system.js';
+
+/** Screenshots are test artifacts: written here, never committed (see .gitignore). */
+const ARTIFACTS = `${ROOT}test/test-artifacts`;
+const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
+
+describe('the dashboard in a real browser', async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const system = await startSystem({ workerEnv: { SESSION_GRACE_MS: '1000' } });
+  const browser: Browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+  });
+  afterAll(() => browser.close());
+
+  it('refuses a visitor without credentials', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    // Challenged without credentials to offer, headless Chromium abandons the navigation.
+    await expect(page.goto(`${system.api.baseUrl}/dashboard`)).rejects.toThrow(/ERR_INVALID_AUTH_CREDENTIALS/);
+    const response = await context.request.get(`${system.api.baseUrl}/dashboard`);
+    expect(response.status()).toBe(401);
+    expect(response.headers()['www-authenticate']).toMatch(/^Basic realm=/);
+    await context.close();
+  });
+
+  it("shows alice running with her fence and worker host, then in history as stopped, and the spawn queue in bull-board", async () => {
+    const context = await browser.newContext({ httpCredentials: { username: 'operator', password: API_KEY }, viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (err) => errors.push(err.message));
+
+    const admitted = await system.client.spawn((await system.client.issueToken({ userId: 'alice' })).token);
+    await until(async () => (await system.client.findSession('alice'))?.state === 'running', 10_000, 'alice running');
+
+    await page.goto(`${system.api.baseUrl}/dashboard`);
+    const live = page.locator('#live tbody tr[data-user="alice"]');
+    await live.locator('td.state', { hasText: 'running' }).waitFor({ timeout: 10_000 });
+    expect(await live.locator('td.fence').textContent()).toBe(String(admitted.fence));
+    expect(await live.locator('td.worker').textContent()).toBe('host-1');
+    await page.locator('#workers tbody tr[data-worker="host-1"]').waitFor({ timeout: 10_000 });
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-running.png`, fullPage: true });
+
+    await system.client.stopSession('alice');
+    const ended = page.locator('#ended tbody tr[data-user="alice"]');
+    await ended.locator('td.state', { hasText: 'stopped' }).waitFor({ timeout: 10_000 });
+    await live.waitFor({ state: 'detached', timeout: 10_000 });
+    expect(await ended.first().locator('td.fence').textContent()).toBe(String(admitted.fence));
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-stopped.png`, fullPage: true });
+
+    await page.goto(`${system.api.baseUrl}/dashboard/queues`);
+    await page.getByText('spawn', { exact: true }).first().click({ timeout: 15_000 });
+    await page.waitForURL(/\/dashboard\/queues\/queue\/spawn/, { timeout: 15_000 });
+    await page.getByText(/completed/i).first().waitFor({ timeout: 15_000 });
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-queues.png`, fullPage: true });
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it('shows a banner while Redis is unreachable', async () => {
+    const { startRedisServer } = await import('@cq/test-harness');
+    const server = await startRedisServer();
+    afterAll(() => server.stop());
+    const own = await startSystem({ workers: 0, redisUrl: server.url });
+    const context = await browser.newContext({ httpCredentials: { username: 'operator', password: API_KEY } });
+    const page = await context.newPage();
+    await page.goto(`${own.api.baseUrl}/dashboard`);
+    await page.locator('#updated', { hasText: 'updated' }).waitFor({ timeout: 10_000 });
+    await server.halt('SIGKILL');
+    await page.locator('#banner', { hasText: 'Redis is unreachable' }).waitFor({ state: 'visible', timeout: 10_000 });
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-redis-down.png`, fullPage: true });
+    await server.resume();
+    await page.locator('#banner').waitFor({ state: 'hidden', timeout: 15_000 });
+    await context.close();
+  });
+});

@@ -41,8 +41,8 @@ function installRedisServer() {
   return haveRedisServer();
 }
 
-function start(name, command, args, env) {
-  const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+function start(name, command, args, env, options = {}) {
+  const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'], ...options });
   child.on('exit', (code, signal) => {
     if (!stopping) {
       log(`${name} exited (${code ?? signal}); stopping everything`);
@@ -69,7 +69,8 @@ async function startRedis() {
     '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
     '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '',
     '--maxmemory-policy', 'noeviction', '--logfile', join(dir, 'redis.log'),
-  ]);
+  // A process group of its own: Ctrl-C reaches the API and the workers, and Redis is stopped last.
+  ], {}, { detached: true });
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
     if (spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') {

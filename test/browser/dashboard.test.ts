@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
 
@@ -64,7 +64,7 @@ describe('the dashboard in a real browser', async () => {
   it('shows a banner while Redis is unreachable', async () => {
     const { startRedisServer } = await import('@cq/test-harness');
     const server = await startRedisServer();
-    afterAll(() => server.stop());
+    onTestFinished(() => server.stop());
     const own = await startSystem({ workers: 0, redisUrl: server.url });
     const context = await browser.newContext({ httpCredentials: { username: 'operator', password: API_KEY } });
     const page = await context.newPage();

@@ -2,7 +2,7 @@ import type { Admission } from '@cq/client';
 import { Redis } from 'ioredis';
 import { Keys } from '@cq/coordinator';
 import { startRedisServer } from '@cq/test-harness';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { alive, startWorker, until } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
 
@@ -84,7 +84,7 @@ describe('a worker host stops on SIGTERM', async () => {
 describe('a worker host whose Redis is gone', () => {
   it('still exits 0 on SIGTERM, within SESSION_GRACE_MS + LEASE_MS + 2 s', async () => {
     const server = await startRedisServer();
-    afterAll(() => server.stop());
+    onTestFinished(() => server.stop());
     const worker = await startWorker({ REDIS_URL: server.url, WORKER_ID: 'orphan', LEASE_MS: '1000', SESSION_GRACE_MS: '500' });
     await server.halt('SIGKILL');
     const start = performance.now();

@@ -141,6 +141,12 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     }
   }
 
+  // Should the test process end without stopping us, take the server along.
+  const onExit = (): void => {
+    child?.kill('SIGKILL');
+  };
+  process.once('exit', onExit);
+
   const halt = async (signal: NodeJS.Signals = 'SIGTERM'): Promise<void> => {
     const running = child;
     if (running === undefined || running.exitCode !== null || running.signalCode !== null) {
@@ -164,6 +170,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       child = await launch(bin, port, dir, args, timeoutMs);
     },
     stop: async () => {
+      process.off('exit', onExit);
       await halt('SIGTERM');
       if (ownDir) await rm(dir, { recursive: true, force: true });
     },

@@ -1,0 +1,55 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../support/processes.js';
+import { API_KEY, startSystem } from '../support/system.js';
+
+/** Runs the built `cq` with `args`; resolves with its exit code and output. */
+function cq(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [`${ROOT}packages/cli/bin/cq.js`, ...args], { env: { PATH: process.env['PATH'] ?? '', ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('the cq command line', async () => {
+  const system = await startSystem({ apiEnv: { SPAWN_INTERVAL_MS: '60000', SPAWN_BURST: '1' } });
+  const env = { CQ_API_URL: system.api.baseUrl, CQ_API_KEY: API_KEY };
+
+  it('issues a token, spawns, shows status, follows the session with watch, and lists history', async () => {
+    const token = await cq(['token', 'cli-ann', '--metadata', '{"durationMs":1500}'], env);
+    expect(token.code).toBe(0);
+    expect(token.stdout.trim()).toMatch(/^v1\./);
+    const spawned = await cq(['spawn', token.stdout.trim(), '--json'], env);
+    expect(spawned.code).toBe(0);
+    expect(JSON.parse(spawned.stdout)).toMatchObject({ userId: 'cli-ann', fence: 1, state: 'pending' });
+    const watched = await cq(['watch', 'cli-ann'], env);
+    expect(watched.code).toBe(0);
+    expect(watched.stdout).toContain('cli-ann: completed (exit code 0)');
+    const history = await cq(['history', 'cli-ann', '--json'], env);
+    expect(JSON.parse(history.stdout).sessions[0]).toMatchObject({ state: 'completed', exitCode: 0 });
+  });
+
+  it('says what went wrong in one line and exits with a code scripts can use', async () => {
+    const none = await cq(['status', 'cli-nobody'], env);
+    expect(none).toMatchObject({ code: 5, stderr: 'no_session: User cli-nobody has no live session.\n' });
+    expect((await cq(['spawn', 'v1.Ym9i.' + 'A'.repeat(43)], env)).code).toBe(4);
+    expect((await cq(['token', 'cli-ann'], { ...env, CQ_API_KEY: 'wrong-key-0123456789' })).code).toBe(3);
+    await cq(['spawn', '--user', 'cli-bea', '--metadata', '{"durationMs":60000}'], env);
+    const exists = await cq(['spawn', '--user', 'cli-bea'], env);
+    expect(exists.code).toBe(6);
+    await cq(['stop', 'cli-bea'], env);
+    expect((await cq(['watch', 'cli-bea'], env)).code).toBe(12);
+    const throttled = await cq(['spawn', '--user', 'cli-bea'], env);
+    expect(throttled.code).toBe(7);
+    expect(throttled.stderr).toMatch(/^throttled: retry in \d+ s\n$/);
+    expect((await cq(['frobnicate'], env)).code).toBe(2);
+    expect((await cq(['status'], env)).code).toBe(2);
+    expect((await cq(['token', 'x', '--ttl', 'soon'], env)).stderr).toContain('--ttl must be a whole number');
+    const down = await cq(['status', 'x'], { CQ_API_URL: 'http://127.0.0.1:1', CQ_API_KEY: API_KEY });
+    expect(down.code).toBe(8);
+  });
+});

@@ -1,0 +1,79 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT, until } from '../support/processes.js';
+
+/** The lines of the README's `## Quick start` sh block. */
+function quickStart(): string[] {
+  const readme = readFileSync(`${ROOT}README.md`, 'utf8');
+  const section = readme.slice(readme.indexOf('## Quick start'));
+  const block = /```sh\n([\s\S]*?)```/.exec(section)![1]!;
+  return block.trim().split('\n');
+}
+
+/** Pids of processes whose working directory or command line lies in `dir`. */
+function processesIn(dir: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cwd = readlinkSync(`/proc/${entry}/cwd`);
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z') continue;
+      if (cwd.startsWith(dir) || cmdline.includes(dir)) found.push(Number(entry));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
+
+describe('the README quick start', () => {
+  const lines = quickStart();
+  const clone = join(mkdtempSync(join(tmpdir(), 'cq-quickstart-')), 'repo');
+  afterAll(() => rmSync(clone, { recursive: true, force: true }));
+
+  it('has exactly two lines: start and test', () => {
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toBe('npm test');
+  });
+
+  it('line 1 starts everything from a fresh clone; the CLI demo runs against it; Ctrl-C leaves no process behind', async () => {
+    execFileSync('git', ['clone', '--quiet', ROOT, clone]);
+    const env: Record<string, string> = { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', CI: 'true', TURBO_TELEMETRY_DISABLED: '1' };
+    // Like a terminal: a process group of its own, so Ctrl-C (SIGINT) reaches every process in it.
+    const up = spawn('bash', ['-c', lines[0]!], { cwd: clone, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    up.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    up.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    const exited = new Promise<number | null>((resolve) => up.on('exit', (code) => resolve(code)));
+    afterAll(() => {
+      try {
+        process.kill(-up.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      for (const pid of processesIn(clone)) process.kill(pid, 'SIGKILL');
+    });
+
+    await until(() => output.includes('Ctrl-C stops everything'), 300_000, `quick start came up; output so far:\n${output.slice(-2000)}`);
+    const url = /API\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(output)![1]!;
+    const key = /API key\s+(\S+)/.exec(output)![1]!;
+    expect((await fetch(`${url}/readyz`)).status).toBe(200);
+
+    const demo = execFileSync(process.execPath, [`${clone}/packages/cli/bin/cq.js`, 'demo', '--url', url, '--key', key], { encoding: 'utf8', timeout: 120_000 });
+    expect(demo).toContain('admitted');
+    expect(demo).toContain('session_exists');
+    expect(demo).toMatch(/throttled: retry in \d+ s/);
+    expect(demo).toContain('expired');
+    expect(demo).toContain('done');
+    expect(processesIn(clone).length).toBeGreaterThan(3);
+
+    process.kill(-up.pid!, 'SIGINT');
+    expect(await exited).toBe(0);
+    await until(() => processesIn(clone).length === 0, 10_000, 'every process of the quick start gone');
+  }, 400_000);
+});

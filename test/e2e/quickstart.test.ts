@@ -34,7 +34,19 @@ function processesIn(dir: string): number[] {
 describe('the README quick start', () => {
   const lines = quickStart();
   const clone = join(mkdtempSync(join(tmpdir(), 'cq-quickstart-')), 'repo');
-  afterAll(() => rmSync(clone, { recursive: true, force: true }));
+  let group: number | undefined;
+  afterAll(() => {
+    // Whatever happened, nothing of the quick start outlives the test.
+    if (group !== undefined) {
+      try {
+        process.kill(-group, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    for (const pid of processesIn(clone)) process.kill(pid, 'SIGKILL');
+    rmSync(clone, { recursive: true, force: true });
+  });
 
   it('has exactly two lines: start and test', () => {
     expect(lines).toHaveLength(2);
@@ -49,15 +61,8 @@ describe('the README quick start', () => {
     let output = '';
     up.stdout.on('data', (c: Buffer) => (output += c.toString()));
     up.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    group = up.pid;
     const exited = new Promise<number | null>((resolve) => up.on('exit', (code) => resolve(code)));
-    afterAll(() => {
-      try {
-        process.kill(-up.pid!, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-      for (const pid of processesIn(clone)) process.kill(pid, 'SIGKILL');
-    });
 
     await until(() => output.includes('Ctrl-C stops everything'), 300_000, `quick start came up; output so far:\n${output.slice(-2000)}`);
     const url = /API\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(output)![1]!;

@@ -135,8 +135,11 @@ async function demo(ctx: Context, users: number): Promise<number> {
   }
   if (names.length > 1) {
     const second = names[1]!;
-    say(`stopping ${second}, then asking again at once (the spawn throttle applies):`);
+    say(`stopping ${second}, then asking again as soon as it has ended (the spawn throttle applies):`);
     await ctx.client.stopSession(second).catch(() => undefined);
+    for (let i = 0; i < 100 && (await ctx.client.findSession(second))?.sessionId === sessions.get(second); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     try {
       const admitted = await ctx.client.spawn((await ctx.client.issueToken({ userId: second, metadata: { durationMs: 2000 } })).token);
       sessions.set(second, admitted.sessionId);

@@ -129,7 +129,8 @@ if (existsSync(api)) {
   log(`API        ${base}`);
   log(`API key    ${apiKey}`);
   log(`dashboard  ${base}/dashboard  (any user name, the API key as password)`);
-  log(`try        curl -s -X POST ${base}/v1/tokens -H 'authorization: Bearer ${apiKey}' -H 'content-type: application/json' -d '{"userId":"alice"}'`);
+  log(`try        CQ_API_URL=${base} CQ_API_KEY=${apiKey} npx cq demo`);
+  log(`or         curl -s -X POST ${base}/v1/tokens -H 'authorization: Bearer ${apiKey}' -H 'content-type: application/json' -d '{"userId":"alice"}'`);
 } else {
   log('the API is not built yet: only Redis is running');
 }

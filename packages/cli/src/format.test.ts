@@ -1,0 +1,23 @@
+import { SessionExistsError, ThrottledError, UnavailableError } from '@cq/client';
+import { describe, expect, it } from 'vitest';
+import { exitCodeOf, exitCodes } from './exit-codes.js';
+import { describeError, duration, table } from './format.js';
+
+describe('cli formatting', () => {
+  it('says throttled with the retry time in whole seconds, rounded up', () => {
+    expect(describeError(new ThrottledError(429, 'throttled', 'x', undefined, 6001))).toBe('throttled: retry in 7 s');
+    expect(describeError(new ThrottledError(429, 'throttled', 'x', undefined, 10))).toBe('throttled: retry in 1 s');
+    expect(describeError(new SessionExistsError(409, 'session_exists', 'x', undefined, 'abc'))).toBe('session_exists: the user already has session abc');
+  });
+
+  it('maps error answers to exit codes', () => {
+    expect(exitCodeOf(new ThrottledError(429, 'throttled', 'x', undefined, 1))).toBe(exitCodes.throttled);
+    expect(exitCodeOf(new UnavailableError(0, 'unreachable', 'x', undefined))).toBe(exitCodes.unavailable);
+    expect(exitCodeOf(new Error('boom'))).toBe(exitCodes.failure);
+  });
+
+  it('formats durations and tables', () => {
+    expect([duration(850), duration(12_500), duration(185_000), duration(-5)]).toEqual(['850 ms', '12.5 s', '3 min 5 s', '0 s']);
+    expect(table([['A', 'BB'], ['ccc', 'd']])).toBe('A    BB\nccc  d');
+  });
+});

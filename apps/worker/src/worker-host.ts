@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { Coordinator, type RedisClient } from '@cq/coordinator';
 import { SPAWN_QUEUE, createRedis, queuePrefix, spawnJobSchema } from '@cq/service-kit';
 import { Worker, type Job } from 'bullmq';
@@ -49,12 +50,15 @@ export class WorkerHost {
   #queueRedis: RedisClient | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #beat: (() => void) | undefined;
+  #soon: NodeJS.Timeout | undefined;
   #busy = 0;
 
   constructor(options: WorkerHostOptions) {
     this.#config = options.config;
     this.#logger = options.logger.child({ workerId: options.config.workerId });
     this.#heartbeatMs = options.heartbeatMs ?? 2000;
+    // Every running session listens for the shutdown: as many listeners as slots is expected.
+    setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
     this.#stalledIntervalMs = options.stalledIntervalMs ?? 10_000;
     this.#coordinatorRedis = createRedis(this.#config, 'requests', { logger: this.#logger, name: `cq-worker:${this.#config.workerId}` });
     this.#coordinator = new Coordinator({ redis: this.#coordinatorRedis, keyPrefix: this.#config.keyPrefix });
@@ -66,6 +70,15 @@ export class WorkerHost {
       graceMs: this.#config.sessionGraceMs,
       logger: this.#logger,
     });
+  }
+
+  #beatSoon(): void {
+    if (this.#soon !== undefined) return;
+    this.#soon = setTimeout(() => {
+      this.#soon = undefined;
+      this.#beat?.();
+    }, 250);
+    this.#soon.unref();
   }
 
   /** Sessions running now. */
@@ -105,14 +118,14 @@ export class WorkerHost {
       return { ran: false, reason: 'invalid_payload' };
     }
     if (this.#shutdown.signal.aborted) throw new Error('worker host is shutting down; the job will be retried elsewhere');
-    // Slots in use are published at once, not only at the next heartbeat.
+    // Slots in use are published soon, not only at the next heartbeat (at most one extra beat per 250 ms).
     this.#busy++;
-    this.#beat?.();
+    this.#beatSoon();
     try {
       return await this.#runner.run(payload.data, this.#shutdown.signal);
     } finally {
       this.#busy--;
-      if (!this.#shutdown.signal.aborted) this.#beat?.();
+      if (!this.#shutdown.signal.aborted) this.#beatSoon();
     }
   }
 
@@ -122,6 +135,7 @@ export class WorkerHost {
    */
   async stop(): Promise<void> {
     clearInterval(this.#heartbeat);
+    clearTimeout(this.#soon);
     const worker = this.#worker;
     const closing = worker?.close();
     this.#shutdown.abort();

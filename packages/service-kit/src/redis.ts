@@ -37,6 +37,8 @@ function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOp
   if (role === 'blocking') return { ...common, maxRetriesPerRequest: null, enableOfflineQueue: true };
   return {
     ...common,
+    // Commands issued in the same tick go out in one write: fewer syscalls under load, same order.
+    enableAutoPipelining: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: options.commandTimeoutMs ?? 1500,

@@ -1,6 +1,6 @@
 import { SPAWN_JOB, spawnJobId, spawnJobOptions, type SpawnJob } from '@cq/service-kit';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { HttpError } from '../http-errors.js';
+import { HttpError, sendError } from '../http-errors.js';
 import { setRateLimitHeaders } from '../rate-limit-headers.js';
 import { errorSchema, spawnAdmitted, spawnBody } from '../schemas.js';
 
@@ -35,16 +35,16 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
       app.stats.count(outcome.outcome);
       switch (outcome.outcome) {
         case 'token_invalid':
-          throw new HttpError('token_invalid');
+          return sendError(reply, 'token_invalid');
         case 'session_exists':
           reply.header('Location', `/v1/users/${encodeURIComponent(outcome.userId)}/session`);
-          throw new HttpError('session_exists', `User ${outcome.userId} already has a live session (${outcome.state}).`, {
+          return sendError(reply, 'session_exists', `User ${outcome.userId} already has a live session (${outcome.state}).`, {
             sessionId: outcome.sessionId,
           });
         case 'throttled':
           setRateLimitHeaders(reply, quota, outcome.rate);
           app.metrics.throttled.inc({ route: '/v1/spawn' });
-          throw new HttpError('throttled', 'Spawning too often for this user.', { retryAfterMs: outcome.rate.retryAfterMs });
+          return sendError(reply, 'throttled', 'Spawning too often for this user.', { retryAfterMs: outcome.rate.retryAfterMs });
         case 'admitted':
           break;
       }

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { HttpError } from '../http-errors.js';
+import { sendError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import { setRateLimitHeaders } from '../rate-limit-headers.js';
 import { errorSchema, iso, issueTokenBody, tokenIssued } from '../schemas.js';
@@ -29,7 +29,7 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       if (outcome.outcome === 'throttled') {
         app.metrics.throttled.inc({ route: '/v1/tokens' });
         app.stats.count('tokens_throttled');
-        throw new HttpError('throttled', `Too many tokens for this user: at most ${policy.limit} per ${policy.windowMs} ms.`, {
+        return sendError(reply, 'throttled', `Too many tokens for this user: at most ${policy.limit} per ${policy.windowMs} ms.`, {
           retryAfterMs: outcome.rate.retryAfterMs,
         });
       }

@@ -1,0 +1,300 @@
+// npm run bench [-- --quick]: our coordinator side by side with the libraries a user would pick
+// instead, on one redis-server of our own, in one run. Prints Markdown; writes bench-results.json.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Coordinator, loadScripts } from '@cq/coordinator';
+import { SPAWN_JOB, SPAWN_QUEUE, createLogger, queuePrefix, spawnJobId, spawnJobOptions } from '@cq/service-kit';
+import { WorkerHost, loadWorkerConfig, type SessionLauncher } from '@cq/worker';
+import autocannon from 'autocannon';
+import { Queue, QueueEvents, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { Mutex } from 'redis-semaphore';
+import Redlock from 'redlock';
+import { measure, medianOf, type Sample } from './measure.js';
+import { benchRedis, redisBenchmark } from './redis.js';
+
+const quick = process.argv.includes('--quick');
+const RUNS = quick ? 1 : 3;
+const SECONDS = quick ? 1 : 4;
+const KEYS = 100_000;
+const out = (line = ''): void => void process.stdout.write(`${line}\n`);
+const fmt = (n: number, digits = 0): string => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–');
+const ratio = (a: number, b: number): string => `${(a / b).toFixed(2)}×`;
+
+const server = await benchRedis();
+const results: Record<string, unknown> = {
+  machine: { cpu: cpus()[0]?.model, cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
+  quick,
+  runs: RUNS,
+};
+const client = (): Redis => new Redis(server.url, { maxRetriesPerRequest: 1 });
+const targets: Array<{ name: string; value: number; target: number; met: boolean }> = [];
+const target = (name: string, value: number, wanted: number): void => void targets.push({ name, value, target: wanted, met: value >= wanted });
+
+try {
+  const info = await client().info('server');
+  (results['machine'] as Record<string, unknown>)['redis'] = /redis_version:(\S+)/.exec(info)?.[1];
+
+  // 1. Rate limiting ----------------------------------------------------------------------------
+  out(`## Rate limiting (${fmt(KEYS)} distinct keys, median of ${RUNS} × ${SECONDS} s)`);
+  out();
+  out('| callers | limiter | ops/s | p50 ms | p99 ms | vs rate-limiter-flexible |');
+  out('| ---: | --- | ---: | ---: | ---: | ---: |');
+  const ours = new Coordinator({ redis: client(), keyPrefix: 'bench' });
+  await ours.preload();
+  const theirsRedis = client();
+  const limiters: Record<string, (id: string) => Promise<unknown>> = {
+    'ours: GCRA': ((l) => (id: string) => l.check(id))(ours.gcraLimiter({ name: 'gcra', intervalMs: 1, burst: 1000 })),
+    'ours: fixed window': ((l) => (id: string) => l.check(id))(ours.fixedWindowLimiter({ name: 'fixed', limit: 1_000_000, windowMs: 60_000 })),
+    'ours: sliding window': ((l) => (id: string) => l.check(id))(ours.slidingWindowLimiter({ name: 'sliding', limit: 1000, windowMs: 60_000 })),
+    'rate-limiter-flexible': ((l) => (id: string) => l.consume(id))(new RateLimiterRedis({ storeClient: theirsRedis, keyPrefix: 'rlf', points: 1_000_000, duration: 60 })),
+  };
+  const limiterRows: Array<Record<string, unknown>> = [];
+  const gcraScript = loadScripts().get('gcra')!;
+  const gcraSha = (await ours.redis.script('LOAD', gcraScript.lua)) as string;
+  for (const callers of [1, 50, 200]) {
+    const samples: Record<string, Sample> = {};
+    for (const [name, check] of Object.entries(limiters)) {
+      samples[name] = await medianOf(RUNS, () => measure(callers, SECONDS * 1000, (caller, i) => check(`u${(caller * 7919 + i * 104_729) % KEYS}`)));
+    }
+    const limit = await redisBenchmark(server.port, callers, quick ? 50_000 : 200_000, ['EVALSHA', gcraSha, '1', 'bench:rl:gcra:{__rand_int__}', '1', '1000']);
+    const flexible = samples['rate-limiter-flexible']!;
+    for (const [name, s] of Object.entries(samples)) {
+      out(`| ${callers} | ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name === 'rate-limiter-flexible' ? '1.00×' : ratio(s.opsPerSec, flexible.opsPerSec)} |`);
+      limiterRows.push({ callers, limiter: name, ...s });
+      if (callers >= 50 && name.startsWith('ours')) target(`${name} at ${callers} callers ≥ 1.5× rate-limiter-flexible`, s.opsPerSec / flexible.opsPerSec, 1.5);
+    }
+    out(`| ${callers} | limit: redis-benchmark, our GCRA by EVALSHA | ${fmt(limit.rps)} | ${fmt(limit.p50, 2)} | ${fmt(limit.p99, 2)} | ${ratio(limit.rps, flexible.opsPerSec)} |`);
+    limiterRows.push({ callers, limiter: 'redis-benchmark GCRA EVALSHA', opsPerSec: limit.rps, p50: limit.p50, p99: limit.p99 });
+  }
+  results['limiters'] = limiterRows;
+  out();
+
+  // 2. Locks ------------------------------------------------------------------------------------
+  const LOCK_CALLERS = 50;
+  out(`## Locks: acquire + release pairs (${LOCK_CALLERS} callers, one resource each, median of ${RUNS} × ${SECONDS} s)`);
+  out();
+  out('| lock | pairs/s | p50 ms | p99 ms | ours vs it |');
+  out('| --- | ---: | ---: | ---: | ---: |');
+  const redlockClient = client();
+  const semaphoreClient = client();
+  const redlock = new Redlock([redlockClient], { retryCount: 0 });
+  const locks: Record<string, (caller: number) => Promise<unknown>> = {
+    'ours: lease (fenced)': async (caller) => {
+      const got = await ours.leases.acquire(`lock-${caller}`, { leaseMs: 10_000, maxLifetimeMs: 60_000 });
+      if (got.acquired) await ours.leases.release(got.lease);
+    },
+    'redlock (1 instance)': async (caller) => {
+      const lock = await redlock.acquire([`redlock-${caller}`], 10_000);
+      await lock.release();
+    },
+    "redis-semaphore's Mutex": async (caller) => {
+      const mutex = new Mutex(semaphoreClient, `mutex-${caller}`, { lockTimeout: 10_000, refreshInterval: 0, acquireAttemptsLimit: 1 });
+      if (await mutex.tryAcquire()) await mutex.release();
+    },
+  };
+  const lockSamples: Record<string, Sample> = {};
+  for (const [name, pair] of Object.entries(locks)) lockSamples[name] = await medianOf(RUNS, () => measure(LOCK_CALLERS, SECONDS * 1000, (caller) => pair(caller)));
+  const oursLock = lockSamples['ours: lease (fenced)']!;
+  for (const [name, s] of Object.entries(lockSamples)) {
+    out(`| ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name.startsWith('ours') ? '–' : ratio(oursLock.opsPerSec, s.opsPerSec)} |`);
+    if (!name.startsWith('ours')) target(`lock pairs/s ≥ 1.5× ${name}`, oursLock.opsPerSec / s.opsPerSec, 1.5);
+  }
+  results['locks'] = lockSamples;
+  redlockClient.disconnect();
+  semaphoreClient.disconnect();
+  theirsRedis.disconnect();
+  out();
+
+  // 3. HTTP admission ---------------------------------------------------------------------------
+  out(`## HTTP (autocannon, 50 connections, ${quick ? 2 : 6} s per route, median of ${RUNS})`);
+  out();
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./http-servers.js', import.meta.url))], {
+    env: { PATH: process.env['PATH'] ?? '', REDIS_URL: server.url },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+  const servers = JSON.parse(line) as { apiUrl: string; bareUrl: string; throttledToken: string; apiKey: string };
+  const cannon = async (url: string, body: string, headers: Record<string, string>, randomUser = false): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
+    const result = await autocannon({
+      url,
+      method: 'POST',
+      connections: 50,
+      duration: quick ? 2 : 6,
+      headers: { 'content-type': 'application/json', ...headers },
+      body,
+      ...(randomUser ? { requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, body: JSON.stringify({ userId: `bench-${Math.floor(Math.random() * 1e9)}` }) }) }] } : {}),
+    });
+    const statuses: Record<string, number> = { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors };
+    return { rps: result.requests.average, p99: result.latency.p99, statuses };
+  };
+  const routes: Record<string, () => Promise<{ rps: number; p99: number; statuses: Record<string, number> }>> = {
+    'bare Fastify route answering {}': () => cannon(`${servers.bareUrl}/bare`, JSON.stringify({ token: 'x' }), {}),
+    'POST /v1/spawn, invalid token (403)': () => cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: `v1.${Buffer.from('bench-user').toString('base64url')}.${'A'.repeat(43)}` }), {}),
+    'POST /v1/spawn, throttled (429)': () => cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.throttledToken }), {}),
+    'POST /v1/tokens (201)': () => cannon(`${servers.apiUrl}/v1/tokens`, '', { authorization: `Bearer ${servers.apiKey}` }, true),
+  };
+  out('| route | req/s | p99 ms | vs bare route | answers |');
+  out('| --- | ---: | ---: | ---: | --- |');
+  const httpRows: Record<string, unknown> = {};
+  let bareRps = 0;
+  for (const [name, run] of Object.entries(routes)) {
+    const runs = [];
+    for (let i = 0; i < RUNS; i++) runs.push(await run());
+    runs.sort((a, b) => a.rps - b.rps);
+    const r = runs[Math.floor(runs.length / 2)]!;
+    if (name.startsWith('bare')) bareRps = r.rps;
+    out(`| ${name} | ${fmt(r.rps)} | ${fmt(r.p99, 1)} | ${ratio(r.rps, bareRps)} | ${Object.entries(r.statuses).filter(([, n]) => n > 0).map(([k, n]) => `${k}: ${fmt(n)}`).join(', ')} |`);
+    httpRows[name] = r;
+    if (name.includes('/v1/spawn')) target(`${name} ≥ 60% of the bare route`, r.rps / bareRps, 0.6);
+  }
+  results['http'] = httpRows;
+  child.kill('SIGTERM');
+  await once(child, 'exit');
+  out();
+
+  // 4. Pipeline ---------------------------------------------------------------------------------
+  const SESSIONS = quick ? 2000 : 10_000;
+  const SLOTS = 50;
+  out(`## Pipeline: ${fmt(SESSIONS)} sessions admitted → completed, ${SLOTS} slots (median of ${RUNS})`);
+  out();
+  const noop: SessionLauncher = { launch: () => ({ exited: Promise.resolve(0), terminate: () => {}, kill: () => {} }) };
+  const completedAll = async (prefix: string, total: number, start: () => Promise<void>): Promise<number> => {
+    const events = new QueueEvents(SPAWN_QUEUE, { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: queuePrefix(prefix) });
+    await events.waitUntilReady();
+    let done = 0;
+    const finished = new Promise<void>((resolve) => events.on('completed', () => void (++done === total && resolve())));
+    const t0 = performance.now();
+    await start();
+    await finished;
+    const seconds = (performance.now() - t0) / 1000;
+    await events.close();
+    return total / seconds;
+  };
+  const pipelineRuns: Array<{ ours: number; bare: number }> = [];
+  for (let run = 0; run < RUNS; run++) {
+    const prefix = `pipe${run}`;
+    const coordinator = new Coordinator({ redis: client(), keyPrefix: prefix, policy: { tokenLimit: 1_000_000, spawnIntervalMs: 1, spawnBurst: 1_000_000 } });
+    const tokens: string[] = [];
+    for (let i = 0; i < SESSIONS; i += 500) {
+      const batch = await Promise.all(Array.from({ length: Math.min(500, SESSIONS - i) }, (_, j) => coordinator.tokens.issue(`p${i + j}`)));
+      for (const issued of batch) if (issued.outcome === 'issued') tokens.push(issued.token);
+    }
+    const queue = new Queue(SPAWN_QUEUE, { connection: client(), prefix: queuePrefix(prefix) });
+    const host = new WorkerHost({
+      config: loadWorkerConfig({ REDIS_URL: server.url, KEY_PREFIX: prefix, SLOTS: String(SLOTS), LOG_LEVEL: 'silent', WORKER_ID: `bench-${run}` }),
+      logger: createLogger({ level: 'silent', name: 'bench' }),
+      launcher: noop,
+    });
+    const oursRate = await completedAll(prefix, SESSIONS, async () => {
+      await host.start();
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: SLOTS }, async () => {
+          while (next < tokens.length) {
+            const token = tokens[next++]!;
+            const admitted = await coordinator.sessions.admit(token);
+            if (admitted.outcome !== 'admitted') throw new Error(`not admitted: ${admitted.outcome}`);
+            await queue.add(SPAWN_JOB, { userId: admitted.userId, sessionId: admitted.sessionId, fence: admitted.fence }, { ...spawnJobOptions, jobId: spawnJobId(admitted.userId, admitted.fence) });
+          }
+        }),
+      );
+    });
+    await host.stop();
+    await queue.close();
+
+    const barePrefix = `bare${run}`;
+    const bareQueue = new Queue(SPAWN_QUEUE, { connection: client(), prefix: queuePrefix(barePrefix) });
+    let worker: Worker | undefined;
+    const bareRate = await completedAll(barePrefix, SESSIONS, async () => {
+      worker = new Worker(SPAWN_QUEUE, async () => ({}), { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: queuePrefix(barePrefix), concurrency: SLOTS });
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: SLOTS }, async () => {
+          while (next < SESSIONS) {
+            const i = next++;
+            await bareQueue.add(SPAWN_JOB, { userId: `p${i}`, sessionId: crypto.randomUUID(), fence: 1 }, { ...spawnJobOptions, jobId: spawnJobId(`p${i}`, 1) });
+          }
+        }),
+      );
+    });
+    await worker?.close();
+    await bareQueue.close();
+    pipelineRuns.push({ ours: oursRate, bare: bareRate });
+  }
+  pipelineRuns.sort((a, b) => a.ours / a.bare - b.ours / b.bare);
+  const pipe = pipelineRuns[Math.floor(pipelineRuns.length / 2)]!;
+  out('| pipeline | sessions/s | vs bare BullMQ |');
+  out('| --- | ---: | ---: |');
+  out(`| ours: token → admit → queue → claim → run (no-op) → finish | ${fmt(pipe.ours)} | ${ratio(pipe.ours, pipe.bare)} |`);
+  out(`| bare BullMQ: add → no-op job | ${fmt(pipe.bare)} | 1.00× |`);
+  target('pipeline ≥ 80% of bare BullMQ', pipe.ours / pipe.bare, 0.8);
+  results['pipeline'] = { sessions: SESSIONS, slots: SLOTS, ...pipe, runs: pipelineRuns };
+  out();
+
+  // 5. Memory and growth ------------------------------------------------------------------------
+  out('## Memory and growth');
+  out();
+  const mem = new Coordinator({ redis: client(), keyPrefix: 'mem', policy: { spawnIntervalMs: 10_000 } });
+  const issued = await mem.tokens.issue('memory-user', { metadata: { durationMs: 5000 } });
+  if (issued.outcome !== 'issued') throw new Error('not issued');
+  const tokenKey = mem.tokens.keyOf({ userId: 'memory-user', digest: (await import('@cq/coordinator')).parseToken(issued.token)!.digest });
+  const usage = async (key: string): Promise<number> => Number((await mem.redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+  const tokenBytes = await usage(tokenKey);
+  await mem.gcraLimiter({ name: 'm', intervalMs: 10_000 }).check('memory-user');
+  const limiterBytes = await usage(mem.keys.limiter('m', 'memory-user'));
+  const admitted = await mem.sessions.admit(issued.token);
+  if (admitted.outcome !== 'admitted') throw new Error('not admitted');
+  await mem.sessions.claim(admitted, { workerId: 'm', leaseMs: 60_000, graceMs: 1000 });
+  const userKeys = mem.keys.user('memory-user');
+  const sessionBytes = (await usage(userKeys.session)) + (await usage(userKeys.lease)) + (await usage(userKeys.fence));
+  const throttleBytes = await usage(userKeys.spawnThrottle);
+  out('| what | bytes (MEMORY USAGE) |');
+  out('| --- | ---: |');
+  out(`| one spawn token (digest key with metadata) | ${tokenBytes} |`);
+  out(`| one GCRA limiter key | ${limiterBytes} |`);
+  out(`| one live session (session hash + lease + fence counter) | ${sessionBytes} |`);
+  out(`| the user's spawn throttle | ${throttleBytes} |`);
+  out();
+  const GROW = quick ? 100_000 : 1_000_000;
+  const growth: Record<string, Sample> = {};
+  for (const users of [1000, GROW]) {
+    await mem.redis.flushall();
+    const limiter = mem.gcraLimiter({ name: 'grow', intervalMs: 1, burst: 1000 });
+    for (let i = 0; i < users; i += 10_000) {
+      const pipeline = mem.redis.pipeline();
+      for (let j = i; j < Math.min(users, i + 10_000); j++) pipeline.set(mem.keys.limiter('grow', `g${j}`), '0', 'PX', 3_600_000);
+      await pipeline.exec();
+    }
+    growth[users] = await medianOf(RUNS, () => measure(50, SECONDS * 1000, (caller, i) => limiter.check(`g${(caller * 7919 + i * 104_729) % users}`)));
+  }
+  out(`| GCRA checks, 50 callers | ops/s | p99 ms |`);
+  out('| --- | ---: | ---: |');
+  for (const [users, s] of Object.entries(growth)) out(`| with ${fmt(Number(users))} users' keys present | ${fmt(s.opsPerSec)} | ${fmt(s.p99, 2)} |`);
+  target(`limiter ops/s with ${fmt(GROW)} users ≥ 90% of that with 1,000`, growth[GROW]!.opsPerSec / growth[1000]!.opsPerSec, 0.9);
+  results['memory'] = { tokenBytes, limiterBytes, sessionBytes, throttleBytes, growth };
+  out();
+
+  out('## Targets');
+  out();
+  out('| target | measured | met |');
+  out('| --- | ---: | :---: |');
+  for (const t of targets) out(`| ${t.name} | ${t.value.toFixed(2)} (target ${t.target}) | ${t.met ? 'yes' : 'no'} |`);
+  results['targets'] = targets;
+  out();
+  out(`machine: ${String((results['machine'] as Record<string, unknown>)['cpu'])}, ${cpus().length} cores, Node ${process.version}, Redis ${String((results['machine'] as Record<string, unknown>)['redis'])}${quick ? ' (quick run: 1 run each, shorter; not for comparison)' : ''}`);
+  writeFileSync('bench-results.json', `${JSON.stringify(results, null, 2)}\n`);
+  out('wrote bench-results.json');
+} catch (err) {
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+} finally {
+  await server.stop();
+  // Clients of the finished suites may still hold sockets; the run is over.
+  process.exit(process.exitCode ?? 0);
+}

@@ -13,6 +13,13 @@ import { sessionRoutes } from './routes/sessions.js';
 import { spawnRoutes } from './routes/spawn.js';
 import { tokenRoutes } from './routes/tokens.js';
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route of the app (method, URL template). */
+    routeTable: ReadonlyArray<{ method: string; url: string }>;
+  }
+}
+
 /** Largest request body accepted, bytes; larger ones get 413. */
 export const BODY_LIMIT = 64 * 1024;
 
@@ -60,9 +67,16 @@ export async function buildApp(options: BuildAppOptions) {
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: 256 },
     clientErrorHandler,
+    trustProxy: options.config.trustProxy,
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
+  // Every route, as registered: the security test walks it.
+  const routeTable: Array<{ method: string; url: string }> = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routeTable.push({ method, url: route.url });
+  });
+  app.decorate('routeTable', routeTable);
   // An empty body with a JSON content type (curl -H 'content-type: application/json' -X DELETE ...) is
   // no body at all; routes that need one then say which field is missing.
   const parseJson = app.getDefaultJsonParser('error', 'error');

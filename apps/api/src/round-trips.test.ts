@@ -42,3 +42,25 @@ describe('spawn rejection paths', async () => {
     expect(malformed).toEqual([]);
   });
 });
+
+describe('guessing tokens from one address', async () => {
+  const api = await startTestApi({ SPAWN_FAILURE_LIMIT: '3', SPAWN_FAILURE_WINDOW_MS: '800' });
+  const watch = await watchClient(api.app.redis as Redis, inject('redisUrl'));
+  afterAll(() => watch.stop());
+  const guess = () => send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token: `v1.${Buffer.from('victim').toString('base64url')}.${'B'.repeat(43)}` }), headers: jsonHeaders(false) });
+
+  it('is refused with 429 once over the limit, without a Redis round trip, until the window has passed', async () => {
+    for (let i = 0; i < 3; i++) expect((await guess()).status).toBe(403);
+    await watch.settle();
+    const before = watch.seen.length;
+    const blocked = await guess();
+    await watch.settle();
+    expect(blocked.status).toBe(429);
+    expect(blocked.body.error).toMatchObject({ code: 'throttled', retryAfterMs: expect.any(Number) });
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(blocked.headers.get('ratelimit-policy')).toBe('"spawn-failures";q=3;w=1');
+    expect(watch.seen.length - before).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, blocked.body.error.retryAfterMs)); // the claim is about this wait
+    expect((await guess()).status).toBe(403);
+  });
+});

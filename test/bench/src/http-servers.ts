@@ -16,6 +16,8 @@ const config = loadApiConfig({
   SPAWN_INTERVAL_MS: '3600000',
   LOG_LEVEL: 'silent',
   PORT: '0',
+  // The benchmark measures the Redis-backed 403 path, not the per-address guard that blocks a guesser.
+  SPAWN_FAILURE_LIMIT: '1000000000',
 });
 const api = await buildApp({ config, logger: createLogger({ level: 'silent', name: 'bench-api' }), sweep: false, defaultMetrics: false });
 await api.listen({ host: '127.0.0.1', port: 0 });

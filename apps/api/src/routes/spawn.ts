@@ -1,6 +1,7 @@
 import { SPAWN_JOB, spawnJobId, spawnJobOptions, type SpawnJob } from '@cq/service-kit';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError, sendError } from '../http-errors.js';
+import { FailedAttemptLimiter } from '../failed-attempts.js';
 import { setRateLimitHeaders } from '../rate-limit-headers.js';
 import { errorSchema, spawnAdmitted, spawnBody } from '../schemas.js';
 
@@ -19,6 +20,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
 export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
   const { policy } = app.config;
   const quota = { name: 'spawn', limit: policy.spawnBurst, windowMs: policy.spawnIntervalMs * policy.spawnBurst };
+  const failures = new FailedAttemptLimiter({ limit: app.config.spawnFailureLimit, windowMs: app.config.spawnFailureWindowMs });
+  const failureQuota = { name: 'spawn-failures', limit: failures.limit, windowMs: failures.windowMs };
   app.post(
     '/v1/spawn',
     {
@@ -30,11 +33,19 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request, reply) => {
       const { token } = request.body;
+      // An address that guessed wrong too often is refused without asking Redis.
+      const blocked = failures.check(request.ip);
+      if (blocked !== undefined) {
+        setRateLimitHeaders(reply, failureQuota, { allowed: false, limit: failures.limit, remaining: 0, retryAfterMs: blocked.retryAfterMs, resetAfterMs: blocked.retryAfterMs });
+        app.metrics.throttled.inc({ route: '/v1/spawn' });
+        return sendError(reply, 'throttled', 'Too many invalid tokens from this address; retry later.', { retryAfterMs: blocked.retryAfterMs });
+      }
       const outcome = await app.coordinator.sessions.admit(token);
       app.metrics.admissions.inc({ outcome: outcome.outcome });
       app.stats.count(outcome.outcome);
       switch (outcome.outcome) {
         case 'token_invalid':
+          failures.fail(request.ip);
           return sendError(reply, 'token_invalid');
         case 'session_exists':
           reply.header('Location', `/v1/users/${encodeURIComponent(outcome.userId)}/session`);

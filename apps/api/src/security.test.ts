@@ -19,7 +19,7 @@ describe('security', async () => {
     for (const { method, url } of routes) {
       const path = url.replace(/:\w+/g, 'someone').replace(/\*$/, 'js/main.js');
       const dashboard = path.startsWith('/dashboard');
-      const attempts = [
+      const attempts: Array<Record<string, string>> = [
         {},
         { authorization: `Bearer ${wrongKey}` },
         { authorization: `Basic ${Buffer.from(`user:${wrongKey}`).toString('base64')}` },
@@ -34,7 +34,7 @@ describe('security', async () => {
   });
 
   it('Redis holds no token secret anywhere: only SHA-256 digests', async () => {
-    const tokens = [];
+    const tokens: string[] = [];
     for (let i = 0; i < 5; i++) tokens.push((await api.client.issueToken({ userId: `secret-${i}`, metadata: { n: i } })).token);
     await api.client.spawn(tokens[0]!);
     await api.client.spawn(tokens[1]!);

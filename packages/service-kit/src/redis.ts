@@ -37,8 +37,9 @@ function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOp
   if (role === 'blocking') return { ...common, maxRetriesPerRequest: null, enableOfflineQueue: true };
   return {
     ...common,
-    // Commands issued in the same tick go out in one write: fewer syscalls under load, same order.
-    enableAutoPipelining: true,
+    // No auto-pipelining: ioredis runs one auto-pipeline per connection at a time, so during a hang
+    // a second batch would wait for the first to time out, and an answer could take twice
+    // commandTimeout, past the 2 s the API promises.
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: options.commandTimeoutMs ?? 1500,

@@ -37,6 +37,7 @@ export async function startSystem(options: { apiEnv?: Record<string, string>; wo
     SPAWN_INTERVAL_MS: '1',
     SPAWN_BURST: '1000',
     SWEEP_INTERVAL_MS: '250',
+    SPAWN_FAILURE_LIMIT: '1000000',
     ...options.apiEnv,
   });
   const workerEnv = {

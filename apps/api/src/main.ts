@@ -13,10 +13,11 @@ try {
 
 const logger = createLogger({ level: config.logLevel, name: 'cq-api' });
 const app = await buildApp({ config, logger });
+// Signals first: a SIGTERM that arrives while the API starts still stops it cleanly.
+runUntilSignal(logger, () => app.close());
 try {
   await app.listen({ host: config.host, port: config.port });
 } catch (err) {
   logger.fatal({ err }, 'could not listen');
   process.exit(1);
 }
-runUntilSignal(logger, () => app.close());

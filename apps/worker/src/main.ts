@@ -13,5 +13,6 @@ try {
 
 const logger = createLogger({ level: config.logLevel, name: 'cq-worker' });
 const host = new WorkerHost({ config, logger });
-await host.start();
+// Signals first: a SIGTERM that arrives while the host starts still stops it cleanly.
 runUntilSignal(logger, () => host.stop());
+await host.start();

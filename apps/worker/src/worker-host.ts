@@ -143,10 +143,9 @@ export class WorkerHost {
     // unreachable that cannot finish, so the wait is bounded and the host exits all the same.
     const bound = this.#config.sessionGraceMs + this.#config.leaseMs + 2000;
     let timer: NodeJS.Timeout | undefined;
-    const closed = await Promise.race([
-      closing?.then(() => true),
-      new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), bound))),
-    ]);
+    const closed =
+      closing === undefined ||
+      (await Promise.race([closing.then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), bound)))]));
     clearTimeout(timer);
     if (!closed) {
       this.#logger.warn({ waitedMs: bound }, 'could not finish cleanly (is Redis reachable?); closing anyway');

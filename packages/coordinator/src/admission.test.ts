@@ -80,6 +80,27 @@ describe('admission', () => {
   });
 });
 
+describe('an admission whose answer was lost', () => {
+  const coordinator = testCoordinator({ policy: { tokenLimit: 100, spawnIntervalMs: 60_000 } });
+
+  it('cancelled before it arrives: the late copy does nothing and the token stays valid', async () => {
+    const t = await token(coordinator, 'late-copy');
+    const sessionId = crypto.randomUUID();
+    expect(await coordinator.sessions.cancelAdmission(t, sessionId)).toEqual({ cancelled: false, tokenRestored: false });
+    expect(await coordinator.sessions.admit(t, {}, sessionId)).toEqual({ outcome: 'token_invalid' });
+    expect(await coordinator.sessions.get('late-copy')).toBeUndefined();
+    expect(await coordinator.sessions.admit(t)).toMatchObject({ outcome: 'admitted' });
+  });
+
+  it('cancelled after it ran: the token is valid again and the throttle back where it was', async () => {
+    const t = await token(coordinator, 'ran-first');
+    const sessionId = crypto.randomUUID();
+    expect(await coordinator.sessions.admit(t, {}, sessionId)).toMatchObject({ outcome: 'admitted', sessionId });
+    expect(await coordinator.sessions.cancelAdmission(t, sessionId)).toEqual({ cancelled: true, tokenRestored: true });
+    expect(await coordinator.sessions.admit(t)).toMatchObject({ outcome: 'admitted' });
+  });
+});
+
 describe('session records', () => {
   const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, historyLength: 3 } });
   const sessions = coordinator.sessions;

@@ -71,6 +71,7 @@ export enum ScriptCode {
   LeaseHeld = -9,
   NoSession = -10,
   BadArgument = -11,
+  Cancelled = -12,
 }
 
 const codeOfScriptCode: Record<ScriptCode, ErrorCode> = {
@@ -84,6 +85,7 @@ const codeOfScriptCode: Record<ScriptCode, ErrorCode> = {
   [ScriptCode.LeaseHeld]: 'lease_held',
   [ScriptCode.NoSession]: 'no_session',
   [ScriptCode.BadArgument]: 'invalid_argument',
+  [ScriptCode.Cancelled]: 'token_invalid',
 };
 
 /** Turns a script's negative reply code into the typed error of the registry. */

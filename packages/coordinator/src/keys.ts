@@ -58,6 +58,13 @@ export class Keys {
     return `${this.prefix}:{u:${userId}}:token:${digestHex}`;
   }
 
+  /** The tombstone of one cancelled admission of a user. */
+  cancelledAdmission(userId: string, sessionId: string): string {
+    assertUserId(userId);
+    assertName(sessionId, 'sessionId');
+    return `${this.prefix}:{u:${userId}}:cancelled:${sessionId}`;
+  }
+
   /** The live-session index shard of one cluster slot. */
   shard(slot: number): string {
     const tag = slotTags()[slot];

@@ -21,6 +21,9 @@ import {
 import { parseToken, type Metadata } from './tokens.js';
 import { assertInteger } from './validate.js';
 
+/** How long a cancelled admission's tombstone is kept: longer than any command can wait in a socket. */
+export const CANCELLED_ADMISSION_TTL_MS = 10 * 60_000;
+
 /** A session renewal's answer: the lease's new life and whether a stop was requested. */
 export type SessionRenewAnswer =
   | (RenewAnswer & { readonly ok: true; readonly stopRequested: boolean; readonly leaseExpiresAt: number })
@@ -62,7 +65,7 @@ export class SessionStore {
    * consume the token, take the next fence, record the session as `pending`. All or nothing, one round
    * trip; a malformed token is refused without one.
    */
-  async admit(token: string, overrides: Partial<AdmitPolicy> = {}): Promise<AdmitOutcome> {
+  async admit(token: string, overrides: Partial<AdmitPolicy> = {}, sessionId: string = randomUUID()): Promise<AdmitOutcome> {
     const parsed = parseToken(token);
     if (parsed === undefined) return { outcome: 'token_invalid' };
     const policy: AdmitPolicy = {
@@ -73,10 +76,19 @@ export class SessionStore {
     };
     const { userId } = parsed;
     const keys = this.#context.keys.user(userId);
-    const sessionId = randomUUID();
     const reply = await this.#context.scripts.run(
       'admit',
-      [this.#context.keys.token(userId, parsed.digest), keys.session, keys.fence, keys.spawnThrottle, keys.lease, keys.history, keys.shard, keys.ended],
+      [
+        this.#context.keys.token(userId, parsed.digest),
+        keys.session,
+        keys.fence,
+        keys.spawnThrottle,
+        keys.lease,
+        keys.history,
+        keys.shard,
+        keys.ended,
+        this.#context.keys.cancelledAdmission(userId, sessionId),
+      ],
       [sessionId, userId, policy.spawnIntervalMs, policy.spawnBurst, policy.maxLifetimeMs, policy.pendingTimeoutMs, this.#policy.historyLength],
     );
     switch (reply[0]) {
@@ -92,6 +104,7 @@ export class SessionStore {
           rate: { allowed: true, limit: Number(reply[5]), remaining: Number(reply[6]), retryAfterMs: 0, resetAfterMs: Number(reply[7]) },
         };
       case -1:
+      case -12: // this admission had been cancelled: a late copy of a timed-out call
         return { outcome: 'token_invalid' };
       case -2:
         return { outcome: 'session_exists', userId, sessionId: String(reply[1]), state: String(reply[2]) as LiveState };
@@ -105,7 +118,9 @@ export class SessionStore {
   /**
    * Rolls back an admission that could not be handed on: the token is usable again (for the rest of its
    * life), the throttle is back where it was, the pending session is gone. False when the session is no
-   * longer pending (claimed, stopped or ended): then nothing is changed.
+   * longer pending (claimed, stopped or ended) or was never admitted: then nothing is changed, and an
+   * admission with this id arriving later (a late copy of a call that timed out) will do nothing.
+   * Pass the `sessionId` given to (or returned by) {@link SessionStore.admit}.
    */
   async cancelAdmission(token: string, sessionId: string): Promise<{ cancelled: boolean; tokenRestored: boolean }> {
     const parsed = parseToken(token);
@@ -113,8 +128,8 @@ export class SessionStore {
     const keys = this.#context.keys.user(parsed.userId);
     const reply = await this.#context.scripts.run(
       'cancelAdmission',
-      [keys.session, this.#context.keys.token(parsed.userId, parsed.digest), keys.spawnThrottle, keys.shard],
-      [sessionId, parsed.userId],
+      [keys.session, this.#context.keys.token(parsed.userId, parsed.digest), keys.spawnThrottle, keys.shard, this.#context.keys.cancelledAdmission(parsed.userId, sessionId)],
+      [sessionId, parsed.userId, CANCELLED_ADMISSION_TTL_MS],
     );
     if (reply[0] === -4) return { cancelled: false, tokenRestored: false };
     if (reply[0] !== 1) throw new ScriptReplyError('cancelAdmission', reply);

@@ -4,6 +4,7 @@ import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiConfig } from '../config.js';
+import { AdmissionReconciler } from '../reconciler.js';
 import { StatsRecorder } from '../stats.js';
 
 declare module 'fastify' {
@@ -14,6 +15,7 @@ declare module 'fastify' {
     spawnQueue: Queue;
     sweeper: Sweeper;
     stats: StatsRecorder;
+    reconciler: AdmissionReconciler;
   }
 }
 
@@ -55,6 +57,8 @@ export const servicesPlugin = fp(
     app.decorate('spawnQueue', spawnQueue);
     app.decorate('sweeper', sweeper);
     app.decorate('stats', stats);
+    const reconciler = new AdmissionReconciler(coordinator.sessions, app.log);
+    app.decorate('reconciler', reconciler);
     app.addHook('onReady', async () => {
       // Serve at once even when Redis is down (answering 503 until it is back), but give a healthy
       // Redis the moment it needs to connect, so the first requests do not fail for nothing.
@@ -67,6 +71,7 @@ export const servicesPlugin = fp(
     app.addHook('onClose', async () => {
       await sweeper.stop();
       await stats.stop();
+      await reconciler.close();
       await spawnQueue.close().catch(() => {});
       await Promise.all([closeClient(redis), closeClient(queueRedis), closeClient(statsRedis)]);
     });

@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { UnavailableError } from '@cq/coordinator';
 import { SPAWN_JOB, spawnJobId, spawnJobOptions, type SpawnJob } from '@cq/service-kit';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError, sendError } from '../http-errors.js';
@@ -40,7 +42,15 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
         app.metrics.throttled.inc({ route: '/v1/spawn' });
         return sendError(reply, 'throttled', 'Too many invalid tokens from this address; retry later.', { retryAfterMs: blocked.retryAfterMs });
       }
-      const outcome = await app.coordinator.sessions.admit(token);
+      const sessionId = randomUUID();
+      let outcome;
+      try {
+        outcome = await app.coordinator.sessions.admit(token, {}, sessionId);
+      } catch (err) {
+        // The admission may still run once Redis answers again: cancel it then, so the token stays valid.
+        if (err instanceof UnavailableError) app.reconciler.add(token, sessionId);
+        throw err;
+      }
       app.metrics.admissions.inc({ outcome: outcome.outcome });
       app.stats.count(outcome.outcome);
       switch (outcome.outcome) {

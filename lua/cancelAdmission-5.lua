@@ -1,31 +1,38 @@
 --[[
-  Rolls back an admission whose session could not be handed on (e.g. the enqueue failed): the token
-  becomes usable again for the rest of its life, the spawn throttle returns to where it was, and the
-  pending session disappears without a trace in the history. The fence stays used: fences only grow.
+  Rolls back an admission whose session could not be handed on (the enqueue failed, or the admission's
+  own answer was lost to a timeout): the token becomes usable again for the rest of its life, the spawn
+  throttle returns to where it was, and the pending session disappears without a trace in the history.
+  The fence stays used: fences only grow. A tombstone makes a late copy of the admission a no-op, so
+  the rollback holds whichever of the two Redis executes first.
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
     KEYS[2] token key the session was admitted with
     KEYS[3] the user's spawn throttle key
     KEYS[4] the live-session index shard of the user's slot
+    KEYS[5] the tombstone of this admission (string, expires)
 
     ARGV[1] session id of the admission to roll back
     ARGV[2] user id
+    ARGV[3] tombstone time to live, milliseconds
 
   Output:
     {1, tokenRestored (1|0)} rolled back; 0 when the token had expired meanwhile
-    {-4} stale: no pending session with this id (claimed, ended or never admitted)
+    {-4} stale: no pending session with this id (claimed, ended, or not admitted: then never will be)
 ]]
 local rcall = redis.call
 local sessionKey = KEYS[1]
 local tokenKey = KEYS[2]
 local throttleKey = KEYS[3]
 local shardKey = KEYS[4]
+local tombstoneKey = KEYS[5]
 local sessionId = ARGV[1]
 local userId = ARGV[2]
+local tombstoneTtlMs = tonumber(ARGV[3])
 
 --- @include "includes/nowMs"
 
+rcall('SET', tombstoneKey, '1', 'PX', tombstoneTtlMs)
 local s = rcall('HMGET', sessionKey, 'id', 'state', 'meta', 'tokL', 'tokE', 'ptat')
 if s[1] ~= sessionId or s[2] ~= 'pending' then return { -4 } end
 

@@ -1,5 +1,5 @@
 --[[
-  Admits a spawn: one all-or-nothing decision. Checked in this order: the token is valid, the user has
+  Admits a spawn: one all-or-nothing decision (unless this very admission was already cancelled). Checked in this order: the token is valid, the user has
   no live session (an overdue one is first ended as `lost`), the spawn throttle (GCRA) is open. Only then
   it consumes the token, moves the throttle, takes the next fence and records the session as `pending`.
   A rejection writes nothing but the ending of an overdue session.
@@ -13,6 +13,7 @@
     KEYS[6] the user's history key (list of JSON, newest first)
     KEYS[7] the live-session index shard of the user's slot (sorted set: userId by due time, epoch ms)
     KEYS[8] the recent endings of the user's slot (list of JSON, newest first, capped)
+    KEYS[9] the tombstone of this admission (exists once the admission was cancelled)
 
     ARGV[1] session id (chosen by the caller, unique)
     ARGV[2] user id
@@ -27,6 +28,7 @@
     {-1} token_invalid: unknown, expired or already used
     {-2, sessionId, state} session_exists: the user's live session
     {-3, limit, remaining, retryAfterMs, resetAfterMs} throttled
+    {-12} cancelled: this admission was cancelled before it arrived (a late copy of a timed-out call)
 ]]
 local rcall = redis.call
 local tokenKey = KEYS[1]
@@ -37,6 +39,7 @@ local leaseKey = KEYS[5]
 local historyKey = KEYS[6]
 local shardKey = KEYS[7]
 local endedKey = KEYS[8]
+local tombstoneKey = KEYS[9]
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local intervalMs = tonumber(ARGV[3])
@@ -49,6 +52,7 @@ local historyLength = tonumber(ARGV[7])
 --- @include "includes/gcra"
 --- @include "includes/settleSession"
 
+if rcall('EXISTS', tombstoneKey) == 1 then return { -12 } end
 local token = rcall('HMGET', tokenKey, 'm', 'l', 'e')
 if not token[1] then return { -1 } end
 

@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['e2e/**/*.test.ts', 'browser/**/*.test.ts'],
+    include: ['e2e/**/*.test.ts', 'browser/**/*.test.ts', 'soak/**/*.test.ts'],
     globalSetup: ['@cq/test-harness/global-setup'],
     testTimeout: 60_000,
     hookTimeout: 60_000,

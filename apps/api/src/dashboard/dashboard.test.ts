@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TEST_API_KEY, send, startTestApi } from '../test-support/app.js';
 
+const queuesHeaders = (res: { headers: Headers }) => ({ frame: res.headers.get('x-frame-options'), sniff: res.headers.get('x-content-type-options') });
 const basic = (password: string, user = 'operator') => ({ authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` });
 
 describe('dashboard', async () => {
@@ -30,6 +31,9 @@ describe('dashboard', async () => {
     expect(page.headers.get('content-type')).toMatch(/text\/html/);
     expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
     expect(page.headers.get('x-frame-options')).toBe('DENY');
+    expect(page.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(page.headers.get('strict-transport-security')).toMatch(/max-age=/);
+    expect(queuesHeaders(await send(api.baseUrl, 'GET', '/dashboard/queues', { headers: basic(TEST_API_KEY) }))).toEqual({ frame: 'DENY', sniff: 'nosniff' });
     expect(page.body).toContain('Live sessions');
     expect((await send(api.baseUrl, 'GET', '/dashboard/app.js', { headers: basic(TEST_API_KEY) })).status).toBe(200);
     const queues = await send(api.baseUrl, 'GET', '/dashboard/queues', { headers: basic(TEST_API_KEY) });

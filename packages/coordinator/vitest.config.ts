@@ -1,11 +1,3 @@
-import { defineConfig } from 'vitest/config';
+import { redisTestConfig } from '@cq/test-harness/vitest-config';
 
-export default defineConfig({
-  test: {
-    include: ['src/**/*.test.ts'],
-    globalSetup: ['@cq/test-harness/global-setup'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
-    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
-  },
-});
+export default redisTestConfig();

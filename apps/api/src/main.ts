@@ -1,15 +1,8 @@
-import { ConfigError, createLogger, runUntilSignal } from '@cq/service-kit';
+import { createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
 import { buildApp } from './app.js';
-import { loadApiConfig, type ApiConfig } from './config.js';
+import { loadApiConfig } from './config.js';
 
-let config: ApiConfig;
-try {
-  config = loadApiConfig(process.env);
-} catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
-  process.stderr.write(`${err.message}\n`);
-  process.exit(1);
-}
+const config = loadConfigOrExit(loadApiConfig);
 
 const logger = createLogger({ level: config.logLevel, name: 'cq-api' });
 const app = await buildApp({ config, logger });

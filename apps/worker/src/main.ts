@@ -1,15 +1,8 @@
-import { ConfigError, createLogger, runUntilSignal } from '@cq/service-kit';
-import { loadWorkerConfig, type WorkerConfig } from './config.js';
+import { createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
+import { loadWorkerConfig } from './config.js';
 import { WorkerHost } from './worker-host.js';
 
-let config: WorkerConfig;
-try {
-  config = loadWorkerConfig(process.env);
-} catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
-  process.stderr.write(`${err.message}\n`);
-  process.exit(1);
-}
+const config = loadConfigOrExit(loadWorkerConfig);
 
 const logger = createLogger({ level: config.logLevel, name: 'cq-worker' });
 const host = new WorkerHost({ config, logger });

@@ -14,3 +14,4 @@ export { createRedis, waitUntilReady, type ConnectionLogger, type ConnectionRole
 export { createLogger, redactedPaths } from './logger.js';
 export { SPAWN_JOB, SPAWN_QUEUE, queuePrefix, spawnJobId, spawnJobOptions, spawnJobSchema, type SpawnJob } from './spawn-queue.js';
 export { runUntilSignal } from './shutdown.js';
+export { loadConfigOrExit } from './startup.js';

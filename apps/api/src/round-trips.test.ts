@@ -6,7 +6,7 @@ import { jsonHeaders, send, startTestApi } from './test-support/app.js';
 describe('spawn rejection paths', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '60000' });
   const watch = await watchClient(api.app.redis as Redis, inject('redisUrl'));
-  const queueWatch = await watchClient(api.app.spawnQueue.opts.connection as Redis, inject('redisUrl'));
+  const queueWatch = await watchClient(api.app.spawnQueues.all[0]!.opts.connection as Redis, inject('redisUrl'));
   afterAll(async () => {
     await watch.stop();
     await queueWatch.stop();

@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { Coordinator, type RedisClient } from '@cq/coordinator';
-import { SPAWN_QUEUE, createRedis, queuePrefix, spawnJobSchema } from '@cq/service-kit';
-import { Worker, type Job } from 'bullmq';
+import { createRedis, spawnJobSchema, spawnQueueShards } from '@cq/service-kit';
+import { WaitingError, Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { processLauncher, type SessionLauncher } from './session-process.js';
@@ -33,8 +33,9 @@ export interface WorkerHostOptions {
 }
 
 /**
- * A worker host: a BullMQ worker on the spawn queue with `SLOTS` concurrency, running each job's
- * session under its lease, publishing a heartbeat, and stopping its sessions on shutdown.
+ * A worker host: a BullMQ worker on each spawn-queue shard, running each job's session under its
+ * lease, at most `SLOTS` at once over all shards, publishing a heartbeat, and stopping its sessions on
+ * shutdown.
  */
 export class WorkerHost {
   readonly #config: WorkerConfig;
@@ -46,7 +47,7 @@ export class WorkerHost {
   readonly #startedAt = Date.now();
   readonly #heartbeatMs: number;
   readonly #stalledIntervalMs: number;
-  #worker: Worker | undefined;
+  #workers: Worker[] = [];
   #queueRedis: RedisClient | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #beat: (() => void) | undefined;
@@ -90,17 +91,22 @@ export class WorkerHost {
   async start(): Promise<void> {
     const connection = createRedis(this.#config, 'blocking', { logger: this.#logger, name: `cq-worker-queue:${this.#config.workerId}` });
     this.#queueRedis = connection;
-    this.#worker = new Worker(SPAWN_QUEUE, (job) => this.#process(job), {
-      connection,
-      prefix: queuePrefix(this.#config.keyPrefix),
-      concurrency: this.#config.slots,
-      stalledInterval: this.#stalledIntervalMs,
-      maxStalledCount: 1,
-      autorun: true,
+    // One worker per shard, each allowed every slot: BullMQ keeps each within SLOTS, and #process
+    // keeps their sum within SLOTS (with one shard that check never trips).
+    this.#workers = spawnQueueShards(this.#config.keyPrefix, this.#config.spawnQueueShards).map((shard) => {
+      const worker = new Worker(shard.name, (job, token) => this.#process(job, token), {
+        connection,
+        prefix: shard.prefix,
+        concurrency: this.#config.slots,
+        stalledInterval: this.#stalledIntervalMs,
+        maxStalledCount: 1,
+        autorun: true,
+      });
+      // Connection errors are logged once per outage by the connection itself.
+      worker.on('error', (err) => this.#logger.debug({ err: { message: err.message } }, 'queue worker error'));
+      worker.on('failed', (job, err) => this.#logger.warn({ jobId: job?.id, err: { message: err.message } }, 'spawn job failed'));
+      return worker;
     });
-    // Connection errors are logged once per outage by the connection itself.
-    this.#worker.on('error', (err) => this.#logger.debug({ err: { message: err.message } }, 'queue worker error'));
-    this.#worker.on('failed', (job, err) => this.#logger.warn({ jobId: job?.id, err: { message: err.message } }, 'spawn job failed'));
     const beat = (this.#beat = (): void => {
       this.#coordinator.workers
         .heartbeat({ workerId: this.#config.workerId, slots: this.#config.slots, busy: this.#busy, startedAt: this.#startedAt }, this.#heartbeatMs * 3)
@@ -111,21 +117,46 @@ export class WorkerHost {
     this.#logger.info({ slots: this.#config.slots, leaseMs: this.#config.leaseMs }, 'worker host started');
   }
 
-  async #process(job: Job): Promise<RunOutcome | { ran: false; reason: 'invalid_payload' }> {
+  async #process(job: Job, token: string | undefined): Promise<RunOutcome | { ran: false; reason: 'invalid_payload' }> {
     const payload = spawnJobSchema.safeParse(job.data);
     if (!payload.success) {
       this.#logger.warn({ jobId: job.id, issue: payload.error.issues[0]?.message }, 'spawn job has an invalid payload; dropped');
       return { ran: false, reason: 'invalid_payload' };
     }
     if (this.#shutdown.signal.aborted) throw new Error('worker host is shutting down; the job will be retried elsewhere');
+    if (this.#busy >= this.#config.slots) {
+      // Another shard's worker took the last slot first: hand the job back for any host to take
+      // (no attempt is counted), and fetch nothing more until a slot frees.
+      this.#pauseFetching(true);
+      this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'all slots busy; job handed back');
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
     // Slots in use are published soon, not only at the next heartbeat (at most one extra beat per 250 ms).
     this.#busy++;
+    if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
     this.#beatSoon();
     try {
       return await this.#runner.run(payload.data, this.#shutdown.signal);
     } finally {
       this.#busy--;
-      if (!this.#shutdown.signal.aborted) this.#beatSoon();
+      if (!this.#shutdown.signal.aborted) {
+        this.#pauseFetching(false);
+        this.#beatSoon();
+      }
+    }
+  }
+
+  /**
+   * With several shards, stops (or resumes) every shard's worker fetching jobs while all slots are
+   * busy. With one shard BullMQ's own concurrency limit does this, and the stalled-job check keeps
+   * running on this host.
+   */
+  #pauseFetching(paused: boolean): void {
+    if (this.#workers.length < 2) return;
+    for (const worker of this.#workers) {
+      if (paused) void worker.pause(true);
+      else if (worker.isPaused()) void worker.resume();
     }
   }
 
@@ -136,8 +167,8 @@ export class WorkerHost {
   async stop(): Promise<void> {
     clearInterval(this.#heartbeat);
     clearTimeout(this.#soon);
-    const worker = this.#worker;
-    const closing = worker?.close();
+    const workers = this.#workers;
+    const closing = workers.length === 0 ? undefined : Promise.all(workers.map((worker) => worker.close()));
     this.#shutdown.abort();
     // Sessions end within the grace time and their end is recorded within a lease; with Redis
     // unreachable that cannot finish, so the wait is bounded and the host exits all the same.
@@ -149,7 +180,7 @@ export class WorkerHost {
     clearTimeout(timer);
     if (!closed) {
       this.#logger.warn({ waitedMs: bound }, 'could not finish cleanly (is Redis reachable?); closing anyway');
-      await bounded(worker?.close(true), 500);
+      await bounded(Promise.all(workers.map((worker) => worker.close(true))), 500);
       this.#queueRedis?.disconnect();
     } else {
       await bounded(this.#coordinator.workers.withdraw(this.#config.workerId), 1000);

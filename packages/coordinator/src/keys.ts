@@ -1,4 +1,4 @@
-import { slotOf, slotTags } from './slots.js';
+import { SLOT_COUNT, slotOf, slotTags } from './slots.js';
 import { assertName, assertUserId } from './validate.js';
 
 /** The keys of one user: all share the hash tag `{u:<userId>}`, so every script touches one slot. */
@@ -65,6 +65,27 @@ export class Keys {
     return `${this.prefix}:{u:${userId}}:cancelled:${sessionId}`;
   }
 
+  /**
+   * The BullMQ prefix of spawn-queue shard `index` of `count`. Its hash tag is the slot in the middle
+   * of the shard's share of the slot space, so every key of one queue sits in one slot (as BullMQ's
+   * scripts need on Redis Cluster) and the shards spread over the masters like the users they serve.
+   */
+  queuePrefix(index: number, count: number): string {
+    assertShard(index, count);
+    const slot = Math.floor(((2 * index + 1) * SLOT_COUNT) / (2 * count));
+    return `${this.prefix}:{${slotTags()[slot]!}}:q`;
+  }
+
+  /**
+   * Which of `count` spawn-queue shards carries a user's jobs: the one whose share of the slot space
+   * holds the user's slot, so with evenly split masters a user's job and keys live on one master.
+   */
+  queueShardOf(userId: string, count: number): number {
+    assertUserId(userId);
+    assertShard(0, count);
+    return Math.floor((slotOf(`{u:${userId}}`) * count) / SLOT_COUNT);
+  }
+
   /** The live-session index shard of one cluster slot. */
   shard(slot: number): string {
     const tag = slotTags()[slot];
@@ -113,4 +134,9 @@ export class Keys {
     const base = `${this.prefix}:lease:{r:${resource}}`;
     return { lease: base, fence: `${base}:fence` };
   }
+}
+
+function assertShard(index: number, count: number): void {
+  if (!Number.isInteger(count) || count < 1 || count > SLOT_COUNT) throw new RangeError(`shard count must be an integer from 1 to ${SLOT_COUNT} (got ${count})`);
+  if (!Number.isInteger(index) || index < 0 || index >= count) throw new RangeError(`shard index must be an integer from 0 to ${count - 1} (got ${index})`);
 }

@@ -10,6 +10,8 @@ describe('common configuration', () => {
       keyPrefix: 'cq',
       logLevel: 'info',
       redisWaitReplicas: 0,
+      redisWaitTimeoutMs: 100,
+      spawnQueueShards: 1,
     });
   });
 

@@ -92,6 +92,8 @@ export const commonEnvShape = {
   KEY_PREFIX: stringVar('cq', /^[A-Za-z0-9._:@-]{1,64}$/, '1 to 64 characters of A-Z a-z 0-9 . _ : @ - (no braces)'),
   LOG_LEVEL: stringVar('info', new RegExp(`^(${logLevels.join('|')})$`), `one of ${logLevels.join(', ')}`),
   REDIS_WAIT_REPLICAS: intVar(0, 0, 16),
+  REDIS_WAIT_TIMEOUT_MS: intVar(100, 1, 10_000),
+  SPAWN_QUEUE_SHARDS: intVar(1, 1, 64),
 };
 
 /** The parsed common variables. */
@@ -101,6 +103,10 @@ export type CommonConfig = {
   keyPrefix: string;
   logLevel: (typeof logLevels)[number];
   redisWaitReplicas: number;
+  /** Longest wait for `redisWaitReplicas` acknowledgements, ms. */
+  redisWaitTimeoutMs: number;
+  /** Number of spawn-queue shards (BullMQ queues); users are mapped to them by hash slot. */
+  spawnQueueShards: number;
 };
 
 /**
@@ -123,5 +129,7 @@ export function commonConfig(parsed: z.output<z.ZodObject<typeof commonEnvShape>
     keyPrefix: parsed.KEY_PREFIX,
     logLevel: parsed.LOG_LEVEL as CommonConfig['logLevel'],
     redisWaitReplicas: parsed.REDIS_WAIT_REPLICAS,
+    redisWaitTimeoutMs: parsed.REDIS_WAIT_TIMEOUT_MS,
+    spawnQueueShards: parsed.SPAWN_QUEUE_SHARDS,
   };
 }

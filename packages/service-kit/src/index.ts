@@ -12,6 +12,15 @@ export {
 } from './config.js';
 export { createRedis, waitUntilReady, type ConnectionLogger, type ConnectionRole, type CreateRedisOptions } from './redis.js';
 export { createLogger, redactedPaths } from './logger.js';
-export { SPAWN_JOB, SPAWN_QUEUE, queuePrefix, spawnJobId, spawnJobOptions, spawnJobSchema, type SpawnJob } from './spawn-queue.js';
+export {
+  SPAWN_JOB,
+  SPAWN_QUEUE,
+  spawnJobId,
+  spawnJobOptions,
+  spawnJobSchema,
+  spawnQueueShards,
+  type SpawnJob,
+  type SpawnQueueShard,
+} from './spawn-queue.js';
 export { runUntilSignal } from './shutdown.js';
 export { loadConfigOrExit } from './startup.js';

@@ -7,7 +7,7 @@ import { cpus, totalmem } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Coordinator, loadScripts } from '@cq/coordinator';
-import { SPAWN_JOB, SPAWN_QUEUE, createLogger, queuePrefix, spawnJobId, spawnJobOptions } from '@cq/service-kit';
+import { SPAWN_JOB, createLogger, spawnJobId, spawnJobOptions, spawnQueueShards } from '@cq/service-kit';
 import { WorkerHost, loadWorkerConfig, type SessionLauncher } from '@cq/worker';
 import autocannon from 'autocannon';
 import { Queue, QueueEvents, Worker } from 'bullmq';
@@ -164,8 +164,10 @@ try {
   out(`## Pipeline: ${fmt(SESSIONS)} sessions admitted → completed, ${SLOTS} slots (median of ${RUNS})`);
   out();
   const noop: SessionLauncher = { launch: () => ({ exited: Promise.resolve(0), terminate: () => {}, kill: () => {} }) };
+  // One shard, as SPAWN_QUEUE_SHARDS defaults to; the bare run uses the same queue layout.
+  const shardOf = (prefix: string) => spawnQueueShards(prefix, 1)[0]!;
   const completedAll = async (prefix: string, total: number, start: () => Promise<void>): Promise<number> => {
-    const events = new QueueEvents(SPAWN_QUEUE, { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: queuePrefix(prefix) });
+    const events = new QueueEvents(shardOf(prefix).name, { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: shardOf(prefix).prefix });
     await events.waitUntilReady();
     let done = 0;
     const finished = new Promise<void>((resolve) => events.on('completed', () => void (++done === total && resolve())));
@@ -185,7 +187,7 @@ try {
       const batch = await Promise.all(Array.from({ length: Math.min(500, SESSIONS - i) }, (_, j) => coordinator.tokens.issue(`p${i + j}`)));
       for (const issued of batch) if (issued.outcome === 'issued') tokens.push(issued.token);
     }
-    const queue = new Queue(SPAWN_QUEUE, { connection: client(), prefix: queuePrefix(prefix) });
+    const queue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
     const host = new WorkerHost({
       config: loadWorkerConfig({ REDIS_URL: server.url, KEY_PREFIX: prefix, SLOTS: String(SLOTS), LOG_LEVEL: 'silent', WORKER_ID: `bench-${run}` }),
       logger: createLogger({ level: 'silent', name: 'bench' }),
@@ -209,10 +211,10 @@ try {
     await queue.close();
 
     const barePrefix = `bare${run}`;
-    const bareQueue = new Queue(SPAWN_QUEUE, { connection: client(), prefix: queuePrefix(barePrefix) });
+    const bareQueue = new Queue(shardOf(barePrefix).name, { connection: client(), prefix: shardOf(barePrefix).prefix });
     let worker: Worker | undefined;
     const bareRate = await completedAll(barePrefix, SESSIONS, async () => {
-      worker = new Worker(SPAWN_QUEUE, async () => ({}), { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: queuePrefix(barePrefix), concurrency: SLOTS });
+      worker = new Worker(shardOf(barePrefix).name, async () => ({}), { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: shardOf(barePrefix).prefix, concurrency: SLOTS });
       let next = 0;
       await Promise.all(
         Array.from({ length: SLOTS }, async () => {

@@ -52,7 +52,7 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(`${DASHBOARD_PATH}/queues`);
   createBullBoard({
-    queues: [new BullMQAdapter(app.spawnQueue, { readOnlyMode })],
+    queues: app.spawnQueues.all.map((queue) => new BullMQAdapter(queue, { readOnlyMode })),
     serverAdapter,
     options: { uiConfig: { boardTitle: 'worker-coordinator queues' } },
   });

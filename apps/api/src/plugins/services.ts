@@ -1,10 +1,10 @@
 import { Coordinator, type RedisClient, type Sweeper } from '@cq/coordinator';
-import { SPAWN_QUEUE, createRedis, queuePrefix, waitUntilReady } from '@cq/service-kit';
-import { Queue } from 'bullmq';
+import { createRedis, waitUntilReady } from '@cq/service-kit';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiConfig } from '../config.js';
 import { AdmissionReconciler } from '../reconciler.js';
+import { SpawnQueues } from '../spawn-queues.js';
 import { StatsRecorder } from '../stats.js';
 
 declare module 'fastify' {
@@ -12,7 +12,7 @@ declare module 'fastify' {
     config: ApiConfig;
     redis: RedisClient;
     coordinator: Coordinator;
-    spawnQueue: Queue;
+    spawnQueues: SpawnQueues;
     sweeper: Sweeper;
     stats: StatsRecorder;
     reconciler: AdmissionReconciler;
@@ -33,7 +33,7 @@ async function closeClient(client: RedisClient): Promise<void> {
 
 /**
  * The API's connections: a Redis client for the coordinator (no offline queue, bounded command time,
- * so an outage answers 503 fast), the spawn queue on a client of its own, and the sweeper. All of them
+ * so an outage answers 503 fast), the spawn queue's shards on a client of its own, and the sweeper. All of them
  * close in `onClose`.
  */
 export const servicesPlugin = fp(
@@ -44,8 +44,9 @@ export const servicesPlugin = fp(
     const statsRedis = createRedis(config, 'requests', { name: 'cq-api-stats' });
     const coordinator = new Coordinator({ redis, keyPrefix: config.keyPrefix, policy: config.policy });
     const stats = new StatsRecorder(statsRedis, coordinator.keys);
-    const spawnQueue = new Queue(SPAWN_QUEUE, { connection: queueRedis, prefix: queuePrefix(config.keyPrefix) });
-    spawnQueue.on('error', (err) => app.log.debug({ err: { message: err.message } }, 'spawn queue error'));
+    const spawnQueues = new SpawnQueues(queueRedis, config.keyPrefix, config.spawnQueueShards, (err) =>
+      app.log.debug({ err: { message: err.message } }, 'spawn queue error'),
+    );
     const sweeper = coordinator.sweeper({
       intervalMs: config.sweepIntervalMs,
       onError: (err) => app.log.debug({ err: { message: (err as Error).message } }, 'sweep failed; retrying at the next interval'),
@@ -54,7 +55,7 @@ export const servicesPlugin = fp(
     app.decorate('config', config);
     app.decorate<RedisClient>('redis', redis);
     app.decorate('coordinator', coordinator);
-    app.decorate('spawnQueue', spawnQueue);
+    app.decorate('spawnQueues', spawnQueues);
     app.decorate('sweeper', sweeper);
     app.decorate('stats', stats);
     const reconciler = new AdmissionReconciler(coordinator.sessions, app.log);
@@ -72,7 +73,7 @@ export const servicesPlugin = fp(
       await sweeper.stop();
       await stats.stop();
       await reconciler.close();
-      await spawnQueue.close().catch(() => {});
+      await spawnQueues.close();
       await Promise.all([closeClient(redis), closeClient(queueRedis), closeClient(statsRedis)]);
     });
   },

@@ -11,7 +11,7 @@ describe('POST /v1/spawn', async () => {
     const res = await spawn(await token('alice', { lifetimeMs: 30_000 }));
     expect(res.status).toBe(202);
     expect(res.body).toEqual({ sessionId: expect.any(String), userId: 'alice', fence: 1, state: 'pending', lifetimeMs: 30_000 });
-    const jobs = await api.app.spawnQueue.getJobs(['wait']);
+    const jobs = await api.app.spawnQueues.all[0]!.getJobs(['wait']);
     expect(jobs.filter((j) => j.data.sessionId === res.body.sessionId)).toHaveLength(1);
     expect(jobs.find((j) => j.data.sessionId === res.body.sessionId)?.data).toEqual({ userId: 'alice', sessionId: res.body.sessionId, fence: 1 });
   });

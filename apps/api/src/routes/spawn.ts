@@ -73,7 +73,7 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
       const job: SpawnJob = { userId: outcome.userId, sessionId: outcome.sessionId, fence: outcome.fence };
       try {
         await withTimeout(
-          app.spawnQueue.add(SPAWN_JOB, job, { ...spawnJobOptions, jobId: spawnJobId(outcome.userId, outcome.fence) }),
+          app.spawnQueues.forUser(outcome.userId).add(SPAWN_JOB, job, { ...spawnJobOptions, jobId: spawnJobId(outcome.userId, outcome.fence) }),
           ENQUEUE_TIMEOUT_MS,
           'enqueue',
         );

@@ -1,0 +1,90 @@
+import { Coordinator, Keys } from '@cq/coordinator';
+import { SPAWN_JOB, spawnJobId, spawnJobOptions, spawnQueueShards } from '@cq/service-kit';
+import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { describe, expect, inject, it, onTestFinished } from 'vitest';
+import { loadWorkerConfig } from './config.js';
+import type { SessionLauncher } from './session-process.js';
+import { WorkerHost } from './worker-host.js';
+
+describe('a worker host on a sharded spawn queue', () => {
+  it('takes jobs from every shard but never runs more than SLOTS sessions at once; jobs it hands back lose no attempt', async () => {
+    const SHARDS = 4;
+    const SLOTS = 2;
+    const USERS = 24;
+    const redisUrl = inject('redisUrl');
+    const keyPrefix = randomPrefix();
+    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    const queues = spawnQueueShards(keyPrefix, SHARDS).map((shard) => new Queue(shard.name, { connection: redis, prefix: shard.prefix }));
+    const logs: Array<{ msg: string }> = [];
+    let running = 0;
+    let most = 0;
+    const ran: string[] = [];
+    // Each session runs for 40 ms, its workload, then exits 0.
+    const launcher: SessionLauncher = {
+      launch: (spec) => {
+        running++;
+        most = Math.max(most, running);
+        ran.push(spec.sessionEnv['USER_ID']!);
+        const exited = new Promise<number>((resolve) =>
+          setTimeout(() => {
+            running--;
+            resolve(0);
+          }, 40),
+        );
+        return { exited, terminate: () => {}, kill: () => {} };
+      },
+    };
+    const host = new WorkerHost({
+      config: loadWorkerConfig({ REDIS_URL: redisUrl, KEY_PREFIX: keyPrefix, SLOTS: String(SLOTS), SPAWN_QUEUE_SHARDS: String(SHARDS), LOG_LEVEL: 'silent', WORKER_ID: 'sharded' }),
+      logger: pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as { msg: string }) }),
+      launcher,
+    });
+    onTestFinished(async () => {
+      await host.stop();
+      await Promise.all(queues.map((queue) => queue.close()));
+      await deletePrefix(redis, keyPrefix);
+      redis.disconnect();
+    });
+
+    const coordinator = new Coordinator({ redis, keyPrefix, policy: { tokenLimit: 1000, spawnIntervalMs: 1, spawnBurst: 1000 } });
+    const keys = new Keys(keyPrefix);
+    const users = Array.from({ length: USERS }, (_, i) => `sharded-${i}`);
+    const shardsUsed = new Set(users.map((u) => keys.queueShardOf(u, SHARDS)));
+    expect(shardsUsed.size).toBe(SHARDS);
+    // All jobs are queued before the host starts, so every shard's worker finds work at once.
+    for (const userId of users) {
+      const issued = await coordinator.tokens.issue(userId);
+      if (issued.outcome !== 'issued') throw new Error(issued.outcome);
+      const admitted = await coordinator.sessions.admit(issued.token);
+      if (admitted.outcome !== 'admitted') throw new Error(admitted.outcome);
+      await queues[keys.queueShardOf(userId, SHARDS)]!.add(
+        SPAWN_JOB,
+        { userId, sessionId: admitted.sessionId, fence: admitted.fence },
+        { ...spawnJobOptions, jobId: spawnJobId(userId, admitted.fence) },
+      );
+    }
+    await host.start();
+    const deadline = Date.now() + 20_000;
+    const ended = async (): Promise<number> => (await Promise.all(users.map((u) => coordinator.sessions.history(u)))).filter((h) => h.length > 0).length;
+    while ((await ended()) < USERS) {
+      if (Date.now() > deadline) throw new Error(`only ${await ended()} of ${USERS} sessions ended`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    for (const userId of users) expect((await coordinator.sessions.history(userId))[0]).toMatchObject({ state: 'completed' });
+    expect(ran.sort()).toEqual([...users].sort());
+    expect(most).toBe(SLOTS);
+    const jobs = (await Promise.all(queues.map((queue) => queue.getJobs(['completed', 'failed', 'wait', 'active'])))).flat();
+    expect(jobs).toHaveLength(USERS);
+    // The shards' workers did race for the last slots, and the losers handed their jobs back.
+    const handedBack = logs.filter((l) => l.msg === 'all slots busy; job handed back').length;
+    console.info(`${handedBack} jobs handed back`);
+    expect(handedBack).toBeGreaterThan(0);
+    for (const job of jobs) {
+      expect(await job.getState()).toBe('completed');
+      expect(job.attemptsMade).toBeLessThanOrEqual(1);
+    }
+  });
+});

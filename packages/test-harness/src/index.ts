@@ -1,5 +1,12 @@
 export { acquireRedis, type TestRedis } from './redis.js';
 export { startRedisServer, freePort, redisServerBinary, type RedisServer, type RedisServerOptions } from './redis-server.js';
+export {
+  startRedisCluster,
+  redisCliBinary,
+  type RedisCluster,
+  type RedisClusterOptions,
+  type ClusterNodeAddress,
+} from './cluster.js';
 export { randomPrefix, deletePrefix } from './prefix.js';
 export type { HarnessProvided } from './provided.js';
 export { watchClient, type Seen } from './monitor.js';

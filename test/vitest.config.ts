@@ -1,13 +1,35 @@
 import { defineConfig } from 'vitest/config';
 
+/** The end-to-end tests of the API and the worker hosts, run a second time on Redis Cluster. */
+const onBothTargets = ['e2e/api-process.test.ts', 'e2e/sessions.test.ts', 'e2e/host-crash.test.ts', 'e2e/chaos.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['e2e/**/*.test.ts', 'browser/**/*.test.ts', 'soak/**/*.test.ts'],
-    globalSetup: ['@cq/test-harness/global-setup'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // These tests start real processes and measure real time: one file at a time on a 2-core machine.
     fileParallelism: false,
     reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'standalone',
+          include: ['e2e/**/*.test.ts', 'browser/**/*.test.ts', 'soak/**/*.test.ts'],
+          globalSetup: ['@cq/test-harness/global-setup'],
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'cluster',
+          // A 3-master, 3-replica cluster of local redis-server processes; the failover test starts its own.
+          include: [...onBothTargets, 'cluster/**/*.test.ts'],
+          globalSetup: ['@cq/test-harness/cluster-global-setup'],
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });

@@ -1,13 +1,14 @@
 import { CoordinatorClient } from '@cq/client';
 import { randomPrefix } from '@cq/test-harness';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ROOT, startApi, startNode } from '../support/processes.js';
+import { currentTarget, targetEnv } from '../support/target.js';
 
 const API_KEY = 'process-test-key-0123456789';
 
 describe('node apps/api/dist/main.js', () => {
   it('exits 1 with one clear line when API_KEYS is unset', async () => {
-    const api = startNode(`${ROOT}apps/api/dist/main.js`, { REDIS_URL: inject('redisUrl') });
+    const api = startNode(`${ROOT}apps/api/dist/main.js`, targetEnv(currentTarget()));
     const { code } = await api.exited();
     expect(code).toBe(1);
     const lines = api.stderr.join('').trim().split('\n');
@@ -29,7 +30,7 @@ describe('node apps/api/dist/main.js', () => {
   });
 
   it('serves the contract with API_KEYS set, and stops cleanly with exit 0 on SIGTERM', async () => {
-    const api = await startApi({ REDIS_URL: inject('redisUrl'), API_KEYS: `other-key-abcdefghijkl,${API_KEY}`, KEY_PREFIX: randomPrefix() });
+    const api = await startApi({ ...targetEnv(currentTarget()), API_KEYS: `other-key-abcdefghijkl,${API_KEY}`, KEY_PREFIX: randomPrefix() });
     const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
     expect(await client.ready()).toBe(true);
     const token = await client.issueToken({ userId: 'process-user' });

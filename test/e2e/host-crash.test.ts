@@ -1,5 +1,4 @@
 import type { Admission } from '@cq/client';
-import { Redis } from 'ioredis';
 import { Keys } from '@cq/coordinator';
 import { startRedisServer } from '@cq/test-harness';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
@@ -57,7 +56,7 @@ describe('a worker host dies by SIGKILL', async () => {
 
 describe('a worker host stops on SIGTERM', async () => {
   const system = await startSystem({ workerEnv: { LEASE_MS: String(LEASE_MS), SESSION_GRACE_MS: '1000' } });
-  const redis = new Redis(system.redisUrl);
+  const redis = system.connect();
   afterAll(() => redis.disconnect());
 
   it('stops its sessions (stopped), releases their leases, withdraws its heartbeat and exits 0', async () => {

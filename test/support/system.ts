@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinatorClient, type EndedSession } from '@cq/client';
 import { randomPrefix } from '@cq/test-harness';
-import { inject } from 'vitest';
 import { ROOT, startApi, startWorker, until, type Started } from './processes.js';
+import { connect, currentTarget, targetEnv, type RedisTarget } from './target.js';
 
 export const API_KEY = 'system-test-key-0123456789';
 
@@ -14,7 +14,10 @@ export interface System {
   client: CoordinatorClient;
   workers: Started[];
   keyPrefix: string;
-  redisUrl: string;
+  /** The Redis the processes use. */
+  target: RedisTarget;
+  /** A client of the test's own on the system's Redis (close it with `disconnect()`). */
+  connect(): ReturnType<typeof connect>;
   observerFile: string;
   workerEnv: Record<string, string>;
   addWorker(id: string): Promise<Started>;
@@ -24,12 +27,17 @@ export interface System {
   observed(): Array<{ userId: string; fence: number; at: number; pid: number }>;
 }
 
-/** Starts the built API and `workers` worker hosts whose sessions run test/support/session.mjs. */
-export async function startSystem(options: { apiEnv?: Record<string, string>; workerEnv?: Record<string, string>; workers?: number; redisUrl?: string } = {}): Promise<System> {
-  const redisUrl = options.redisUrl ?? inject('redisUrl');
+/**
+ * Starts the built API and `workers` worker hosts whose sessions run test/support/session.mjs, on the
+ * project's Redis target (standalone or cluster) unless `redisUrl` names a server of the test's own.
+ */
+export async function startSystem(
+  options: { apiEnv?: Record<string, string>; workerEnv?: Record<string, string>; workers?: number; redisUrl?: string; target?: RedisTarget } = {},
+): Promise<System> {
+  const target: RedisTarget = options.target ?? (options.redisUrl === undefined ? currentTarget() : { kind: 'standalone', url: options.redisUrl });
   const keyPrefix = randomPrefix();
   const observerFile = join(mkdtempSync(join(tmpdir(), 'cq-observer-')), 'heartbeats.log');
-  const common = { REDIS_URL: redisUrl, KEY_PREFIX: keyPrefix };
+  const common = { ...targetEnv(target), KEY_PREFIX: keyPrefix };
   const api = await startApi({
     ...common,
     API_KEYS: API_KEY,
@@ -61,7 +69,8 @@ export async function startSystem(options: { apiEnv?: Record<string, string>; wo
     client,
     workers,
     keyPrefix,
-    redisUrl,
+    target,
+    connect: () => connect(target),
     observerFile,
     workerEnv,
     addWorker,

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { Coordinator, type RedisClient } from '@cq/coordinator';
-import { createRedis, spawnJobSchema, spawnQueueShards } from '@cq/service-kit';
+import { createRedis, replicaWaitOf, spawnJobSchema, spawnQueueShards } from '@cq/service-kit';
 import { WaitingError, Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
@@ -62,7 +62,8 @@ export class WorkerHost {
     setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
     this.#stalledIntervalMs = options.stalledIntervalMs ?? 10_000;
     this.#coordinatorRedis = createRedis(this.#config, 'requests', { logger: this.#logger, name: `cq-worker:${this.#config.workerId}` });
-    this.#coordinator = new Coordinator({ redis: this.#coordinatorRedis, keyPrefix: this.#config.keyPrefix });
+    const replicaWait = replicaWaitOf(this.#config, this.#logger);
+    this.#coordinator = new Coordinator({ redis: this.#coordinatorRedis, keyPrefix: this.#config.keyPrefix, ...(replicaWait === undefined ? {} : { replicaWait }) });
     this.#runner = new SessionRunner({
       coordinator: this.#coordinator,
       launcher: options.launcher ?? processLauncher(this.#config.sessionCommand),

@@ -11,7 +11,7 @@ import {
   type WindowOptions,
 } from './limiters/limiters.js';
 import { resolvePolicy, type Policy } from './options.js';
-import { Scripts, type RedisClient } from './scripts.js';
+import { Scripts, type RedisClient, type ReplicaWait } from './scripts.js';
 import { SessionStore } from './sessions.js';
 import { Sweeper, type SweeperOptions } from './sweeper.js';
 import { TokenStore } from './tokens.js';
@@ -33,6 +33,11 @@ export interface CoordinatorOptions {
    * @defaultValue the repository's `lua/`
    */
   scriptsDir?: string;
+  /**
+   * Wait for replicas to acknowledge every write (`WAIT`, in the same round trip).
+   * @defaultValue no waiting (`REDIS_WAIT_REPLICAS=0`)
+   */
+  replicaWait?: ReplicaWait;
 }
 
 /**
@@ -61,7 +66,7 @@ export class Coordinator {
   constructor(options: CoordinatorOptions) {
     this.policy = Object.freeze(resolvePolicy(options.policy));
     this.keys = new Keys(options.keyPrefix ?? 'cq');
-    this.#context = { redis: options.redis, scripts: new Scripts(options.redis, options.scriptsDir), keys: this.keys };
+    this.#context = { redis: options.redis, scripts: new Scripts(options.redis, options.scriptsDir, options.replicaWait), keys: this.keys };
     this.tokens = new TokenStore(this.#context, this.policy);
     this.sessions = new SessionStore(this.#context, this.policy);
     this.leases = new LeaseManager(this.#context);

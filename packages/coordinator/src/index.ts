@@ -12,6 +12,7 @@ export {
   type RedisClient,
   type ScriptName,
   type ScriptSource,
+  type ReplicaWait,
 } from './scripts.js';
 export {
   CoordinatorError,

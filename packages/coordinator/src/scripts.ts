@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +31,22 @@ export const scriptNames = [
 
 /** Name of a coordinator script. */
 export type ScriptName = (typeof scriptNames)[number];
+
+/** The scripts that never write: no `WAIT` follows them. */
+const readOnlyScripts: ReadonlySet<ScriptName> = new Set(['readSession']);
+
+/**
+ * Asks every coordinator write to be acknowledged by replicas (`WAIT`) before it counts as done,
+ * narrowing what a failover can lose.
+ */
+export interface ReplicaWait {
+  /** Replicas that must acknowledge each write (`REDIS_WAIT_REPLICAS`). */
+  replicas: number;
+  /** Longest wait for them, ms; the write stands either way. */
+  timeoutMs: number;
+  /** Called when fewer replicas acknowledged a write within the time: the write may be lost in a failover. */
+  onShortfall?: (script: ScriptName, acknowledged: number) => void;
+}
 
 /** One script, with its includes expanded. */
 export interface ScriptSource {
@@ -102,10 +119,14 @@ export function wrapRedisError(err: unknown): Error {
 export class Scripts {
   readonly #redis: RedisClient;
   readonly #sources: Map<string, ScriptSource>;
+  readonly #wait: ReplicaWait | undefined;
+  readonly #sha = new Map<string, string>();
 
-  constructor(redis: RedisClient, scriptsDir?: string) {
+  constructor(redis: RedisClient, scriptsDir?: string, wait?: ReplicaWait) {
     this.#redis = redis;
     this.#sources = scriptsDir === undefined ? (cached ??= loadScripts()) : loadScripts(scriptsDir);
+    this.#wait = wait !== undefined && wait.replicas > 0 ? wait : undefined;
+    for (const source of this.#sources.values()) this.#sha.set(source.name, createHash('sha1').update(source.lua).digest('hex'));
     for (const source of this.#sources.values()) {
       if (typeof (redis as unknown as Record<string, unknown>)[source.name] === 'function') continue;
       redis.defineCommand(source.name, { numberOfKeys: source.numberOfKeys, lua: source.lua });
@@ -128,14 +149,41 @@ export class Scripts {
     if (source === undefined || keys.length !== source.numberOfKeys) {
       throw new Error(`script ${name} takes ${source?.numberOfKeys ?? '?'} keys, got ${keys.length}`);
     }
-    const fn = (this.#redis as unknown as Record<string, ScriptFunction>)[name]!;
     let reply: unknown;
     try {
-      reply = await fn.call(this.#redis, ...keys, ...args);
+      if (this.#wait !== undefined && !readOnlyScripts.has(name)) {
+        reply = await this.#runAndWait(name, source, keys, args, this.#wait);
+      } else {
+        const fn = (this.#redis as unknown as Record<string, ScriptFunction>)[name]!;
+        reply = await fn.call(this.#redis, ...keys, ...args);
+      }
     } catch (err) {
       throw wrapRedisError(err);
     }
     if (!Array.isArray(reply)) throw new ScriptReplyError(name, reply);
     return reply as unknown[];
+  }
+
+  /**
+   * The script and a `WAIT` in one pipeline: one round trip, on the connection (on Cluster: the
+   * master of the keys' slot) that ran the write, so `WAIT` counts the replicas that have it.
+   * EVALSHA first; on NOSCRIPT, EVAL with the same `WAIT` behind it.
+   */
+  async #runAndWait(name: ScriptName, source: ScriptSource, keys: readonly string[], args: ReadonlyArray<string | number>, wait: ReplicaWait): Promise<unknown> {
+    const send = async (command: 'evalsha' | 'eval'): Promise<[Error | null, unknown][]> => {
+      const pipeline = this.#redis.pipeline();
+      if (command === 'evalsha') pipeline.evalsha(this.#sha.get(name)!, keys.length, ...keys, ...args);
+      else pipeline.eval(source.lua, keys.length, ...keys, ...args);
+      pipeline.wait(wait.replicas, wait.timeoutMs);
+      return (await pipeline.exec()) ?? [];
+    };
+    let results = await send('evalsha');
+    if (results[0]?.[0]?.message.startsWith('NOSCRIPT')) results = await send('eval');
+    const [[scriptErr, reply] = [null, undefined], [waitErr, acknowledged] = [null, 0]] = results;
+    if (scriptErr !== null) throw scriptErr;
+    if (waitErr !== null || typeof acknowledged !== 'number' || acknowledged < wait.replicas) {
+      wait.onShortfall?.(name, typeof acknowledged === 'number' ? acknowledged : 0);
+    }
+    return reply;
   }
 }

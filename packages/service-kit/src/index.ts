@@ -22,5 +22,6 @@ export {
   type SpawnJob,
   type SpawnQueueShard,
 } from './spawn-queue.js';
+export { replicaWaitOf } from './replica-wait.js';
 export { runUntilSignal } from './shutdown.js';
 export { loadConfigOrExit } from './startup.js';

@@ -9,6 +9,7 @@ export interface ApiMetrics {
   readonly tokensIssued: Counter;
   readonly throttled: Counter<'route'>;
   readonly redisErrors: Counter<'operation'>;
+  readonly replicaWaitShortfalls: Counter<'script'>;
   readonly requestDuration: Histogram<'method' | 'route' | 'status'>;
 }
 
@@ -29,6 +30,12 @@ export const metricsPlugin = fp(
       tokensIssued: new Counter({ name: 'cq_tokens_issued_total', help: 'Spawn tokens issued', registers: [registry] }),
       throttled: new Counter({ name: 'cq_throttled_total', help: 'Requests answered 429, by route', labelNames: ['route'], registers: [registry] }),
       redisErrors: new Counter({ name: 'cq_redis_errors_total', help: 'Requests that failed because Redis was unavailable', labelNames: ['operation'], registers: [registry] }),
+      replicaWaitShortfalls: new Counter({
+        name: 'cq_replica_wait_shortfalls_total',
+        help: 'Coordinator writes that fewer than REDIS_WAIT_REPLICAS replicas acknowledged in time',
+        labelNames: ['script'],
+        registers: [registry],
+      }),
       requestDuration: new Histogram({
         name: 'cq_http_request_duration_seconds',
         help: 'HTTP request latency',

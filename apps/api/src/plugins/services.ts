@@ -1,5 +1,5 @@
 import { Coordinator, type RedisClient, type Sweeper } from '@cq/coordinator';
-import { createRedis, waitUntilReady } from '@cq/service-kit';
+import { createRedis, replicaWaitOf, waitUntilReady } from '@cq/service-kit';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiConfig } from '../config.js';
@@ -42,7 +42,8 @@ export const servicesPlugin = fp(
     const redis = createRedis(config, 'requests', { logger: app.log, name: 'cq-api' });
     const queueRedis = createRedis(config, 'requests', { logger: app.log, name: 'cq-api-queue' });
     const statsRedis = createRedis(config, 'requests', { name: 'cq-api-stats' });
-    const coordinator = new Coordinator({ redis, keyPrefix: config.keyPrefix, policy: config.policy });
+    const replicaWait = replicaWaitOf(config, app.log, (script) => app.metrics.replicaWaitShortfalls.inc({ script }));
+    const coordinator = new Coordinator({ redis, keyPrefix: config.keyPrefix, policy: config.policy, ...(replicaWait === undefined ? {} : { replicaWait }) });
     const stats = new StatsRecorder(statsRedis, coordinator.keys);
     const spawnQueues = new SpawnQueues(queueRedis, config.keyPrefix, config.spawnQueueShards, (err) =>
       app.log.debug({ err: { message: err.message } }, 'spawn queue error'),

@@ -1,0 +1,11 @@
+import { Redis } from 'ioredis';
+const r = new Redis('redis://127.0.0.1:6399');
+r.defineCommand('myset', { numberOfKeys: 1, lua: "redis.call('SET', KEYS[1], ARGV[1]); return {1}" });
+await r.script('FLUSH');
+const res = await r.pipeline().myset('k', 'v').wait(0, 10).exec();
+console.log(JSON.stringify(res), await r.get('k'));
+const mon = await r.duplicate();
+await r.script('FLUSH');
+const res2 = await r.pipeline().myset('k', 'v2').wait(0, 10).exec();
+console.log(JSON.stringify(res2), await r.get('k'));
+r.disconnect();

@@ -1,0 +1,83 @@
+import { startRedisServer, type RedisServer } from '@cq/test-harness';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Coordinator } from './coordinator.js';
+import type { ScriptName } from './scripts.js';
+
+/** Polls `check` every 20 ms until it is true, failing after `timeoutMs`. */
+async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT) in the same round trip', () => {
+  const WAIT_MS = 400;
+  let master: RedisServer;
+  let replica: RedisServer;
+  let masterClient: Redis;
+  let replicaClient: Redis;
+  let coordinator: Coordinator;
+  const shortfalls: Array<[ScriptName, number]> = [];
+
+  beforeAll(async () => {
+    // No 5 s pause before the first full sync (the default of repl-diskless-sync-delay).
+    master = await startRedisServer({ args: ['--repl-diskless-sync-delay', '0'] });
+    replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', String(master.port)] });
+    masterClient = new Redis(master.url, { maxRetriesPerRequest: 1 });
+    replicaClient = new Redis(replica.url, { maxRetriesPerRequest: 1 });
+    await until(async () => (await replicaClient.info('replication')).includes('master_link_status:up'), 10_000, 'the replica to sync');
+    coordinator = new Coordinator({
+      redis: masterClient,
+      keyPrefix: 'wait',
+      policy: { spawnIntervalMs: 1, spawnBurst: 100 },
+      replicaWait: { replicas: 1, timeoutMs: WAIT_MS, onShortfall: (script, acknowledged) => shortfalls.push([script, acknowledged]) },
+    });
+  });
+  afterAll(async () => {
+    const pid = replica?.pid();
+    if (pid !== undefined) process.kill(pid, 'SIGCONT');
+    masterClient?.disconnect();
+    replicaClient?.disconnect();
+    await Promise.all([master?.stop(), replica?.stop()]);
+  });
+
+  const admit = async (userId: string) => {
+    const issued = await coordinator.tokens.issue(userId);
+    if (issued.outcome !== 'issued') throw new Error(issued.outcome);
+    const admitted = await coordinator.sessions.admit(issued.token);
+    if (admitted.outcome !== 'admitted') throw new Error(admitted.outcome);
+    return admitted;
+  };
+
+  it('an admission is on the replica when admit returns, even when the script cache was empty (EVAL fallback)', async () => {
+    await masterClient.script('FLUSH');
+    await admit('waited');
+    // Read from the replica at once: WAIT returned only after the replica had the write.
+    expect(await replicaClient.exists(coordinator.keys.user('waited').session)).toBe(1);
+    expect(shortfalls).toEqual([]);
+  });
+
+  it('with the replica frozen, a write waits REDIS_WAIT_TIMEOUT_MS, still stands, and is reported as a shortfall; reads do not wait', async () => {
+    process.kill(replica.pid()!, 'SIGSTOP');
+    try {
+      const start = performance.now();
+      const issued = await coordinator.tokens.issue('frozen');
+      expect(performance.now() - start).toBeGreaterThanOrEqual(WAIT_MS - 5);
+      expect(issued.outcome).toBe('issued');
+      expect(shortfalls).toEqual([['issueToken', 0]]);
+      const readStart = performance.now();
+      await coordinator.sessions.get('waited');
+      expect(performance.now() - readStart).toBeLessThan(WAIT_MS / 2);
+      expect(shortfalls).toHaveLength(1);
+    } finally {
+      process.kill(replica.pid()!, 'SIGCONT');
+    }
+    await until(async () => (await masterClient.wait(1, 100)) === 1, 10_000, 'the replica to catch up');
+    shortfalls.length = 0;
+    await admit('thawed');
+    expect(shortfalls).toEqual([]);
+  });
+});

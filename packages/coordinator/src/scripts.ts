@@ -178,6 +178,13 @@ export class Scripts {
       return (await pipeline.exec()) ?? [];
     };
     let results = await send('evalsha');
+    if (/^(MOVED|ASK) /.test(results[0]?.[0]?.message ?? '') && 'refreshSlotsCache' in this.#redis) {
+      // ioredis follows redirections of a pipeline only when all its other commands are reads, and
+      // WAIT is not: learn the new slot owners (as after a failover or resharding) and send it again.
+      const cluster = this.#redis;
+      await new Promise<void>((resolve) => cluster.refreshSlotsCache(() => resolve()));
+      results = await send('evalsha');
+    }
     if (results[0]?.[0]?.message.startsWith('NOSCRIPT')) results = await send('eval');
     const [[scriptErr, reply] = [null, undefined], [waitErr, acknowledged] = [null, 0]] = results;
     if (scriptErr !== null) throw scriptErr;

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { Coordinator, type RedisClient } from '@cq/coordinator';
-import { createRedis, replicaWaitOf, spawnJobSchema, spawnQueueShards } from '@cq/service-kit';
+import { REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, spawnJobSchema, spawnQueueShards } from '@cq/service-kit';
 import { WaitingError, Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
@@ -63,7 +63,7 @@ export class WorkerHost {
     this.#stalledIntervalMs = options.stalledIntervalMs ?? 10_000;
     this.#coordinatorRedis = createRedis(this.#config, 'requests', { logger: this.#logger, name: `cq-worker:${this.#config.workerId}` });
     const replicaWait = replicaWaitOf(this.#config, this.#logger);
-    this.#coordinator = new Coordinator({ redis: this.#coordinatorRedis, keyPrefix: this.#config.keyPrefix, ...(replicaWait === undefined ? {} : { replicaWait }) });
+    this.#coordinator = new Coordinator({ redis: this.#coordinatorRedis, keyPrefix: this.#config.keyPrefix, timeoutMs: REQUEST_TIMEOUT_MS, ...(replicaWait === undefined ? {} : { replicaWait }) });
     this.#runner = new SessionRunner({
       coordinator: this.#coordinator,
       launcher: options.launcher ?? processLauncher(this.#config.sessionCommand),
@@ -101,6 +101,8 @@ export class WorkerHost {
         concurrency: this.#config.slots,
         stalledInterval: this.#stalledIntervalMs,
         maxStalledCount: 1,
+        // After a failed fetch (Redis unreachable, a failover) try again in a second, not BullMQ's 15.
+        runRetryDelay: 1000,
         autorun: true,
       });
       // Connection errors are logged once per outage by the connection itself.

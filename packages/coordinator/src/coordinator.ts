@@ -38,6 +38,12 @@ export interface CoordinatorOptions {
    * @defaultValue no waiting (`REDIS_WAIT_REPLICAS=0`)
    */
   replicaWait?: ReplicaWait;
+  /**
+   * Longest wait for any one operation's answer, ms; then it fails as unavailable. Needed on Cluster,
+   * whose client retries through a failover and may otherwise hold a call for seconds.
+   * @defaultValue no limit beyond the client's own `commandTimeout`
+   */
+  timeoutMs?: number;
 }
 
 /**
@@ -66,7 +72,7 @@ export class Coordinator {
   constructor(options: CoordinatorOptions) {
     this.policy = Object.freeze(resolvePolicy(options.policy));
     this.keys = new Keys(options.keyPrefix ?? 'cq');
-    this.#context = { redis: options.redis, scripts: new Scripts(options.redis, options.scriptsDir, options.replicaWait), keys: this.keys };
+    this.#context = { redis: options.redis, scripts: new Scripts(options.redis, options.scriptsDir, options.replicaWait, options.timeoutMs), keys: this.keys };
     this.tokens = new TokenStore(this.#context, this.policy);
     this.sessions = new SessionStore(this.#context, this.policy);
     this.leases = new LeaseManager(this.#context);

@@ -122,8 +122,16 @@ export class Scripts {
   readonly #wait: ReplicaWait | undefined;
   readonly #sha = new Map<string, string>();
 
-  constructor(redis: RedisClient, scriptsDir?: string, wait?: ReplicaWait) {
+  readonly #timeoutMs: number | undefined;
+
+  /**
+   * @param timeoutMs - longest wait for a script's answer before it counts as unavailable. ioredis's
+   *   own `commandTimeout` bounds a standalone client; a Cluster client retries a command through a
+   *   failover (up to 16 redirections) and may hold it for seconds, so set this for Cluster.
+   */
+  constructor(redis: RedisClient, scriptsDir?: string, wait?: ReplicaWait, timeoutMs?: number) {
     this.#redis = redis;
+    this.#timeoutMs = timeoutMs;
     this.#sources = scriptsDir === undefined ? (cached ??= loadScripts()) : loadScripts(scriptsDir);
     this.#wait = wait !== undefined && wait.replicas > 0 ? wait : undefined;
     for (const source of this.#sources.values()) this.#sha.set(source.name, createHash('sha1').update(source.lua).digest('hex'));
@@ -150,15 +158,25 @@ export class Scripts {
       throw new Error(`script ${name} takes ${source?.numberOfKeys ?? '?'} keys, got ${keys.length}`);
     }
     let reply: unknown;
+    let timer: NodeJS.Timeout | undefined;
     try {
+      let call: Promise<unknown>;
       if (this.#wait !== undefined && !readOnlyScripts.has(name)) {
-        reply = await this.#runAndWait(name, source, keys, args, this.#wait);
+        call = this.#runAndWait(name, source, keys, args, this.#wait);
       } else {
         const fn = (this.#redis as unknown as Record<string, ScriptFunction>)[name]!;
-        reply = await fn.call(this.#redis, ...keys, ...args);
+        call = fn.call(this.#redis, ...keys, ...args);
       }
+      if (this.#timeoutMs !== undefined) {
+        const ms = this.#timeoutMs;
+        call.catch(() => {});
+        call = Promise.race([call, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`Command timed out after ${ms} ms`)), ms)))]);
+      }
+      reply = await call;
     } catch (err) {
       throw wrapRedisError(err);
+    } finally {
+      clearTimeout(timer);
     }
     if (!Array.isArray(reply)) throw new ScriptReplyError(name, reply);
     return reply as unknown[];

@@ -1,6 +1,12 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { CommonConfig } from './config.js';
 
+/**
+ * Longest time a request-path command may take, ms: ioredis's `commandTimeout` on standalone, and the
+ * coordinator's own bound (`timeoutMs`) for both, so a Cluster failover also answers 503 within 2 s.
+ */
+export const REQUEST_TIMEOUT_MS = 1500;
+
 /** What a connection is for. */
 export type ConnectionRole =
   /** Request paths: no offline queue and a bounded command time, so an outage answers fast. */
@@ -18,7 +24,7 @@ export interface ConnectionLogger {
 export interface CreateRedisOptions {
   /**
    * Longest time a command may take before it fails, ms (requests role only).
-   * @defaultValue 1500
+   * @defaultValue {@link REQUEST_TIMEOUT_MS}
    */
   commandTimeoutMs?: number;
   /** Where connection errors are logged (once per outage, not per retry). */
@@ -42,7 +48,7 @@ function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOp
     // commandTimeout, past the 2 s the API promises.
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    commandTimeout: options.commandTimeoutMs ?? 1500,
+    commandTimeout: options.commandTimeoutMs ?? REQUEST_TIMEOUT_MS,
   };
 }
 
@@ -65,8 +71,14 @@ export function createRedis(config: CommonConfig, role: ConnectionRole, options:
       enableOfflineQueue: redisOptions.enableOfflineQueue ?? true,
       clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
       slotsRefreshTimeout: 2000,
+      // ioredis learns of a failover only from a MOVED answer unless it asks; ask every second, and
+      // at once whenever a node fails (below), so commands stop going to a dead master soon after
+      // its replica takes over.
+      slotsRefreshInterval: 1000,
     };
-    client = new Cluster(config.redisClusterNodes, clusterOptions);
+    const cluster = new Cluster(config.redisClusterNodes, clusterOptions);
+    cluster.on('node error', () => cluster.refreshSlotsCache());
+    client = cluster;
   } else {
     client = new Redis(config.redisUrl, redisOptions);
   }

@@ -1,5 +1,5 @@
 import { Coordinator, type RedisClient, type Sweeper } from '@cq/coordinator';
-import { createRedis, replicaWaitOf, waitUntilReady } from '@cq/service-kit';
+import { REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, waitUntilReady } from '@cq/service-kit';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiConfig } from '../config.js';
@@ -43,7 +43,7 @@ export const servicesPlugin = fp(
     const queueRedis = createRedis(config, 'requests', { logger: app.log, name: 'cq-api-queue' });
     const statsRedis = createRedis(config, 'requests', { name: 'cq-api-stats' });
     const replicaWait = replicaWaitOf(config, app.log, (script) => app.metrics.replicaWaitShortfalls.inc({ script }));
-    const coordinator = new Coordinator({ redis, keyPrefix: config.keyPrefix, policy: config.policy, ...(replicaWait === undefined ? {} : { replicaWait }) });
+    const coordinator = new Coordinator({ redis, keyPrefix: config.keyPrefix, policy: config.policy, timeoutMs: REQUEST_TIMEOUT_MS, ...(replicaWait === undefined ? {} : { replicaWait }) });
     const stats = new StatsRecorder(statsRedis, coordinator.keys);
     const spawnQueues = new SpawnQueues(queueRedis, config.keyPrefix, config.spawnQueueShards, (err) =>
       app.log.debug({ err: { message: err.message } }, 'spawn queue error'),

@@ -1,0 +1,91 @@
+import { Keys, slotOf } from '@cq/coordinator';
+import { startRedisCluster, type RedisServer } from '@cq/test-harness';
+import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
+import { overlapsIn, spawnAgainAndAgain } from '../support/load.js';
+import { until } from '../support/processes.js';
+import { startSystem } from '../support/system.js';
+
+const DURATION_MS = 25_000;
+const KILL_AFTER_MS = 6000;
+// A running session survives a failover when its lease outlasts it: the failover itself (about
+// 2 × cluster-node-timeout + 1 s: 3 s here), the client's refresh of the slot map (≤ 1 s), a renewal
+// interval (1 s) and one renewal that timed out (1.5 s). See docs/scaling.md.
+const LEASE_MS = 10_000;
+const PENDING_TIMEOUT_MS = 12_000;
+const USERS = 12;
+
+describe('failover: the master of a busy user slot is SIGKILLed while sessions run and spawns arrive', async () => {
+  // A cluster of this file's own: the shared one stays whole for the other files.
+  const cluster = await startRedisCluster();
+  afterAll(() => cluster.stop());
+  const replicaWait = { REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT_MS: '500' };
+  const system = await startSystem({
+    target: { kind: 'cluster', seeds: cluster.seeds },
+    workers: 2,
+    apiEnv: { ...replicaWait, PENDING_TIMEOUT_MS: String(PENDING_TIMEOUT_MS), SWEEP_INTERVAL_MS: '250' },
+    workerEnv: { ...replicaWait, LEASE_MS: String(LEASE_MS), SESSION_GRACE_MS: '500', SLOTS: '10' },
+  });
+  const keys = new Keys(system.keyPrefix);
+  const masterOfUser = (userId: string): Promise<RedisServer> => cluster.masterOf(slotOf(keys.user(userId).session));
+
+  it('the replica takes over, no process restarts, every session ends, and no two sessions of one user overlap', async () => {
+    let killedAt = Date.now();
+    // On failure, what the processes warned about, in ms from the SIGKILL.
+    onTestFailed(() => {
+      for (const [name, proc] of [['api', system.api], ...system.workers.map((w, i) => [`host-${i + 1}`, w] as const)] as const) {
+        for (const line of proc.logs) if ((line['level'] as number) >= 40 || /lease lost/.test(String(line['msg']))) console.error(name, (line['time'] as number) - killedAt, JSON.stringify(line));
+      }
+    });
+    const busyMaster = await masterOfUser('busy');
+    // A long session of another user on the same master, running across the failover.
+    let longUser = '';
+    for (let i = 0; longUser === ''; i++) if ((await masterOfUser(`long-${i}`)) === busyMaster) longUser = `long-${i}`;
+    const long = await system.client.spawn((await system.client.issueToken({ userId: longUser, lifetimeMs: 120_000 })).token);
+    await until(async () => (await system.client.findSession(longUser))?.state === 'running', 10_000, 'the long session running');
+
+    const start = performance.now();
+    const stopAt = start + DURATION_MS;
+    const users = ['busy', ...Array.from({ length: USERS - 1 }, (_, i) => `fo-${i}`)];
+    const loading = spawnAgainAndAgain(system, users, stopAt, LEASE_MS + PENDING_TIMEOUT_MS + 10_000);
+
+    await new Promise((resolve) => setTimeout(resolve, KILL_AFTER_MS));
+    killedAt = Date.now();
+    await busyMaster.halt('SIGKILL');
+    await cluster.waitUntilOk(20_000);
+    const promotedAt = Date.now();
+    const newMaster = await masterOfUser('busy');
+    expect(newMaster).not.toBe(busyMaster);
+    // The operator restarts the dead node; it rejoins as the new master's replica, so WAIT is met again.
+    await busyMaster.resume();
+    await cluster.waitUntilOk(20_000);
+
+    const load = await loading;
+    // Nothing was restarted: the API and both worker hosts are the processes started at the beginning.
+    for (const child of [system.api.child, ...system.workers.map((w) => w.child)]) {
+      expect(child.exitCode).toBeNull();
+      expect(child.signalCode).toBeNull();
+    }
+    expect(load.unended).toEqual([]);
+    // Requests that met the failover were refused (503) within the contract's 2 s, then retried.
+    expect(load.slowestRefusalMs).toBeLessThan(2000);
+    // The busy user went on after the failover.
+    const busyAfter = load.admitted.filter((a) => a.userId === 'busy' && a.at > promotedAt);
+    expect(busyAfter.length).toBeGreaterThan(0);
+    for (const admission of busyAfter) {
+      expect((await system.client.history('busy')).find((h) => h.sessionId === admission.sessionId)?.state).toBe('completed');
+    }
+    // The long session lived through the failover: its lease was renewed on the new master.
+    expect(await system.client.getSession(longUser)).toMatchObject({ sessionId: long.sessionId, state: 'running' });
+    await system.client.stopSession(longUser);
+    expect(await system.ended(longUser, long.sessionId)).toMatchObject({ state: 'stopped' });
+
+    const { overlaps, users: seen } = overlapsIn(system.observed());
+    expect(seen).toBe(USERS + 1);
+    expect(overlaps).toEqual([]);
+    const firstBusyAfterKill = load.admitted.filter((a) => a.userId === 'busy' && a.at > killedAt).sort((a, b) => a.at - b.at)[0];
+    console.info(
+      `failover: replica promoted ${promotedAt - killedAt} ms after the SIGKILL; busy user admitted again ${firstBusyAfterKill!.at - killedAt} ms after it; ` +
+        `${load.admitted.length} sessions admitted in ${DURATION_MS / 1000} s; refused and retried: ${JSON.stringify(Object.fromEntries(load.refused))}, slowest refusal ${Math.round(load.slowestRefusalMs)} ms`,
+    );
+  }, DURATION_MS + 90_000);
+});

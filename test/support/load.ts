@@ -1,0 +1,102 @@
+import type { Admission } from '@cq/client';
+import { until } from './processes.js';
+import type { System } from './system.js';
+
+/** What {@link spawnAgainAndAgain} saw. */
+export interface LoadResult {
+  /** Every admission, with the wall-clock time the API answered it. */
+  admitted: Array<Admission & { at: number }>;
+  /** Per admitted session: ms from asking until it ran (its first beat) or ended without running. */
+  blocked: number[];
+  /** Sessions that did not reach a terminal state in time. */
+  unended: string[];
+  /** Requests the API refused or could not answer (retried), by HTTP status or error name. */
+  refused: Map<string, number>;
+  /** The longest time the API took to refuse a request, ms. */
+  slowestRefusalMs: number;
+}
+
+/**
+ * Each user, until `stopAt` (performance.now()), asks for a token, spawns (retrying every 50 ms on
+ * any refusal), and waits until that session has ended before asking again. Sessions run
+ * test/support/session.mjs for 200–1500 ms.
+ */
+export async function spawnAgainAndAgain(system: System, users: readonly string[], stopAt: number, endWithinMs: number): Promise<LoadResult> {
+  const result: LoadResult = { admitted: [], blocked: [], unended: [], refused: new Map(), slowestRefusalMs: 0 };
+  const refused = (err: unknown): void => {
+    const key = String((err as { status?: number }).status ?? (err as Error).name);
+    result.refused.set(key, (result.refused.get(key) ?? 0) + 1);
+  };
+  const retrying = async <T>(call: () => Promise<T>): Promise<T> => {
+    for (;;) {
+      const sent = performance.now();
+      try {
+        return await call();
+      } catch (err) {
+        result.slowestRefusalMs = Math.max(result.slowestRefusalMs, performance.now() - sent);
+        refused(err);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+  };
+  const user = async (userId: string): Promise<void> => {
+    while (performance.now() < stopAt) {
+      const { token } = await retrying(() => system.client.issueToken({ userId, metadata: { durationMs: 200 + Math.floor(Math.random() * 1300) } }));
+      const asked = performance.now();
+      const admission = await retrying(() => system.client.spawn(token));
+      result.admitted.push({ ...admission, at: Date.now() });
+      let waited: number | undefined;
+      try {
+        await until(
+          async () => {
+            if (waited === undefined && system.observed().some((o) => o.userId === userId && o.fence === admission.fence)) waited = performance.now() - asked;
+            try {
+              return (await system.client.history(userId)).some((h) => h.sessionId === admission.sessionId);
+            } catch (err) {
+              refused(err);
+              return false;
+            }
+          },
+          endWithinMs,
+          'ended',
+        );
+      } catch {
+        result.unended.push(admission.sessionId);
+        return;
+      }
+      result.blocked.push(waited ?? performance.now() - asked);
+    }
+  };
+  await Promise.all(users.map(user));
+  return result;
+}
+
+/**
+ * Overlaps between sessions of one user, from the observer file: each session process wrote "user
+ * fence time pid" every 50 ms; per user, the lifetimes (first to last beat) must never overlap, and
+ * fences must grow in the order the sessions ran.
+ */
+export function overlapsIn(observed: ReturnType<System['observed']>): { overlaps: string[]; users: number; longestGapMs: number } {
+  const spans = new Map<string, Map<number, { first: number; last: number }>>();
+  for (const beat of observed) {
+    const perUser = spans.get(beat.userId) ?? new Map<number, { first: number; last: number }>();
+    spans.set(beat.userId, perUser);
+    const span = perUser.get(beat.fence) ?? { first: beat.at, last: beat.at };
+    span.first = Math.min(span.first, beat.at);
+    span.last = Math.max(span.last, beat.at);
+    perUser.set(beat.fence, span);
+  }
+  const overlaps: string[] = [];
+  let longestGapMs = 0;
+  for (const [userId, perUser] of spans) {
+    const ordered = [...perUser.entries()].sort((a, b) => a[1].first - b[1].first);
+    for (let i = 1; i < ordered.length; i++) {
+      const [prevFence, prev] = ordered[i - 1]!;
+      const [fence, span] = ordered[i]!;
+      if (span.first <= prev.last) overlaps.push(`${userId}: fence ${fence} started at ${span.first} while fence ${prevFence} lived until ${prev.last}`);
+      if (fence < prevFence) overlaps.push(`${userId}: fence ${fence} ran after fence ${prevFence}`);
+      longestGapMs = Math.max(longestGapMs, span.first - prev.last);
+    }
+  }
+  return { overlaps, users: spans.size, longestGapMs };
+}

@@ -188,6 +188,7 @@ export class WorkerHost {
     } else {
       await bounded(this.#coordinator.workers.withdraw(this.#config.workerId), 1000);
     }
+    await bounded(this.#coordinator.close(), 500);
     if (this.#coordinatorRedis.status === 'ready') await this.#coordinatorRedis.quit().catch(() => this.#coordinatorRedis.disconnect());
     else this.#coordinatorRedis.disconnect();
   }

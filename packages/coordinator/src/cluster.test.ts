@@ -36,6 +36,7 @@ describe('on Redis Cluster (3 masters, 3 replicas) with REDIS_WAIT_REPLICAS=1', 
     });
   });
   afterAll(async () => {
+    await coordinator?.close();
     client?.disconnect();
     await cluster?.stop();
   });

@@ -84,6 +84,14 @@ export class Coordinator {
     return this.#context.redis;
   }
 
+  /**
+   * Closes the connections the coordinator opened itself (those for waited writes, see
+   * {@link CoordinatorOptions.replicaWait}); the client it was given is the caller's to close.
+   */
+  close(): Promise<void> {
+    return this.#context.scripts.close();
+  }
+
   /** Loads every script into Redis's script cache, so even the first calls are single EVALSHAs. */
   preload(): Promise<void> {
     return this.#context.scripts.preload();

@@ -41,6 +41,7 @@ describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT)
   afterAll(async () => {
     const pid = replica?.pid();
     if (pid !== undefined) process.kill(pid, 'SIGCONT');
+    await coordinator?.close();
     masterClient?.disconnect();
     replicaClient?.disconnect();
     await Promise.all([master?.stop(), replica?.stop()]);

@@ -46,6 +46,14 @@ export interface ReplicaWait {
   timeoutMs: number;
   /** Called when fewer replicas acknowledged a write within the time: the write may be lost in a failover. */
   onShortfall?: (script: ScriptName, acknowledged: number) => void;
+  /**
+   * Connections for waited writes. Redis reads nothing more from a connection while a `WAIT` on it
+   * blocks, so concurrent writes on one shared connection would queue behind each other's wait; they
+   * are spread over this many duplicates of the client instead (opened on first use, closed by
+   * {@link Scripts.close}).
+   * @defaultValue 8
+   */
+  connections?: number;
 }
 
 /** One script, with its includes expanded. */
@@ -121,6 +129,8 @@ export class Scripts {
   readonly #sources: Map<string, ScriptSource>;
   readonly #wait: ReplicaWait | undefined;
   readonly #sha = new Map<string, string>();
+  #waitPool: RedisClient[] | undefined;
+  #nextWaiter = 0;
 
   readonly #timeoutMs: number | undefined;
 
@@ -139,6 +149,13 @@ export class Scripts {
       if (typeof (redis as unknown as Record<string, unknown>)[source.name] === 'function') continue;
       redis.defineCommand(source.name, { numberOfKeys: source.numberOfKeys, lua: source.lua });
     }
+  }
+
+  /** Closes the connections opened for waited writes (the client given to the constructor stays open). */
+  async close(): Promise<void> {
+    const pool = this.#waitPool ?? [];
+    this.#waitPool = undefined;
+    await Promise.all(pool.map((connection) => (connection.status === 'ready' ? connection.quit().then(() => {}, () => connection.disconnect()) : connection.disconnect())));
   }
 
   /** Loads every script into the server's script cache, so that the first calls are single EVALSHAs too. */
@@ -188,18 +205,20 @@ export class Scripts {
    * EVALSHA first; on NOSCRIPT, EVAL with the same `WAIT` behind it.
    */
   async #runAndWait(name: ScriptName, source: ScriptSource, keys: readonly string[], args: ReadonlyArray<string | number>, wait: ReplicaWait): Promise<unknown> {
+    this.#waitPool ??= Array.from({ length: Math.max(1, wait.connections ?? 8) }, () => this.#redis.duplicate());
+    const connection = this.#waitPool[this.#nextWaiter++ % this.#waitPool.length]!;
     const send = async (command: 'evalsha' | 'eval'): Promise<[Error | null, unknown][]> => {
-      const pipeline = this.#redis.pipeline();
+      const pipeline = connection.pipeline();
       if (command === 'evalsha') pipeline.evalsha(this.#sha.get(name)!, keys.length, ...keys, ...args);
       else pipeline.eval(source.lua, keys.length, ...keys, ...args);
       pipeline.wait(wait.replicas, wait.timeoutMs);
       return (await pipeline.exec()) ?? [];
     };
     let results = await send('evalsha');
-    if (/^(MOVED|ASK) /.test(results[0]?.[0]?.message ?? '') && 'refreshSlotsCache' in this.#redis) {
+    if (/^(MOVED|ASK) /.test(results[0]?.[0]?.message ?? '') && 'refreshSlotsCache' in connection) {
       // ioredis follows redirections of a pipeline only when all its other commands are reads, and
       // WAIT is not: learn the new slot owners (as after a failover or resharding) and send it again.
-      const cluster = this.#redis;
+      const cluster = connection;
       await new Promise<void>((resolve) => cluster.refreshSlotsCache(() => resolve()));
       results = await send('evalsha');
     }

@@ -75,6 +75,7 @@ export const servicesPlugin = fp(
       await stats.stop();
       await reconciler.close();
       await spawnQueues.close();
+      await coordinator.close();
       await Promise.all([closeClient(redis), closeClient(queueRedis), closeClient(statsRedis)]);
     });
   },

@@ -2,6 +2,7 @@ import { startRedisCluster, type RedisCluster, type RedisServer } from '@cq/test
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Coordinator } from './coordinator.js';
+import { issueAndAdmit } from './test-support/setup.js';
 import type { ScriptName } from './scripts.js';
 import { slotOf } from './slots.js';
 
@@ -41,13 +42,7 @@ describe('on Redis Cluster (3 masters, 3 replicas) with REDIS_WAIT_REPLICAS=1', 
     await cluster?.stop();
   });
 
-  const admit = async (userId: string) => {
-    const issued = await coordinator.tokens.issue(userId);
-    if (issued.outcome !== 'issued') throw new Error(issued.outcome);
-    const admitted = await coordinator.sessions.admit(issued.token);
-    if (admitted.outcome !== 'admitted') throw new Error(admitted.outcome);
-    return admitted;
-  };
+  const admit = (userId: string) => issueAndAdmit(coordinator, userId);
 
   it('admits users on every master, and each admission is on its replica when admit returns', async () => {
     const users = Array.from({ length: 30 }, (_, i) => `clu-${i}`);

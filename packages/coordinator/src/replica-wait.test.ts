@@ -2,6 +2,7 @@ import { startRedisServer, type RedisServer } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Coordinator } from './coordinator.js';
+import { issueAndAdmit } from './test-support/setup.js';
 import type { ScriptName } from './scripts.js';
 
 /** Polls `check` every 20 ms until it is true, failing after `timeoutMs`. */
@@ -47,13 +48,7 @@ describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT)
     await Promise.all([master?.stop(), replica?.stop()]);
   });
 
-  const admit = async (userId: string) => {
-    const issued = await coordinator.tokens.issue(userId);
-    if (issued.outcome !== 'issued') throw new Error(issued.outcome);
-    const admitted = await coordinator.sessions.admit(issued.token);
-    if (admitted.outcome !== 'admitted') throw new Error(admitted.outcome);
-    return admitted;
-  };
+  const admit = (userId: string) => issueAndAdmit(coordinator, userId);
 
   it('an admission is on the replica when admit returns, even when the script cache was empty (EVAL fallback)', async () => {
     await masterClient.script('FLUSH');

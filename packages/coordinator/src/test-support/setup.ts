@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, inject } from 'vitest';
 import { deletePrefix, randomPrefix } from '@cq/test-harness';
 import { Coordinator, type CoordinatorOptions } from '../coordinator.js';
+import type { AdmitOutcome } from '../session-types.js';
 
 /** A client on the run's shared Redis. */
 export function connect(url: string = inject('redisUrl')): Redis {
@@ -47,4 +48,13 @@ export function abortedWithin(signal: AbortSignal): Promise<number> {
     if (signal.aborted) resolve(0);
     signal.addEventListener('abort', () => resolve(performance.now() - start), { once: true });
   });
+}
+
+/** Issues a token for `userId` and admits it; throws unless both succeed. */
+export async function issueAndAdmit(coordinator: Coordinator, userId: string): Promise<Extract<AdmitOutcome, { outcome: 'admitted' }>> {
+  const issued = await coordinator.tokens.issue(userId);
+  if (issued.outcome !== 'issued') throw new Error(`token not issued: ${issued.outcome}`);
+  const admitted = await coordinator.sessions.admit(issued.token);
+  if (admitted.outcome !== 'admitted') throw new Error(`not admitted: ${admitted.outcome}`);
+  return admitted;
 }

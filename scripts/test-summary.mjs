@@ -24,8 +24,11 @@ for (const dir of dirs) {
   const json = JSON.parse(readFileSync(report, 'utf8'));
   passed += json.numPassedTests;
   failed += json.numFailedTests;
+  // A file that could not even load fails as a suite without a failed test: count it as a failure.
+  const unloaded = json.testResults.filter((file) => file.status === 'failed' && file.assertionResults.length === 0).length;
+  failed += unloaded;
   skipped += json.numPendingTests + json.numTodoTests;
-  console.log(`${dir}: ${json.numPassedTests} passed, ${json.numFailedTests} failed`);
+  console.log(`${dir}: ${json.numPassedTests} passed, ${json.numFailedTests + unloaded} failed${unloaded > 0 ? ` (${unloaded} files did not load)` : ''}`);
 }
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed > 0 || passed === 0 ? 1 : 0);

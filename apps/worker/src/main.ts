@@ -1,4 +1,4 @@
-import { createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
+import { ConfigError, createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
 import { loadWorkerConfig } from './config.js';
 import { WorkerHost } from './worker-host.js';
 
@@ -8,4 +8,11 @@ const logger = createLogger({ level: config.logLevel, name: 'cq-worker' });
 const host = new WorkerHost({ config, logger });
 // Signals first: a SIGTERM that arrives while the host starts still stops it cleanly.
 runUntilSignal(logger, () => host.stop());
-await host.start();
+try {
+  await host.start();
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  process.stderr.write(`${err.message}\n`);
+  await host.stop();
+  process.exit(1);
+}

@@ -87,4 +87,23 @@ describe('a worker host on a sharded spawn queue', () => {
       expect(job.attemptsMade).toBeLessThanOrEqual(1);
     }
   });
+
+  it('refuses to start when the API on the same KEY_PREFIX uses another SPAWN_QUEUE_SHARDS, naming the variable', async () => {
+    const redisUrl = inject('redisUrl');
+    const keyPrefix = randomPrefix();
+    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    await redis.set(new Keys(keyPrefix).queueShards(), '3');
+    const host = new WorkerHost({
+      config: loadWorkerConfig({ REDIS_URL: redisUrl, KEY_PREFIX: keyPrefix, LOG_LEVEL: 'silent', WORKER_ID: 'mismatched' }),
+      logger: pino({ level: 'silent' }),
+    });
+    onTestFinished(async () => {
+      await host.stop();
+      await deletePrefix(redis, keyPrefix);
+      redis.disconnect();
+    });
+    await expect(host.start()).rejects.toThrow(
+      `SPAWN_QUEUE_SHARDS is 1 here but the API on KEY_PREFIX "${keyPrefix}" uses 3: set the same value on every API instance and worker host`,
+    );
+  });
 });

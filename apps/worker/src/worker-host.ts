@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { Coordinator, type RedisClient } from '@cq/coordinator';
-import { REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, spawnJobSchema, spawnQueueShards } from '@cq/service-kit';
+import { ConfigError, REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, spawnJobSchema, spawnQueueShards, waitUntilReady } from '@cq/service-kit';
 import { WaitingError, Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
@@ -88,8 +88,19 @@ export class WorkerHost {
     return this.#busy;
   }
 
-  /** Starts taking spawn jobs and publishing the heartbeat. */
+  /**
+   * Starts taking spawn jobs and publishing the heartbeat. Throws a {@link ConfigError} when the API
+   * on this `KEY_PREFIX` runs with another `SPAWN_QUEUE_SHARDS`: this host would wait on queues that
+   * get no jobs, and the sessions would end as lost.
+   */
   async start(): Promise<void> {
+    await waitUntilReady(this.#coordinatorRedis, 2000).catch(() => {});
+    const apiShards = await this.#coordinatorRedis.get(this.#coordinator.keys.queueShards()).catch(() => null);
+    if (apiShards !== null && Number(apiShards) !== this.#config.spawnQueueShards) {
+      throw new ConfigError(
+        `SPAWN_QUEUE_SHARDS is ${this.#config.spawnQueueShards} here but the API on KEY_PREFIX "${this.#config.keyPrefix}" uses ${apiShards}: set the same value on every API instance and worker host`,
+      );
+    }
     const connection = createRedis(this.#config, 'blocking', { logger: this.#logger, name: `cq-worker-queue:${this.#config.workerId}` });
     this.#queueRedis = connection;
     // One worker per shard, each allowed every slot: BullMQ keeps each within SLOTS, and #process
@@ -126,14 +137,16 @@ export class WorkerHost {
       this.#logger.warn({ jobId: job.id, issue: payload.error.issues[0]?.message }, 'spawn job has an invalid payload; dropped');
       return { ran: false, reason: 'invalid_payload' };
     }
-    if (this.#shutdown.signal.aborted) throw new Error('worker host is shutting down; the job will be retried elsewhere');
+    if (this.#shutdown.signal.aborted) {
+      this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'shutting down; job handed back');
+      return this.#handBack(job, token);
+    }
     if (this.#busy >= this.#config.slots) {
       // Another shard's worker took the last slot first: hand the job back for any host to take
       // (no attempt is counted), and fetch nothing more until a slot frees.
       this.#pauseFetching(true);
       this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'all slots busy; job handed back');
-      await job.moveToWait(token);
-      throw new WaitingError();
+      return this.#handBack(job, token);
     }
     // Slots in use are published soon, not only at the next heartbeat (at most one extra beat per 250 ms).
     this.#busy++;
@@ -148,6 +161,27 @@ export class WorkerHost {
         this.#beatSoon();
       }
     }
+  }
+
+  /**
+   * Puts a job this host will not run back into its queue for any host, without counting an attempt.
+   * Should Redis not take it (an outage, a failover), tries again twice; after that the job stays
+   * active until its lock runs out and BullMQ's stalled-job check returns it.
+   */
+  async #handBack(job: Job, token: string | undefined): Promise<never> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await job.moveToWait(token);
+        break;
+      } catch (err) {
+        if (attempt >= 3) {
+          this.#logger.warn({ jobId: job.id, err: { message: (err as Error).message } }, 'could not hand the job back; it returns when its lock runs out');
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+    throw new WaitingError();
   }
 
   /**

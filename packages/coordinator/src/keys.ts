@@ -110,6 +110,11 @@ export class Keys {
     return `${this.prefix}:{stats}:minute:${minute}`;
   }
 
+  /** The `SPAWN_QUEUE_SHARDS` the API runs with (string), so worker hosts can check they agree. */
+  queueShards(): string {
+    return `${this.prefix}:{workers}:queue-shards`;
+  }
+
   /** The registry of worker hosts (sorted set: host id by last heartbeat). */
   workers(): string {
     return `${this.prefix}:{workers}:index`;

@@ -58,7 +58,7 @@ describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT)
     expect(shortfalls).toEqual([]);
   });
 
-  it('with the replica frozen, a write waits REDIS_WAIT_TIMEOUT_MS, still stands, and is reported as a shortfall; reads do not wait', async () => {
+  it('with the replica frozen, a write waits REDIS_WAIT_TIMEOUT_MS, still stands, and is reported as a shortfall', async () => {
     process.kill(replica.pid()!, 'SIGSTOP');
     try {
       const start = performance.now();
@@ -66,10 +66,6 @@ describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT)
       expect(performance.now() - start).toBeGreaterThanOrEqual(WAIT_MS - 5);
       expect(issued.outcome).toBe('issued');
       expect(shortfalls).toEqual([['issueToken', 0]]);
-      const readStart = performance.now();
-      await coordinator.sessions.get('waited');
-      expect(performance.now() - readStart).toBeLessThan(WAIT_MS / 2);
-      expect(shortfalls).toHaveLength(1);
     } finally {
       process.kill(replica.pid()!, 'SIGCONT');
     }

@@ -32,9 +32,6 @@ export const scriptNames = [
 /** Name of a coordinator script. */
 export type ScriptName = (typeof scriptNames)[number];
 
-/** The scripts that never write: no `WAIT` follows them. */
-const readOnlyScripts: ReadonlySet<ScriptName> = new Set(['readSession']);
-
 /**
  * Asks every coordinator write to be acknowledged by replicas (`WAIT`) before it counts as done,
  * narrowing what a failover can lose.
@@ -129,8 +126,8 @@ export class Scripts {
   readonly #sources: Map<string, ScriptSource>;
   readonly #wait: ReplicaWait | undefined;
   readonly #sha = new Map<string, string>();
-  #waitPool: RedisClient[] | undefined;
-  #nextWaiter = 0;
+  #waitPool: Array<{ connection: RedisClient; inFlight: number }> | undefined;
+  #closed = false;
 
   readonly #timeoutMs: number | undefined;
 
@@ -153,9 +150,12 @@ export class Scripts {
 
   /** Closes the connections opened for waited writes (the client given to the constructor stays open). */
   async close(): Promise<void> {
+    this.#closed = true;
     const pool = this.#waitPool ?? [];
     this.#waitPool = undefined;
-    await Promise.all(pool.map((connection) => (connection.status === 'ready' ? connection.quit().then(() => {}, () => connection.disconnect()) : connection.disconnect())));
+    await Promise.all(
+      pool.map(({ connection }) => (connection.status === 'ready' ? connection.quit().then(() => {}, () => connection.disconnect()) : connection.disconnect())),
+    );
   }
 
   /** Loads every script into the server's script cache, so that the first calls are single EVALSHAs too. */
@@ -178,7 +178,7 @@ export class Scripts {
     let timer: NodeJS.Timeout | undefined;
     try {
       let call: Promise<unknown>;
-      if (this.#wait !== undefined && !readOnlyScripts.has(name)) {
+      if (this.#wait !== undefined) {
         call = this.#runAndWait(name, source, keys, args, this.#wait);
       } else {
         const fn = (this.#redis as unknown as Record<string, ScriptFunction>)[name]!;
@@ -200,20 +200,52 @@ export class Scripts {
   }
 
   /**
+   * The connections for waited writes, opened on first use: duplicates of the client with an offline
+   * queue, so a write sent while one is still connecting waits for it (bounded by the timeout).
+   */
+  #waiters(wait: ReplicaWait): Array<{ connection: RedisClient; inFlight: number }> {
+    if (this.#closed) throw new Error('the coordinator is closed');
+    this.#waitPool ??= Array.from({ length: Math.max(1, wait.connections ?? 8) }, () => {
+      const connection = 'refreshSlotsCache' in this.#redis ? this.#redis.duplicate(undefined, { enableOfflineQueue: true }) : this.#redis.duplicate({ enableOfflineQueue: true });
+      // Failures reach the caller through its command; the client given to us reports outages.
+      connection.on('error', () => {});
+      return { connection, inFlight: 0 };
+    });
+    return this.#waitPool;
+  }
+
+  /**
    * The script and a `WAIT` in one pipeline: one round trip, on the connection (on Cluster: the
-   * master of the keys' slot) that ran the write, so `WAIT` counts the replicas that have it.
-   * EVALSHA first; on NOSCRIPT, EVAL with the same `WAIT` behind it.
+   * master of the keys' slot) that ran the write, so `WAIT` counts the replicas that have it. The
+   * pipeline goes to the pooled connection with the fewest calls in flight, since a `WAIT` holds its
+   * connection. EVALSHA first; on NOSCRIPT, EVAL with the same `WAIT` behind it.
    */
   async #runAndWait(name: ScriptName, source: ScriptSource, keys: readonly string[], args: ReadonlyArray<string | number>, wait: ReplicaWait): Promise<unknown> {
-    this.#waitPool ??= Array.from({ length: Math.max(1, wait.connections ?? 8) }, () => this.#redis.duplicate());
-    const connection = this.#waitPool[this.#nextWaiter++ % this.#waitPool.length]!;
+    const waiter = this.#waiters(wait).reduce((least, w) => (w.inFlight < least.inFlight ? w : least));
+    const { connection } = waiter;
     const send = async (command: 'evalsha' | 'eval'): Promise<[Error | null, unknown][]> => {
       const pipeline = connection.pipeline();
       if (command === 'evalsha') pipeline.evalsha(this.#sha.get(name)!, keys.length, ...keys, ...args);
       else pipeline.eval(source.lua, keys.length, ...keys, ...args);
       pipeline.wait(wait.replicas, wait.timeoutMs);
-      return (await pipeline.exec()) ?? [];
+      const results = await pipeline.exec();
+      if (results === null || results.length < 2) throw new Error('the pipeline was not executed (connection lost)');
+      return results;
     };
+    waiter.inFlight++;
+    try {
+      return await this.#sendAndWait(name, send, connection, wait);
+    } finally {
+      waiter.inFlight--;
+    }
+  }
+
+  async #sendAndWait(
+    name: ScriptName,
+    send: (command: 'evalsha' | 'eval') => Promise<[Error | null, unknown][]>,
+    connection: RedisClient,
+    wait: ReplicaWait,
+  ): Promise<unknown> {
     let results = await send('evalsha');
     if (/^(MOVED|ASK) /.test(results[0]?.[0]?.message ?? '') && 'refreshSlotsCache' in connection) {
       // ioredis follows redirections of a pipeline only when all its other commands are reads, and

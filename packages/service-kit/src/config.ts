@@ -92,7 +92,7 @@ export const commonEnvShape = {
   KEY_PREFIX: stringVar('cq', /^[A-Za-z0-9._:@-]{1,64}$/, '1 to 64 characters of A-Z a-z 0-9 . _ : @ - (no braces)'),
   LOG_LEVEL: stringVar('info', new RegExp(`^(${logLevels.join('|')})$`), `one of ${logLevels.join(', ')}`),
   REDIS_WAIT_REPLICAS: intVar(0, 0, 16),
-  REDIS_WAIT_TIMEOUT_MS: intVar(100, 1, 1000),
+  REDIS_WAIT_TIMEOUT_MS: intVar(100, 1, 500),
   SPAWN_QUEUE_SHARDS: intVar(1, 1, 64),
 };
 

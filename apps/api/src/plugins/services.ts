@@ -67,6 +67,8 @@ export const servicesPlugin = fp(
       await Promise.all([waitUntilReady(redis, 2000), waitUntilReady(queueRedis, 2000)]).catch((err: Error) =>
         app.log.warn({ err: { message: err.message } }, 'Redis is not reachable yet; answering 503 until it is'),
       );
+      // Worker hosts compare their SPAWN_QUEUE_SHARDS with this at start-up (best effort: Redis may be down).
+      await redis.set(coordinator.keys.queueShards(), String(config.spawnQueueShards)).catch(() => {});
       if (options.sweep !== false) sweeper.start();
       stats.start();
     });

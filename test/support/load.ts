@@ -10,6 +10,8 @@ export interface LoadResult {
   blocked: number[];
   /** Sessions that did not reach a terminal state in time. */
   unended: string[];
+  /** Sessions that are gone without a terminal state: neither live nor in the history (a write lost in a failover). */
+  vanished: Array<{ userId: string; sessionId: string; admittedAt: number }>;
   /** Requests the API refused or could not answer (retried), by HTTP status or error name. */
   refused: Map<string, number>;
   /** The longest time the API took to refuse a request, ms. */
@@ -22,7 +24,7 @@ export interface LoadResult {
  * test/support/session.mjs for 200–1500 ms.
  */
 export async function spawnAgainAndAgain(system: System, users: readonly string[], stopAt: number, endWithinMs: number): Promise<LoadResult> {
-  const result: LoadResult = { admitted: [], blocked: [], unended: [], refused: new Map(), slowestRefusalMs: 0 };
+  const result: LoadResult = { admitted: [], blocked: [], unended: [], vanished: [], refused: new Map(), slowestRefusalMs: 0 };
   const refused = (err: unknown): void => {
     const key = String((err as { status?: number }).status ?? (err as Error).name);
     result.refused.set(key, (result.refused.get(key) ?? 0) + 1);
@@ -44,14 +46,21 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
       const { token } = await retrying(() => system.client.issueToken({ userId, metadata: { durationMs: 200 + Math.floor(Math.random() * 1300) } }));
       const asked = performance.now();
       const admission = await retrying(() => system.client.spawn(token));
-      result.admitted.push({ ...admission, at: Date.now() });
+      const admittedAt = Date.now();
+      result.admitted.push({ ...admission, at: admittedAt });
       let waited: number | undefined;
+      let vanished = false;
       try {
         await until(
           async () => {
             if (waited === undefined && system.observed().some((o) => o.userId === userId && o.fence === admission.fence)) waited = performance.now() - asked;
             try {
-              return (await system.client.history(userId)).some((h) => h.sessionId === admission.sessionId);
+              // Live first, then the history: an ending moves a session from one to the other atomically,
+              // so a session in neither was lost, not caught in between.
+              const live = (await system.client.findSession(userId))?.sessionId === admission.sessionId;
+              if ((await system.client.history(userId)).some((h) => h.sessionId === admission.sessionId)) return true;
+              vanished = !live;
+              return vanished;
             } catch (err) {
               refused(err);
               return false;
@@ -63,6 +72,10 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
       } catch {
         result.unended.push(admission.sessionId);
         return;
+      }
+      if (vanished) {
+        result.vanished.push({ userId, sessionId: admission.sessionId, admittedAt });
+        continue;
       }
       result.blocked.push(waited ?? performance.now() - asked);
     }

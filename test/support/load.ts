@@ -19,8 +19,8 @@ export interface LoadResult {
 }
 
 /**
- * Each user, until `stopAt` (performance.now()), asks for a token, spawns (retrying every 50 ms on
- * any refusal), and waits until that session has ended before asking again. Sessions run
+ * Each user, until `stopAt` (performance.now()), asks for a token, spawns (retrying every 50 ms on a
+ * refusal that may pass: 503, 429), and waits until that session has ended before asking again. Sessions run
  * test/support/session.mjs for 200–1500 ms.
  */
 export async function spawnAgainAndAgain(system: System, users: readonly string[], stopAt: number, endWithinMs: number): Promise<LoadResult> {
@@ -29,7 +29,8 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
     const key = String((err as { status?: number }).status ?? (err as Error).name);
     result.refused.set(key, (result.refused.get(key) ?? 0) + 1);
   };
-  const retrying = async <T>(call: () => Promise<T>): Promise<T> => {
+  /** Calls until it succeeds; undefined when `final` says a refusal will not change by retrying. */
+  const retrying = async <T>(call: () => Promise<T>, final: (err: unknown) => boolean = () => false): Promise<T | undefined> => {
     for (;;) {
       const sent = performance.now();
       try {
@@ -37,28 +38,38 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
       } catch (err) {
         result.slowestRefusalMs = Math.max(result.slowestRefusalMs, performance.now() - sent);
         refused(err);
+        if (final(err)) return undefined;
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     }
   };
+  // 403: the token was used; 409: the user has a live session. Either way an earlier try of this
+  // spawn went through although its answer was lost (a 503 during a failover): follow that session.
+  const spent = (err: unknown): boolean => [403, 409].includes((err as { status?: number }).status ?? 0);
   const user = async (userId: string): Promise<void> => {
     while (performance.now() < stopAt) {
-      const { token } = await retrying(() => system.client.issueToken({ userId, metadata: { durationMs: 200 + Math.floor(Math.random() * 1300) } }));
+      const { token } = (await retrying(() => system.client.issueToken({ userId, metadata: { durationMs: 200 + Math.floor(Math.random() * 1300) } })))!;
       const asked = performance.now();
-      const admission = await retrying(() => system.client.spawn(token));
+      let admission: Admission | undefined = await retrying(() => system.client.spawn(token), spent);
+      if (admission === undefined) {
+        const live = await retrying(() => system.client.findSession(userId));
+        if (live === undefined) continue;
+        admission = { sessionId: live.sessionId, userId, fence: live.fence, state: 'pending', lifetimeMs: 0 };
+      }
       const admittedAt = Date.now();
+      const { sessionId, fence } = admission;
       result.admitted.push({ ...admission, at: admittedAt });
       let waited: number | undefined;
       let vanished = false;
       try {
         await until(
           async () => {
-            if (waited === undefined && system.observed().some((o) => o.userId === userId && o.fence === admission.fence)) waited = performance.now() - asked;
+            if (waited === undefined && system.observed().some((o) => o.userId === userId && o.fence === fence)) waited = performance.now() - asked;
             try {
               // Live first, then the history: an ending moves a session from one to the other atomically,
               // so a session in neither was lost, not caught in between.
-              const live = (await system.client.findSession(userId))?.sessionId === admission.sessionId;
-              if ((await system.client.history(userId)).some((h) => h.sessionId === admission.sessionId)) return true;
+              const live = (await system.client.findSession(userId))?.sessionId === sessionId;
+              if ((await system.client.history(userId)).some((h) => h.sessionId === sessionId)) return true;
               vanished = !live;
               return vanished;
             } catch (err) {
@@ -70,11 +81,11 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
           'ended',
         );
       } catch {
-        result.unended.push(admission.sessionId);
+        result.unended.push(sessionId);
         return;
       }
       if (vanished) {
-        result.vanished.push({ userId, sessionId: admission.sessionId, admittedAt });
+        result.vanished.push({ userId, sessionId, admittedAt });
         continue;
       }
       result.blocked.push(waited ?? performance.now() - asked);

@@ -90,4 +90,46 @@ describe('POST /v1/spawn after Retry-After', async () => {
     const again = await send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token: second.token }), headers: jsonHeaders(false) });
     expect(again.status).toBe(202);
   });
+
+  describe('when the spawn queue fails to take the job', async () => {
+    const api = await startTestApi({ TOKEN_LIMIT: '100000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' });
+    const spawn = (token: unknown) => send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token }), headers: jsonHeaders(false) });
+    const token = async (userId: string) => (await api.client.issueToken({ userId })).token;
+    const queueOf = (userId: string) => api.app.spawnQueues.forUser(userId);
+
+    it('503 rolls the admission back: the same token then works', async () => {
+      const t = await token('dora');
+      const queue = queueOf('dora');
+      const add = queue.add.bind(queue);
+      queue.add = () => Promise.reject(new Error('queue unreachable'));
+      try {
+        const res = await spawn(t);
+        expect(res.status).toBe(503);
+        expect(res.body.error).toMatchObject({ code: 'unavailable', message: 'The spawn queue is unavailable; the token is still valid, retry shortly.' });
+        await expect(api.client.findSession('dora')).resolves.toBeUndefined();
+      } finally {
+        queue.add = add;
+      }
+      expect((await spawn(t)).status).toBe(202);
+    });
+
+    it("202 when the enqueue's answer is lost but a worker host already took the job (a timed-out add that went through)", async () => {
+      const t = await token('eddie');
+      const queue = queueOf('eddie');
+      const add = queue.add.bind(queue);
+      // The job goes through and a worker host claims it, but the answer never comes back (as in a failover).
+      queue.add = (async (name: string, data: { userId: string; sessionId: string; fence: number }, opts: object) => {
+        await add(name, data, opts);
+        await api.app.coordinator.sessions.claim(data, { workerId: 'w-eddie', leaseMs: 5000, graceMs: 100 });
+        return new Promise(() => {});
+      }) as typeof queue.add;
+      try {
+        const res = await spawn(t);
+        expect(res.status).toBe(202);
+        expect((await api.client.getSession('eddie'))).toMatchObject({ sessionId: res.body.sessionId, state: 'running', workerId: 'w-eddie' });
+      } finally {
+        queue.add = add;
+      }
+    });
+  });
 });

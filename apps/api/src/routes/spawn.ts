@@ -79,10 +79,30 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
         );
       } catch (err) {
         // The session could not be handed on: roll the admission back so the token works again.
-        const rollback = await app.coordinator.sessions.cancelAdmission(token, outcome.sessionId).catch((cause: unknown) => cause);
-        log.warn({ err: { message: (err as Error).message }, rollback: rollback instanceof Error ? rollback.message : rollback }, 'enqueue failed; admission rolled back');
-        app.metrics.admissions.inc({ outcome: 'rolled_back' });
-        throw new HttpError('unavailable', 'The spawn queue is unavailable; the token is still valid, retry shortly.');
+        const rollback = await app.coordinator.sessions
+          .cancelAdmission(token, outcome.sessionId)
+          .catch((cause: unknown) => (cause instanceof Error ? cause : new Error(String(cause))));
+        const enqueueError = { message: (err as Error).message };
+        if (rollback instanceof Error) {
+          // Redis is unreachable: cancel later, if the session is still pending then.
+          app.reconciler.add(token, outcome.sessionId);
+          log.warn({ err: enqueueError, rollback: rollback.message }, 'enqueue failed; rollback deferred');
+          app.metrics.admissions.inc({ outcome: 'rolled_back' });
+          throw new HttpError('unavailable', 'The spawn queue is unavailable; retry shortly with the same token (once the admission is rolled back it works again).');
+        }
+        if (rollback.cancelled) {
+          log.warn({ err: enqueueError, rollback }, 'enqueue failed; admission rolled back');
+          app.metrics.admissions.inc({ outcome: 'rolled_back' });
+          throw new HttpError('unavailable', 'The spawn queue is unavailable; the token is still valid, retry shortly.');
+        }
+        // Not pending any more: the job did reach a worker host (only its answer was lost), or the
+        // admission itself was lost in a failover. Answer what Redis holds.
+        const live = await app.coordinator.sessions.get(outcome.userId).catch(() => undefined);
+        if (live?.sessionId !== outcome.sessionId) {
+          log.warn({ err: enqueueError, rollback }, 'enqueue failed and the admission is gone');
+          throw new HttpError('unavailable', 'The spawn queue is unavailable and the admission could not be confirmed; look up the session, or retry with a new token.');
+        }
+        log.info({ err: enqueueError }, 'enqueue answer lost, but a worker host already took the session');
       }
       log.info('session admitted');
       setRateLimitHeaders(reply, quota, outcome.rate);

@@ -124,12 +124,5 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** Polls `check` every 20 ms until it holds; rejects after `timeoutMs` with `what`. Resolves with the time it took. */
-export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
-  const start = performance.now();
-  for (;;) {
-    if (await check()) return performance.now() - start;
-    if (performance.now() - start > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+/** Re-exported for the system tests: polls a condition with a deadline. */
+export { until } from '@cq/test-harness';

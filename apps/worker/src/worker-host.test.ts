@@ -1,6 +1,6 @@
 import { Coordinator, Keys } from '@cq/coordinator';
 import { SPAWN_JOB, spawnJobId, spawnJobOptions, spawnQueueShards } from '@cq/service-kit';
-import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { deletePrefix, randomPrefix, until } from '@cq/test-harness';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -67,12 +67,8 @@ describe('a worker host on a sharded spawn queue', () => {
       );
     }
     await host.start();
-    const deadline = Date.now() + 20_000;
     const ended = async (): Promise<number> => (await Promise.all(users.map((u) => coordinator.sessions.history(u)))).filter((h) => h.length > 0).length;
-    while ((await ended()) < USERS) {
-      if (Date.now() > deadline) throw new Error(`only ${await ended()} of ${USERS} sessions ended`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await until(async () => (await ended()) === USERS, 20_000, `all ${USERS} sessions ended`);
     for (const userId of users) expect((await coordinator.sessions.history(userId))[0]).toMatchObject({ state: 'completed' });
     expect(ran.sort()).toEqual([...users].sort());
     expect(most).toBe(SLOTS);

@@ -1,4 +1,4 @@
-import { startRedisCluster, type RedisCluster, type RedisServer } from '@cq/test-harness';
+import { startRedisCluster, until, type RedisCluster, type RedisServer } from '@cq/test-harness';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Coordinator } from './coordinator.js';
@@ -80,11 +80,7 @@ describe('on Redis Cluster (3 masters, 3 replicas) with REDIS_WAIT_REPLICAS=1', 
     } finally {
       admin.disconnect();
     }
-    const deadline = performance.now() + 10_000;
-    while ((await cluster.masterOf(slot)) !== replica) {
-      if (performance.now() > deadline) throw new Error('the replica did not take over');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await until(async () => (await cluster.masterOf(slot)) === replica, 10_000, 'the replica taking over');
     await cluster.waitUntilOk();
     expect(await coordinator.sessions.requestStop(userId)).toMatchObject({ outcome: 'stopped' });
     expect((await coordinator.sessions.history(userId))[0]).toMatchObject({ state: 'stopped' });

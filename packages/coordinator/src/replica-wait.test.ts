@@ -1,18 +1,9 @@
-import { startRedisServer, type RedisServer } from '@cq/test-harness';
+import { startRedisServer, until, type RedisServer } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Coordinator } from './coordinator.js';
 import { issueAndAdmit } from './test-support/setup.js';
 import type { ScriptName } from './scripts.js';
-
-/** Polls `check` every 20 ms until it is true, failing after `timeoutMs`. */
-async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT) in the same round trip', () => {
   const WAIT_MS = 400;

@@ -10,3 +10,4 @@ export {
 export { randomPrefix, deletePrefix } from './prefix.js';
 export type { HarnessProvided } from './provided.js';
 export { watchClient, type Seen } from './monitor.js';
+export { until } from './until.js';

@@ -2,6 +2,7 @@ export { Coordinator, type CoordinatorOptions } from './coordinator.js';
 export { defaultPolicy, resolvePolicy, MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
 export { Keys, type UserKeys } from './keys.js';
 export { SLOT_COUNT, slotOf, slotTags } from './slots.js';
+export { withTimeout } from './timeout.js';
 export {
   Scripts,
   loadScripts,

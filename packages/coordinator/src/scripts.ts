@@ -4,6 +4,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ReplyError, type Cluster, type Redis } from 'ioredis';
 import { ScriptReplyError, UnavailableError } from './errors.js';
+import { withTimeout } from './timeout.js';
 
 /** A standalone ioredis client or a Redis Cluster client. */
 export type RedisClient = Redis | Cluster;
@@ -175,7 +176,6 @@ export class Scripts {
       throw new Error(`script ${name} takes ${source?.numberOfKeys ?? '?'} keys, got ${keys.length}`);
     }
     let reply: unknown;
-    let timer: NodeJS.Timeout | undefined;
     try {
       let call: Promise<unknown>;
       if (this.#wait !== undefined) {
@@ -184,16 +184,9 @@ export class Scripts {
         const fn = (this.#redis as unknown as Record<string, ScriptFunction>)[name]!;
         call = fn.call(this.#redis, ...keys, ...args);
       }
-      if (this.#timeoutMs !== undefined) {
-        const ms = this.#timeoutMs;
-        call.catch(() => {});
-        call = Promise.race([call, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`Command timed out after ${ms} ms`)), ms)))]);
-      }
-      reply = await call;
+      reply = await (this.#timeoutMs === undefined ? call : withTimeout(call, this.#timeoutMs, 'Command'));
     } catch (err) {
       throw wrapRedisError(err);
-    } finally {
-      clearTimeout(timer);
     }
     if (!Array.isArray(reply)) throw new ScriptReplyError(name, reply);
     return reply as unknown[];

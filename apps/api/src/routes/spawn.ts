@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { UnavailableError } from '@cq/coordinator';
+import { UnavailableError, withTimeout } from '@cq/coordinator';
 import { SPAWN_JOB, spawnJobId, spawnJobOptions, type SpawnJob } from '@cq/service-kit';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError, sendError } from '../http-errors.js';
@@ -15,15 +15,6 @@ const ANSWER_WITHIN_MS = 1500;
 
 /** The least time a step after the admission gets, ms, even when the admission used up the budget. */
 const STEP_MIN_MS = 100;
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  promise.catch(() => {});
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 /** `POST /v1/spawn`: admit a spawn with a one-time token (the token is the credential). */
 export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {

@@ -6,7 +6,10 @@ import { z } from 'zod';
 export interface WorkerConfig extends CommonConfig {
   /** Sessions this host runs at once. @defaultValue 4 */
   slots: number;
-  /** Lease on a running session, ms; renewed while the host lives. @defaultValue 15000 */
+  /**
+   * Lease on a running session, ms; renewed while the host lives. A session is killed
+   * `leaseMarginMs(leaseMs)` before its lease could run out. At least 1000. @defaultValue 15000
+   */
   leaseMs: number;
   /** Shell command run for each session; undefined: the built-in demo session. */
   sessionCommand: string | undefined;
@@ -19,7 +22,7 @@ export interface WorkerConfig extends CommonConfig {
 const workerEnvShape = {
   ...commonEnvShape,
   SLOTS: intVar(4, 1, 1000),
-  LEASE_MS: intVar(15_000, 300, 3_600_000),
+  LEASE_MS: intVar(15_000, 1000, 3_600_000),
   SESSION_COMMAND: z
     .string()
     .optional()

@@ -1,11 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { SupervisorSpec } from './supervisor.js';
+import type { Logger } from 'pino';
+import { toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
-/** How a session is started and stopped: a process under a supervisor, or anything in-process for benchmarks. */
+/** How a session is started and stopped: a process of the session runtime, or anything in-process for tests. */
 export interface SessionLauncher {
   launch(spec: LaunchSpec): SessionHandle;
+  /** Gets ready to launch (the runtime process is up). */
+  open?(): Promise<void>;
+  /** Lets go of what it holds, once no session runs any more (the host is stopping). */
+  close?(): Promise<void>;
 }
 
 /** What a launcher is given for one session. */
@@ -14,66 +18,236 @@ export interface LaunchSpec {
   readonly sessionEnv: Record<string, string>;
   /** SIGTERM → SIGKILL grace, ms. */
   readonly graceMs: number;
-  /** Time left until the deadline, ms. */
-  readonly deadlineInMs: number;
+  /** The lifetime cap, a `performance.now()` instant. */
+  readonly deadlineAt: number;
+  /** The lease holds until this `performance.now()` instant (the safety margin already taken off). */
+  readonly holdsUntil: number;
   /** Receives each line the session prints. */
   readonly onOutput: (stream: 'stdout' | 'stderr', line: string) => void;
 }
 
+/** How a session ended. */
+export interface SessionExit {
+  /** The exit code (128 + signal number when killed). */
+  readonly exitCode: number;
+  /**
+   * Set when the session was ended by something other than the host's order or its own exit:
+   * `lease` (its lease stopped holding before the host renewed it), `deadline` (its lifetime cap),
+   * `runtime_lost` (the runtime died, and the host killed the session's group), `spawn_failed`.
+   */
+  readonly cause?: RuntimeCause | 'runtime_lost';
+}
+
 /** A running session. */
 export interface SessionHandle {
-  /** Resolves with the exit code (128 + signal number when killed). */
-  readonly exited: Promise<number>;
+  /** Resolves once the session's process has exited and its process group was killed. */
+  readonly exited: Promise<SessionExit>;
+  /** A renewal got through: the lease now holds until this `performance.now()` instant. */
+  leaseHolds(holdsUntil: number): void;
   /** SIGTERM to its process group, SIGKILL after the grace time. */
   terminate(): void;
   /** SIGKILL to its process group now. */
   kill(): void;
 }
 
-/** Longest line of session output written to the log; longer lines are cut. */
-const MAX_LINE = 4096;
-
 /** The variables of the host's environment a session also gets; nothing else (no Redis credentials). */
 const PASSED_THROUGH = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 
-const supervisorPath = fileURLToPath(new URL('./supervisor.js', import.meta.url));
-const demoPath = fileURLToPath(new URL('./demo-session.js', import.meta.url));
+/** How long the host waits for the runtime to confirm a kill it also did itself, ms. */
+const KILL_CONFIRM_MS = 1000;
+
+const runtimePath = fileURLToPath(new URL('./session-runtime.js', import.meta.url));
+/** The built-in demo session: a POSIX shell script (see the contract). */
+export const demoSessionPath = fileURLToPath(new URL('../bin/demo-session.sh', import.meta.url));
+
+interface Running {
+  readonly spec: LaunchSpec;
+  pid: number | undefined;
+  settled: boolean;
+  settle(exit: SessionExit): void;
+  /** The host's own kill, should a SIGTERM not end the session within its grace time. */
+  overdue: NodeJS.Timeout | undefined;
+  /** Settles a session the host killed itself, should the runtime not report it. */
+  confirm: NodeJS.Timeout | undefined;
+}
 
 /**
- * Runs each session as a process under the supervisor (`supervisor.js`), which ends the session's
- * process group when told to, at its deadline, or when this host dies.
- * @param sessionCommand shell command (`/bin/sh -c`), or undefined for the built-in demo session
+ * Runs sessions through the session runtime (`session-runtime.ts`): one process per host, in a
+ * process session of its own, that starts each session in its own process group and kills that group
+ * when its lease stops holding, even while this host is frozen or after it has died. The host enforces
+ * the same instant on its own clock ({@link SessionHandle.kill} signals the group directly), so either
+ * process alone keeps a session from outliving its lease. Should the runtime die, the host kills the
+ * groups of its sessions (the session leaders also die of their parent-death signal), reports them as
+ * `runtime_lost`, and starts a new runtime for the next sessions.
  */
-export function processLauncher(sessionCommand: string | undefined): SessionLauncher {
-  const command = sessionCommand === undefined ? [process.execPath, demoPath] : ['/bin/sh', '-c', sessionCommand];
-  return {
-    launch(spec: LaunchSpec): SessionHandle {
-      const env: Record<string, string> = {};
-      for (const name of PASSED_THROUGH) {
-        const value = process.env[name];
-        if (value !== undefined) env[name] = value;
-      }
-      Object.assign(env, spec.sessionEnv);
-      const supervisorSpec: SupervisorSpec = { command, env, graceMs: spec.graceMs, deadlineInMs: spec.deadlineInMs };
-      const child: ChildProcess = spawn(process.execPath, [supervisorPath, JSON.stringify(supervisorSpec)], {
-        stdio: ['pipe', 'pipe', 'pipe'],
-        env: { PATH: process.env['PATH'] ?? '' },
+export class RuntimeLauncher implements SessionLauncher {
+  readonly #command: readonly string[];
+  readonly #logger: Logger;
+  readonly #sessions = new Map<string, Running>();
+  #runtime: ChildProcess | undefined;
+  #ready: Promise<void> | undefined;
+  #next = 0;
+  #closing = false;
+
+  /** @param sessionCommand shell command (`/bin/sh -c`), or undefined for the built-in demo session */
+  constructor(sessionCommand: string | undefined, logger: Logger) {
+    this.#command = sessionCommand === undefined ? ['/bin/sh', demoSessionPath] : ['/bin/sh', '-c', sessionCommand];
+    this.#logger = logger;
+  }
+
+  /** The runtime's process id, while one runs. */
+  get runtimePid(): number | undefined {
+    return this.#runtime?.pid;
+  }
+
+  async open(): Promise<void> {
+    this.#ensure();
+    await this.#ready;
+  }
+
+  #ensure(): ChildProcess {
+    if (this.#runtime !== undefined) return this.#runtime;
+    const runtime = spawn(process.execPath, [runtimePath], {
+      // A process session of its own: a signal to the host's group (a group SIGKILL) misses it.
+      detached: true,
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      env: { PATH: process.env['PATH'] ?? '' },
+    });
+    this.#runtime = runtime;
+    this.#ready = new Promise<void>((resolve) => {
+      runtime.once('spawn', () => {
+        this.#logger.info({ runtimePid: runtime.pid }, 'session runtime started');
+        resolve();
       });
-      for (const stream of ['stdout', 'stderr'] as const) {
-        createInterface({ input: child[stream]!, crlfDelay: Infinity }).on('line', (line) =>
-          spec.onOutput(stream, line.length > MAX_LINE ? `${line.slice(0, MAX_LINE)}…` : line),
-        );
+      runtime.once('exit', () => resolve());
+    });
+    runtime.on('message', (message: FromRuntime) => this.#onMessage(message));
+    runtime.on('error', (err) => this.#logger.error({ err: { message: err.message } }, 'session runtime error'));
+    runtime.on('exit', (code, signal) => this.#onRuntimeExit(runtime, code, signal));
+    return runtime;
+  }
+
+  #send(order: ToRuntime): void {
+    const runtime = this.#runtime;
+    if (runtime === undefined || !runtime.connected) return;
+    runtime.send(order, (err) => {
+      if (err !== null) this.#logger.debug({ err: { message: err.message } }, 'could not reach the session runtime');
+    });
+  }
+
+  #onMessage(message: FromRuntime): void {
+    const running = this.#sessions.get(message.id);
+    if (running === undefined) return;
+    switch (message.t) {
+      case 'started':
+        running.pid = message.pid;
+        break;
+      case 'out':
+        running.spec.onOutput(message.stream, message.line);
+        break;
+      case 'dropped':
+        this.#logger.warn({ sessionId: running.spec.sessionEnv['SESSION_ID'], lines: message.lines }, 'session output dropped while the host did not read it');
+        break;
+      case 'exit':
+        running.settle({ exitCode: message.code, ...(message.cause === undefined ? {} : { cause: message.cause }) });
+        break;
+    }
+  }
+
+  #onRuntimeExit(runtime: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.#runtime !== runtime) return;
+    this.#runtime = undefined;
+    this.#ready = undefined;
+    if (this.#sessions.size === 0 && this.#closing) return;
+    this.#logger.error({ code, signal, sessions: this.#sessions.size }, 'session runtime died; its sessions are killed and end as lost');
+    for (const running of [...this.#sessions.values()]) {
+      this.#killGroup(running);
+      running.settle({ exitCode: 137, cause: 'runtime_lost' });
+    }
+    if (!this.#closing) this.#ensure();
+  }
+
+  /** SIGKILL to the session's group, by the host itself. */
+  #killGroup(running: Running): void {
+    if (running.pid === undefined) return;
+    try {
+      process.kill(-running.pid, 'SIGKILL');
+    } catch {
+      // ESRCH: gone already.
+    }
+  }
+
+  launch(spec: LaunchSpec): SessionHandle {
+    const id = String(++this.#next);
+    const env: Record<string, string> = {};
+    for (const name of PASSED_THROUGH) {
+      const value = process.env[name];
+      if (value !== undefined) env[name] = value;
+    }
+    Object.assign(env, spec.sessionEnv);
+    let settle!: (exit: SessionExit) => void;
+    const exited = new Promise<SessionExit>((resolve) => (settle = resolve));
+    const running: Running = {
+      spec,
+      pid: undefined,
+      settled: false,
+      overdue: undefined,
+      confirm: undefined,
+      settle: (exit) => {
+        if (running.settled) return;
+        running.settled = true;
+        clearTimeout(running.overdue);
+        clearTimeout(running.confirm);
+        this.#sessions.delete(id);
+        settle(exit);
+      },
+    };
+    this.#sessions.set(id, running);
+    this.#ensure();
+    this.#send({ t: 'start', id, command: this.#command, env, graceMs: spec.graceMs, deadlineAt: toMonotonic(spec.deadlineAt), killBy: toMonotonic(spec.holdsUntil) });
+
+    /**
+     * The host's own kill, for when the runtime does not act: SIGKILL to the group, and the session
+     * counts as ended unless the runtime reports otherwise within a second (SIGKILL cannot be ignored).
+     */
+    const hostKill = (): void => {
+      if (running.settled) return;
+      if (running.pid === undefined) {
+        // The runtime never said where the session runs: only its death (and the leaders'
+        // parent-death signal) can end it; its exit handler settles every session it ran.
+        this.#logger.error({ sessionId: spec.sessionEnv['SESSION_ID'] }, 'the session runtime does not answer; killing it');
+        this.#runtime?.kill('SIGKILL');
+        return;
       }
-      // The supervisor reads its orders from this pipe; it closing tells the supervisor the host is gone.
-      child.stdin!.on('error', () => {});
-      const send = (order: string): void => {
-        if (child.stdin!.writable) child.stdin!.write(`${order}\n`);
-      };
-      const exited = new Promise<number>((resolve) => {
-        child.on('error', () => resolve(127));
-        child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGKILL' ? 137 : 143)));
-      });
-      return { exited, terminate: () => send('term'), kill: () => send('kill') };
-    },
-  };
+      this.#killGroup(running);
+      running.confirm ??= setTimeout(() => running.settle({ exitCode: 137 }), KILL_CONFIRM_MS);
+    };
+    return {
+      exited,
+      leaseHolds: (holdsUntil) => this.#send({ t: 'lease', id, killBy: toMonotonic(holdsUntil) }),
+      terminate: () => {
+        this.#send({ t: 'term', id });
+        running.overdue ??= setTimeout(hostKill, spec.graceMs + KILL_CONFIRM_MS);
+      },
+      kill: () => {
+        this.#send({ t: 'kill', id });
+        // On the host's own clock too, but after the I/O phase: an exit report that waited while
+        // this host was frozen is read first, so a process group the runtime already reaped is left
+        // alone.
+        setImmediate(hostKill);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#closing = true;
+    const runtime = this.#runtime;
+    if (runtime === undefined) return;
+    const exited = new Promise<void>((resolve) => runtime.once('exit', () => resolve()));
+    // The runtime exits when its channel closes (and ends any session still running, quickly).
+    if (runtime.connected) runtime.disconnect();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
+    clearTimeout(timer);
+  }
 }

@@ -3,27 +3,31 @@ import { createLogger } from '@cq/service-kit';
 import { deletePrefix, randomPrefix } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import type { LaunchSpec, SessionHandle, SessionLauncher } from './session-process.js';
+import type { LaunchSpec, SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 import { SessionRunner } from './session-runner.js';
 
 /** An in-process session: ends when told to, recording how it was asked to stop. */
 class FakeSession implements SessionHandle {
   readonly calls: string[] = [];
-  readonly exited: Promise<number>;
-  #exit!: (code: number) => void;
+  readonly renewals: number[] = [];
+  readonly exited: Promise<SessionExit>;
+  #exit!: (exit: SessionExit) => void;
   constructor(readonly spec: LaunchSpec) {
     this.exited = new Promise((resolve) => (this.#exit = resolve));
   }
-  finish(code: number): void {
-    this.#exit(code);
+  finish(code: number, cause?: SessionExit['cause']): void {
+    this.#exit({ exitCode: code, ...(cause === undefined ? {} : { cause }) });
+  }
+  leaseHolds(holdsUntil: number): void {
+    this.renewals.push(holdsUntil);
   }
   terminate(): void {
     this.calls.push('terminate');
-    this.#exit(143);
+    this.#exit({ exitCode: 143 });
   }
   kill(): void {
     this.calls.push('kill');
-    this.#exit(137);
+    this.#exit({ exitCode: 137 });
   }
 }
 

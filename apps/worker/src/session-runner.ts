@@ -1,7 +1,7 @@
 import { UnavailableError, type Claim, type Coordinator, type LeaseLostError, type TerminalState } from '@cq/coordinator';
 import type { SpawnJob } from '@cq/service-kit';
 import type { Logger } from 'pino';
-import type { SessionLauncher } from './session-process.js';
+import type { SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 
 /** Options of {@link SessionRunner}. */
 export interface SessionRunnerOptions {
@@ -12,6 +12,11 @@ export interface SessionRunnerOptions {
   leaseMs: number;
   /** SIGTERM → SIGKILL grace, ms. */
   graceMs: number;
+  /**
+   * How long before its lease could run out in Redis a session is killed, ms: covers the time a
+   * kill takes to land and the lag of a busy event loop. @defaultValue {@link leaseMarginMs}(leaseMs)
+   */
+  leaseMarginMs?: number;
   logger: Logger;
 }
 
@@ -22,6 +27,15 @@ export type RunOutcome =
 
 /** Time the lease may outlive the lifetime cap beyond the grace, to record the end, ms. */
 const RECORD_MARGIN_MS = 2000;
+
+/**
+ * The safety margin of a lease: a session is killed this long before its lease could run out in
+ * Redis, by the host and by the session runtime each on its own clock. 10% of the lease, at least
+ * 250 ms (LEASE_MS 15000 → 1500 ms; 3000 → 300 ms; 1000, the least allowed → 250 ms).
+ */
+export function leaseMarginMs(leaseMs: number): number {
+  return Math.max(250, Math.ceil(leaseMs / 10));
+}
 
 /**
  * Runs one spawn job: claims the session (only the matching, still pending one), starts it, keeps its
@@ -57,10 +71,28 @@ export class SessionRunner {
   }
 
   async #runClaimed(claim: Claim, shutdown: AbortSignal, log: Logger): Promise<RunOutcome> {
-    const { coordinator, launcher, graceMs } = this.#options;
-    const elapsed = performance.now() - claim.sentAt;
-    const deadlineInMs = Math.max(0, claim.deadline - claim.startedAt - elapsed);
-    const handle = launcher.launch({
+    const { coordinator, launcher, graceMs, leaseMs } = this.#options;
+    let handle: SessionHandle | undefined;
+    let reason: TerminalState | undefined;
+    const stop = (why: TerminalState, how: 'terminate' | 'kill', detail: string): void => {
+      if (reason === undefined) {
+        reason = why;
+        log.info({ why, how }, detail);
+      }
+      if (how === 'kill') handle?.kill();
+      else handle?.terminate();
+    };
+
+    // The keepalive first: the session starts knowing until when its lease holds, and learns of
+    // each renewal that moves that instant.
+    const keepalive = coordinator.sessions.keepalive(claim, {
+      marginMs: this.#options.leaseMarginMs ?? leaseMarginMs(leaseMs),
+      onRenewed: () => handle?.leaseHolds(keepalive.holdsUntil),
+      onStopRequested: () => stop('stopped', 'terminate', 'stop requested through the API'),
+      onError: (err) => log.warn({ err: { message: (err as Error).message } }, 'lease renewal failed; retrying'),
+    });
+    const deadlineAt = claim.sentAt + claim.deadline - claim.startedAt;
+    handle = launcher.launch({
       sessionEnv: {
         SESSION_ID: claim.sessionId,
         USER_ID: claim.userId,
@@ -69,25 +101,12 @@ export class SessionRunner {
         SESSION_METADATA: JSON.stringify(claim.metadata),
       },
       graceMs,
-      deadlineInMs,
+      deadlineAt,
+      holdsUntil: keepalive.holdsUntil,
       onOutput: (stream, line) => log.info({ stream, line }, 'session output'),
     });
     log.info({ deadline: new Date(claim.deadline).toISOString(), lifetimeMs: claim.lifetimeMs }, 'session started');
 
-    let reason: TerminalState | undefined;
-    const stop = (why: TerminalState, how: 'terminate' | 'kill', detail: string): void => {
-      if (reason === undefined) {
-        reason = why;
-        log.info({ why, how }, detail);
-      }
-      if (how === 'kill') handle.kill();
-      else handle.terminate();
-    };
-
-    const keepalive = coordinator.sessions.keepalive(claim, {
-      onStopRequested: () => stop('stopped', 'terminate', 'stop requested through the API'),
-      onError: (err) => log.warn({ err: { message: (err as Error).message } }, 'lease renewal failed; retrying'),
-    });
     const onLeaseLost = (): void => {
       const cause = keepalive.signal.reason as LeaseLostError;
       // Without a lease another host may start this user's next session: stop at once.
@@ -95,18 +114,23 @@ export class SessionRunner {
       else stop('lost', 'kill', `lease lost: ${cause.message}`);
     };
     keepalive.signal.addEventListener('abort', onLeaseLost, { once: true });
-    const deadlineTimer = setTimeout(() => stop('expired', 'terminate', 'lifetime cap reached'), deadlineInMs);
+    if (keepalive.signal.aborted) onLeaseLost();
+    const deadlineTimer = setTimeout(() => stop('expired', 'terminate', 'lifetime cap reached'), Math.max(0, deadlineAt - performance.now()));
     const onShutdown = (): void => stop('stopped', 'terminate', 'host shutting down');
     shutdown.addEventListener('abort', onShutdown, { once: true });
     if (shutdown.aborted) onShutdown();
 
-    const exitCode = await handle.exited;
+    const exit = await handle.exited;
     clearTimeout(deadlineTimer);
     keepalive.stop();
     keepalive.signal.removeEventListener('abort', onLeaseLost);
     shutdown.removeEventListener('abort', onShutdown);
 
-    const state: TerminalState = reason ?? (exitCode === 0 ? 'completed' : 'failed');
+    if (reason === undefined && exit.cause !== undefined && exit.cause !== 'spawn_failed') {
+      log.warn({ cause: exit.cause }, exit.cause === 'deadline' ? 'the session runtime ended the session at its deadline' : 'the session was killed without its lease');
+    }
+    const state: TerminalState = reason ?? stateOf(exit);
+    const { exitCode } = exit;
     const recorded = await this.#record(claim, state, exitCode, log);
     log.info({ state, exitCode, recorded }, 'session ended');
     return { ran: true, state, exitCode, recorded };
@@ -126,5 +150,18 @@ export class SessionRunner {
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
+  }
+}
+
+/** The terminal state of a session that ended without an order from this host. */
+function stateOf(exit: SessionExit): TerminalState {
+  switch (exit.cause) {
+    case 'lease':
+    case 'runtime_lost':
+      return 'lost';
+    case 'deadline':
+      return 'expired';
+    default:
+      return exit.exitCode === 0 ? 'completed' : 'failed';
   }
 }

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import { loadWorkerConfig } from './config.js';
-import type { SessionLauncher } from './session-process.js';
+import type { SessionExit, SessionLauncher } from './session-process.js';
 import { WorkerHost } from './worker-host.js';
 
 describe('a worker host on a sharded spawn queue', () => {
@@ -28,13 +28,13 @@ describe('a worker host on a sharded spawn queue', () => {
         running++;
         most = Math.max(most, running);
         ran.push(spec.sessionEnv['USER_ID']!);
-        const exited = new Promise<number>((resolve) =>
+        const exited = new Promise<SessionExit>((resolve) =>
           setTimeout(() => {
             running--;
-            resolve(0);
+            resolve({ exitCode: 0 });
           }, 40),
         );
-        return { exited, terminate: () => {}, kill: () => {} };
+        return { exited, leaseHolds: () => {}, terminate: () => {}, kill: () => {} };
       },
     };
     const host = new WorkerHost({

@@ -4,7 +4,7 @@ import { ConfigError, REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, spawnJobSc
 import { WaitingError, Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
-import { processLauncher, type SessionLauncher } from './session-process.js';
+import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
 
 /** Waits for `promise` (its failure ignored) at most `ms`. */
@@ -18,7 +18,7 @@ async function bounded(promise: Promise<unknown> | undefined, ms: number): Promi
 export interface WorkerHostOptions {
   config: WorkerConfig;
   logger: Logger;
-  /** How sessions run. @defaultValue processes under the supervisor, for `SESSION_COMMAND` */
+  /** How sessions run. @defaultValue processes of the session runtime, for `SESSION_COMMAND` */
   launcher?: SessionLauncher;
   /**
    * How often the host publishes its heartbeat, ms; the record lives three times as long.
@@ -43,6 +43,7 @@ export class WorkerHost {
   readonly #coordinatorRedis: RedisClient;
   readonly #coordinator: Coordinator;
   readonly #runner: SessionRunner;
+  readonly #launcher: SessionLauncher;
   readonly #shutdown = new AbortController();
   readonly #startedAt = Date.now();
   readonly #heartbeatMs: number;
@@ -64,9 +65,10 @@ export class WorkerHost {
     this.#coordinatorRedis = createRedis(this.#config, 'requests', { logger: this.#logger, name: `cq-worker:${this.#config.workerId}` });
     const replicaWait = replicaWaitOf(this.#config, this.#logger);
     this.#coordinator = new Coordinator({ redis: this.#coordinatorRedis, keyPrefix: this.#config.keyPrefix, timeoutMs: REQUEST_TIMEOUT_MS, ...(replicaWait === undefined ? {} : { replicaWait }) });
+    this.#launcher = options.launcher ?? new RuntimeLauncher(this.#config.sessionCommand, this.#logger);
     this.#runner = new SessionRunner({
       coordinator: this.#coordinator,
-      launcher: options.launcher ?? processLauncher(this.#config.sessionCommand),
+      launcher: this.#launcher,
       workerId: this.#config.workerId,
       leaseMs: this.#config.leaseMs,
       graceMs: this.#config.sessionGraceMs,
@@ -101,6 +103,7 @@ export class WorkerHost {
         `SPAWN_QUEUE_SHARDS is ${this.#config.spawnQueueShards} here but the API on KEY_PREFIX "${this.#config.keyPrefix}" uses ${apiShards}: set the same value on every API instance and worker host`,
       );
     }
+    await this.#launcher.open?.();
     const connection = createRedis(this.#config, 'blocking', { logger: this.#logger, name: `cq-worker-queue:${this.#config.workerId}` });
     this.#queueRedis = connection;
     // One worker per shard, each allowed every slot: BullMQ keeps each within SLOTS, and #process
@@ -222,6 +225,7 @@ export class WorkerHost {
     } else {
       await bounded(this.#coordinator.workers.withdraw(this.#config.workerId), 1000);
     }
+    await this.#launcher.close?.();
     await bounded(this.#coordinator.close(), 500);
     if (this.#coordinatorRedis.status === 'ready') await this.#coordinatorRedis.quit().catch(() => this.#coordinatorRedis.disconnect());
     else this.#coordinatorRedis.disconnect();

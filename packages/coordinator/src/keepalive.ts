@@ -21,6 +21,11 @@ export interface KeepaliveOptions<A extends RenewAnswer> {
   ttlMs: number;
   /** How long until the lease's hard deadline from now, in ms. @defaultValue no deadline */
   deadlineInMs?: number;
+  /**
+   * Safety margin, ms: the signal aborts this long before the lease could run out in Redis, so the
+   * owner has time to stop what the lease protects. @defaultValue 0
+   */
+  marginMs?: number;
   /** Called after each successful renewal. */
   onRenewed?: (answer: A & { ok: true }) => void;
   /** Called when a renewal attempt fails (the keepalive goes on until the lease would have run out). */
@@ -46,11 +51,13 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
   #watchdog: NodeJS.Timeout | undefined;
   #expiresAt: number;
   #deadlineAt: number;
+  readonly #marginMs: number;
   #inFlight = false;
   #stopped = false;
 
   constructor(options: KeepaliveOptions<A>) {
     this.#options = options;
+    this.#marginMs = options.marginMs ?? 0;
     const now = performance.now();
     this.#expiresAt = now + options.ttlMs;
     this.#deadlineAt = options.deadlineInMs === undefined ? Number.POSITIVE_INFINITY : now + options.deadlineInMs;
@@ -62,6 +69,14 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
   /** Aborts when the lease is lost; its `reason` is a {@link LeaseLostError}. */
   get signal(): AbortSignal {
     return this.#controller.signal;
+  }
+
+  /**
+   * Until when (a `performance.now()` instant) the lease is known to hold, less the margin: the
+   * signal aborts then unless a renewal moves it. Read it in `onRenewed` to pass it on.
+   */
+  get holdsUntil(): number {
+    return Math.min(this.#expiresAt, this.#deadlineAt) - this.#marginMs;
   }
 
   /** Stops renewing (the owner is done); the signal does not abort. */
@@ -80,7 +95,7 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
   #arm(): void {
     clearTimeout(this.#watchdog);
     const deadlineFirst = this.#deadlineAt <= this.#expiresAt;
-    const at = Math.min(this.#expiresAt, this.#deadlineAt);
+    const at = this.holdsUntil;
     this.#watchdog = setTimeout(
       () =>
         deadlineFirst

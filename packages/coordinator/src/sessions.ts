@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptReplyError } from './errors.js';
-import { Keepalive, type RenewAnswer } from './keepalive.js';
+import { Keepalive, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
 import { parseRateReply } from './limiters/rate-limit.js';
 import type { Policy } from './options.js';
 import { wrapRedisError } from './scripts.js';
@@ -192,7 +192,14 @@ export class SessionStore {
    */
   keepalive(
     claim: Claim,
-    options: { intervalMs?: number; onStopRequested?: () => void; onError?: (err: unknown) => void } = {},
+    options: {
+      intervalMs?: number;
+      /** See {@link KeepaliveOptions.marginMs}. */
+      marginMs?: number;
+      onStopRequested?: () => void;
+      onRenewed?: (answer: SessionRenewAnswer & { ok: true }) => void;
+      onError?: (err: unknown) => void;
+    } = {},
   ): Keepalive<SessionRenewAnswer> {
     let told = false;
     const elapsed = performance.now() - claim.sentAt;
@@ -201,7 +208,9 @@ export class SessionStore {
       intervalMs: options.intervalMs ?? Math.min(1000, Math.max(1, Math.floor(claim.leaseMs / 3))),
       ttlMs: claim.leaseExpiresAt - claim.startedAt - elapsed,
       deadlineInMs: claim.deadline + claim.graceMs - claim.startedAt - elapsed,
+      ...(options.marginMs === undefined ? {} : { marginMs: options.marginMs }),
       onRenewed: (answer) => {
+        options.onRenewed?.(answer);
         if (answer.stopRequested && !told) {
           told = true;
           options.onStopRequested?.();

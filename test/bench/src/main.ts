@@ -164,7 +164,7 @@ try {
   const SLOTS = 50;
   out(`## Pipeline: ${fmt(SESSIONS)} sessions admitted → completed, ${SLOTS} slots (median of ${RUNS})`);
   out();
-  const noop: SessionLauncher = { launch: () => ({ exited: Promise.resolve(0), terminate: () => {}, kill: () => {} }) };
+  const noop: SessionLauncher = { launch: () => ({ exited: Promise.resolve({ exitCode: 0 }), leaseHolds: () => {}, terminate: () => {}, kill: () => {} }) };
   // One shard, as SPAWN_QUEUE_SHARDS defaults to; the bare run uses the same queue layout.
   const shardOf = (prefix: string) => spawnQueueShards(prefix, 1)[0]!;
   const completedAll = async (prefix: string, total: number, start: () => Promise<void>): Promise<number> => {

@@ -1,0 +1,60 @@
+// The messages between a worker host and its session runtime (`session-runtime.ts`), sent over the
+// Node.js IPC channel between the two processes. Times are absolute milliseconds on the machine's
+// monotonic clock (CLOCK_MONOTONIC, the same in every process), so a message that arrives late still
+// names the right instant: no duration is measured from when a message happened to be read.
+
+/** Host → runtime. */
+export type ToRuntime =
+  | {
+      readonly t: 'start';
+      readonly id: string;
+      /** Program and arguments. */
+      readonly command: readonly string[];
+      /** The session's whole environment. */
+      readonly env: Readonly<Record<string, string>>;
+      /** SIGTERM → SIGKILL grace, ms. */
+      readonly graceMs: number;
+      /** The lifetime cap: SIGTERM then, SIGKILL `graceMs` later (monotonic ms). */
+      readonly deadlineAt: number;
+      /** The lease holds until then, less the safety margin: SIGKILL to the group then (monotonic ms). */
+      readonly killBy: number;
+    }
+  /** A renewal got through: the lease now holds until `killBy` (monotonic ms, margin already taken off). */
+  | { readonly t: 'lease'; readonly id: string; readonly killBy: number }
+  /** SIGTERM to the group, SIGKILL after the grace time. */
+  | { readonly t: 'term'; readonly id: string }
+  /** SIGKILL to the group now. */
+  | { readonly t: 'kill'; readonly id: string };
+
+/** Why the runtime ended a session on its own, without being told to. */
+export type RuntimeCause =
+  /** No renewal arrived before `killBy`: the host is frozen, cut off from Redis, or too slow. */
+  | 'lease'
+  /** The lifetime cap passed and the host did not stop the session. */
+  | 'deadline'
+  /** The session could not be started (the program is missing, fork failed). */
+  | 'spawn_failed';
+
+/** Runtime → host. */
+export type FromRuntime =
+  /** The session's process started; it leads process group `pid`. */
+  | { readonly t: 'started'; readonly id: string; readonly pid: number }
+  /** A line the session printed (cut at 4 KiB). */
+  | { readonly t: 'out'; readonly id: string; readonly stream: 'stdout' | 'stderr'; readonly line: string }
+  /** Lines dropped while the host was not reading (it was frozen or slow). */
+  | { readonly t: 'dropped'; readonly id: string; readonly lines: number }
+  /** The session's process exited (128 + signal number when killed); its group has been SIGKILLed. */
+  | { readonly t: 'exit'; readonly id: string; readonly code: number; readonly cause?: RuntimeCause };
+
+const origin = process.hrtime.bigint();
+const originMs = performance.now();
+
+/** Now on the machine-wide monotonic clock, ms. */
+export function monotonicNow(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+/** A `performance.now()` instant of this process on the machine-wide monotonic clock, ms. */
+export function toMonotonic(performanceMs: number): number {
+  return Number(origin) / 1e6 + (performanceMs - originMs);
+}

@@ -6,12 +6,24 @@ import { afterAll } from 'vitest';
 
 /** Every process a test started that may still run; all are killed when the test file ends. */
 const running = new Set<ChildProcess>();
-afterAll(() => {
-  for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
-process.on('exit', () => {
-  for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
+/** Processes started in a process group of their own: the whole group is killed. */
+const leaders = new Set<ChildProcess>();
+const killAll = (): void => {
+  for (const child of running) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    if (leaders.has(child) && child.pid !== undefined) {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+        continue;
+      } catch {
+        // fall through to the process alone
+      }
+    }
+    child.kill('SIGKILL');
+  }
+};
+afterAll(killAll);
+process.on('exit', killAll);
 
 /** Repository root. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -28,13 +40,24 @@ export interface Started {
   exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+/** Options of {@link startNode}. */
+export interface StartOptions {
+  /**
+   * Start it in a process group (and session) of its own, as a process manager does, so that the
+   * test can signal the whole group without reaching the test runner. @defaultValue false
+   */
+  ownGroup?: boolean;
+}
+
 /** Starts `node <script>` with `env` added to a clean environment; killed (if still running) after the file's tests. */
-export function startNode(script: string, env: Record<string, string>): Started {
+export function startNode(script: string, env: Record<string, string>, options: StartOptions = {}): Started {
   const child = spawn(process.execPath, [script], {
     cwd: ROOT,
     env: { PATH: process.env['PATH'] ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.ownGroup ?? false,
   });
+  if (options.ownGroup === true) leaders.add(child);
   const logs: Array<Record<string, unknown>> = [];
   const stderr: string[] = [];
   const waiters: Array<{ match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }> = [];
@@ -103,8 +126,8 @@ export async function startApi(env: Record<string, string>): Promise<Started & {
 }
 
 /** Starts the built worker host with `env`; resolves once it has started. */
-export async function startWorker(env: Record<string, string>): Promise<Started> {
-  const worker = startNode(`${ROOT}apps/worker/dist/main.js`, { LOG_LEVEL: 'info', ...env });
+export async function startWorker(env: Record<string, string>, options: StartOptions = {}): Promise<Started> {
+  const worker = startNode(`${ROOT}apps/worker/dist/main.js`, { LOG_LEVEL: 'info', ...env }, options);
   await worker.waitForLog((l) => l['msg'] === 'worker host started');
   return worker;
 }

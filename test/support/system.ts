@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinatorClient, type EndedSession } from '@cq/client';
 import { randomPrefix } from '@cq/test-harness';
-import { ROOT, startApi, startWorker, until, type Started } from './processes.js';
+import { ROOT, startApi, startWorker, until, type Started, type StartOptions } from './processes.js';
 import { connect, currentTarget, targetEnv, type RedisTarget } from './target.js';
 
 export const API_KEY = 'system-test-key-0123456789';
@@ -20,7 +20,8 @@ export interface System {
   connect(): ReturnType<typeof connect>;
   observerFile: string;
   workerEnv: Record<string, string>;
-  addWorker(id: string): Promise<Started>;
+  /** Starts another worker host; `env` is added to the system's worker environment. */
+  addWorker(id: string, env?: Record<string, string>, options?: StartOptions): Promise<Started>;
   /** Waits until the user's newest history entry is `sessionId`, and returns it. */
   ended(userId: string, sessionId: string, timeoutMs?: number): Promise<EndedSession>;
   /** Observer lines: user, fence, time, pid. */
@@ -57,8 +58,8 @@ export async function startSystem(
     ...options.workerEnv,
   };
   const workers: Started[] = [];
-  const addWorker = async (id: string): Promise<Started> => {
-    const worker = await startWorker({ ...workerEnv, WORKER_ID: id });
+  const addWorker = async (id: string, env: Record<string, string> = {}, startOptions: StartOptions = {}): Promise<Started> => {
+    const worker = await startWorker({ ...workerEnv, ...env, WORKER_ID: id }, startOptions);
     workers.push(worker);
     return worker;
   };

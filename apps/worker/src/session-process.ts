@@ -56,7 +56,8 @@ const PASSED_THROUGH = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 /** How long the host waits for the runtime to confirm a kill it also did itself, ms. */
 const KILL_CONFIRM_MS = 1000;
 
-const runtimePath = fileURLToPath(new URL('./session-runtime.js', import.meta.url));
+/** The runtime's program, built beside this module. */
+export const runtimeProgram = fileURLToPath(new URL('./session-runtime.js', import.meta.url));
 /** The built-in demo session: a POSIX shell script (see the contract). */
 export const demoSessionPath = fileURLToPath(new URL('../bin/demo-session.sh', import.meta.url));
 
@@ -83,16 +84,26 @@ interface Running {
 export class RuntimeLauncher implements SessionLauncher {
   readonly #command: readonly string[];
   readonly #logger: Logger;
+  readonly #program: string;
   readonly #sessions = new Map<string, Running>();
   #runtime: ChildProcess | undefined;
   #ready: Promise<void> | undefined;
+  #startedAt = 0;
+  /** After a runtime that died young: no new one before this `performance.now()` instant. */
+  #retryAt = 0;
+  #backoffMs = 0;
+  #retry: NodeJS.Timeout | undefined;
   #next = 0;
   #closing = false;
 
-  /** @param sessionCommand shell command (`/bin/sh -c`), or undefined for the built-in demo session */
-  constructor(sessionCommand: string | undefined, logger: Logger) {
+  /**
+   * @param sessionCommand shell command (`/bin/sh -c`), or undefined for the built-in demo session
+   * @param program the runtime's program (tests run the built one) @defaultValue {@link runtimeProgram}
+   */
+  constructor(sessionCommand: string | undefined, logger: Logger, program: string = runtimeProgram) {
     this.#command = sessionCommand === undefined ? ['/bin/sh', demoSessionPath] : ['/bin/sh', '-c', sessionCommand];
     this.#logger = logger;
+    this.#program = program;
   }
 
   /** The runtime's process id, while one runs. */
@@ -105,9 +116,12 @@ export class RuntimeLauncher implements SessionLauncher {
     await this.#ready;
   }
 
-  #ensure(): ChildProcess {
+  /** The runtime, started if none runs; undefined while a runtime that keeps dying is backed off. */
+  #ensure(): ChildProcess | undefined {
     if (this.#runtime !== undefined) return this.#runtime;
-    const runtime = spawn(process.execPath, [runtimePath], {
+    if (performance.now() < this.#retryAt || this.#closing) return undefined;
+    this.#startedAt = performance.now();
+    const runtime = spawn(process.execPath, [this.#program], {
       // A process session of its own: a signal to the host's group (a group SIGKILL) misses it.
       detached: true,
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
@@ -164,7 +178,12 @@ export class RuntimeLauncher implements SessionLauncher {
       this.#killGroup(running);
       running.settle({ exitCode: 137, cause: 'runtime_lost' });
     }
-    if (!this.#closing) this.#ensure();
+    if (this.#closing) return;
+    // A runtime that dies young is started again after a growing pause (0.5 s, doubling, at most 30 s).
+    this.#backoffMs = performance.now() - this.#startedAt < 1000 ? Math.min(Math.max(500, this.#backoffMs * 2), 30_000) : 0;
+    this.#retryAt = performance.now() + this.#backoffMs;
+    this.#retry = setTimeout(() => this.#ensure(), this.#backoffMs);
+    this.#retry.unref();
   }
 
   /** SIGKILL to the session's group, by the host itself. */
@@ -203,7 +222,10 @@ export class RuntimeLauncher implements SessionLauncher {
       },
     };
     this.#sessions.set(id, running);
-    this.#ensure();
+    if (this.#ensure() === undefined) {
+      this.#logger.error({ retryInMs: Math.round(this.#retryAt - performance.now()) }, 'the session runtime keeps dying; the session cannot start');
+      running.settle({ exitCode: 127, cause: 'spawn_failed' });
+    }
     this.#send({ t: 'start', id, command: this.#command, env, graceMs: spec.graceMs, deadlineAt: toMonotonic(spec.deadlineAt), killBy: toMonotonic(spec.holdsUntil) });
 
     /**
@@ -241,6 +263,7 @@ export class RuntimeLauncher implements SessionLauncher {
 
   async close(): Promise<void> {
     this.#closing = true;
+    clearTimeout(this.#retry);
     const runtime = this.#runtime;
     if (runtime === undefined) return;
     const exited = new Promise<void>((resolve) => runtime.once('exit', () => resolve()));

@@ -110,4 +110,29 @@ describe('session runner', () => {
     expect(await run).toMatchObject({ state: 'lost', exitCode: 137 });
     expect(sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-lost')!.calls).toEqual(['kill']);
   });
+
+  it('tells the session until when its lease holds, less the margin, and moves that instant at each renewal', async () => {
+    const a = await admit('runner-holds', 60_000);
+    const before = performance.now();
+    const run = runner.run(a, noShutdown);
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-holds'));
+    const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-holds')!;
+    // LEASE 3000 ms, margin 300 ms (leaseMarginMs).
+    expect(session.spec.holdsUntil).toBeLessThanOrEqual(before + 3000 - 300 + 50);
+    expect(session.spec.holdsUntil).toBeGreaterThan(performance.now() + 2000);
+    await until(() => session.renewals.length >= 1);
+    expect(session.renewals[0]!).toBeGreaterThan(session.spec.holdsUntil);
+    session.finish(0);
+    expect(await run).toMatchObject({ state: 'completed' });
+  });
+
+  it('a session the runtime ended without its lease, or lost with the runtime, is recorded as lost; at its deadline, as expired', async () => {
+    for (const [cause, state] of [['lease', 'lost'], ['runtime_lost', 'lost'], ['deadline', 'expired']] as const) {
+      const userId = `runner-cause-${cause}`;
+      const run = runner.run(await admit(userId, 60_000), noShutdown);
+      await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === userId));
+      sessions.find((s) => s.spec.sessionEnv['USER_ID'] === userId)!.finish(137, cause);
+      expect(await run).toMatchObject({ state, exitCode: 137, recorded: true });
+    }
+  });
 });

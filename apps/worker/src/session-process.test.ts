@@ -1,0 +1,169 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { until } from '@cq/test-harness';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RuntimeLauncher, type LaunchSpec, type SessionHandle } from './session-process.js';
+
+/** True while `pid` runs (a zombie counts as gone). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** The pids of the processes in group `pgid`, from /proc. */
+function groupMembers(pgid: number): number[] {
+  const members: number[] = [];
+  for (const entry of readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[2]) === pgid && fields[0] !== 'Z') members.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return members;
+}
+
+/** The runtime as built (a separate Node.js process cannot run the TypeScript source). */
+const builtRuntime = fileURLToPath(new URL('../dist/session-runtime.js', import.meta.url));
+const logs: Array<Record<string, unknown>> = [];
+const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
+const launchers: RuntimeLauncher[] = [];
+afterEach(async () => {
+  await Promise.all(launchers.splice(0).map((l) => l.close()));
+  logs.length = 0;
+});
+
+/** A launcher running `command`, opened. */
+async function launcher(command: string): Promise<RuntimeLauncher> {
+  const l = new RuntimeLauncher(command, logger, builtRuntime);
+  launchers.push(l);
+  await l.open();
+  return l;
+}
+
+/** Launches with a lease that holds `holdsMs` from now and a deadline far away; collects output. */
+function launch(l: RuntimeLauncher, holdsMs: number, extra: Partial<LaunchSpec> = {}): { handle: SessionHandle; output: string[] } {
+  const output: string[] = [];
+  const handle = l.launch({
+    sessionEnv: { SESSION_ID: 's', USER_ID: 'u', FENCE: '1', DEADLINE: '0', SESSION_METADATA: '{}' },
+    graceMs: 300,
+    deadlineAt: performance.now() + 60_000,
+    holdsUntil: performance.now() + holdsMs,
+    onOutput: (_stream, line) => output.push(line),
+    ...extra,
+  });
+  return { handle, output };
+}
+
+/** The pid the session printed first (`echo $$`). */
+async function pidOf(output: string[]): Promise<number> {
+  await until(() => output.length > 0, 5000, 'the session printed its pid');
+  return Number(output[0]);
+}
+
+describe('the session runtime', () => {
+  it('starts the session in a process group of its own, away from the host and the runtime', async () => {
+    const l = await launcher('echo $$; sleep 0.1; exit 3');
+    const { handle, output } = launch(l, 60_000);
+    const pid = await pidOf(output);
+    expect(groupMembers(pid)).toContain(pid);
+    expect(pid).not.toBe(l.runtimePid);
+    expect(await handle.exited).toEqual({ exitCode: 3 });
+  });
+
+  it('kills the whole group when the lease stops holding, unless a renewal moved it', async () => {
+    const l = await launcher('echo $$; sleep 600 & sleep 600');
+    const kept = launch(l, 400);
+    const lapsed = launch(l, 400);
+    const keptPid = await pidOf(kept.output);
+    const lapsedPid = await pidOf(lapsed.output);
+    const started = performance.now();
+    // Only the first one's lease is renewed.
+    const renewals = setInterval(() => kept.handle.leaseHolds(performance.now() + 400), 100);
+    try {
+      expect(await lapsed.handle.exited).toEqual({ exitCode: 137, cause: 'lease' });
+      expect(performance.now() - started).toBeLessThan(400 + 200);
+      await until(() => groupMembers(lapsedPid).length === 0, 1000, 'the lapsed group is gone');
+      expect(alive(keptPid)).toBe(true);
+    } finally {
+      clearInterval(renewals);
+    }
+    expect(await kept.handle.exited).toEqual({ exitCode: 137, cause: 'lease' });
+  });
+
+  it('terminate: SIGTERM, then SIGKILL after the grace time to a session that ignores it; kill: SIGKILL at once', async () => {
+    const l = await launcher(`trap '' TERM; echo $$; while :; do sleep 0.05; done`);
+    const stubborn = launch(l, 60_000);
+    await pidOf(stubborn.output);
+    const asked = performance.now();
+    stubborn.handle.terminate();
+    expect(await stubborn.handle.exited).toEqual({ exitCode: 137 });
+    expect(performance.now() - asked).toBeGreaterThanOrEqual(300 - 5);
+
+    const killed = launch(l, 60_000);
+    await pidOf(killed.output);
+    killed.handle.kill();
+    expect(await killed.handle.exited).toEqual({ exitCode: 137 });
+  });
+
+  it('ends a session at its deadline on its own (SIGTERM, then SIGKILL)', async () => {
+    const l = await launcher('echo $$; exec sleep 600');
+    const { handle } = launch(l, 60_000, { deadlineAt: performance.now() + 200 });
+    expect(await handle.exited).toEqual({ exitCode: 143, cause: 'deadline' });
+  });
+
+  it('when the runtime is SIGKILLed: the host kills the groups, reports runtime_lost, and starts a new runtime', async () => {
+    const l = await launcher('echo $$; sleep 600 & sleep 600');
+    const sessions = [launch(l, 60_000), launch(l, 60_000)];
+    const pids = await Promise.all(sessions.map((s) => pidOf(s.output)));
+    const first = l.runtimePid!;
+    process.kill(first, 'SIGKILL');
+    for (const s of sessions) expect(await s.handle.exited).toEqual({ exitCode: 137, cause: 'runtime_lost' });
+    await until(() => pids.every((pid) => groupMembers(pid).length === 0), 1000, 'the groups are gone');
+    expect(logs.some((line) => line['msg'] === 'session runtime died; its sessions are killed and end as lost')).toBe(true);
+    await until(() => l.runtimePid !== undefined && l.runtimePid !== first, 2000, 'a new runtime');
+    const next = launch(l, 60_000);
+    await pidOf(next.output);
+    next.handle.kill();
+    expect((await next.handle.exited).exitCode).toBe(137);
+  });
+
+  it('when the runtime is frozen: the host kills the group on its own clock and settles the session', async () => {
+    const l = await launcher('echo $$; exec sleep 600');
+    const { handle, output } = launch(l, 60_000);
+    const pid = await pidOf(output);
+    await until(() => l.runtimePid !== undefined, 1000, 'runtime');
+    process.kill(l.runtimePid!, 'SIGSTOP');
+    try {
+      handle.kill();
+      await until(() => !alive(pid) || groupMembers(pid).length === 0, 1000, 'the group killed by the host');
+      expect((await handle.exited).exitCode).toBe(137);
+    } finally {
+      process.kill(l.runtimePid!, 'SIGCONT');
+    }
+  });
+
+  it('a runtime that cannot start is backed off, and its sessions fail instead of spinning', async () => {
+    const l = new RuntimeLauncher('true', logger, '/nonexistent/session-runtime.js');
+    launchers.push(l);
+    await l.open();
+    await until(() => logs.some((line) => line['msg'] === 'session runtime died; its sessions are killed and end as lost'), 2000, 'the runtime died');
+    expect(await launch(l, 60_000).handle.exited).toEqual({ exitCode: 127, cause: 'spawn_failed' });
+    expect(logs.filter((line) => line['msg'] === 'session runtime started').length).toBe(1);
+  });
+
+  it('closing lets the runtime exit', async () => {
+    const l = await launcher('exit 0');
+    const pid = l.runtimePid!;
+    expect((await launch(l, 60_000).handle.exited).exitCode).toBe(0);
+    await l.close();
+    await until(() => !alive(pid), 2000, 'the runtime exited');
+  });
+});

@@ -1,0 +1,55 @@
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+
+/** A TCP proxy on 127.0.0.1 in front of one server, which a test can cut off and heal. */
+export interface TcpProxy {
+  /** `redis://127.0.0.1:<port>`: where the proxied clients connect. */
+  readonly url: string;
+  /**
+   * Stops forwarding in both directions without closing anything, as a network partition does:
+   * connections stay open, bytes sent wait in buffers, nothing arrives. New connections are accepted
+   * and wait too.
+   */
+  cut(): void;
+  /** Forwards again: whatever waited is delivered. */
+  heal(): void;
+  close(): Promise<void>;
+}
+
+/** Starts a proxy to `127.0.0.1:<targetPort>`. */
+export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
+  const sockets = new Set<Socket>();
+  let cut = false;
+  const track = (socket: Socket): void => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    if (cut) socket.pause();
+  };
+  const server: Server = createServer((client) => {
+    const upstream = createConnection({ host: '127.0.0.1', port: targetPort });
+    track(client);
+    track(upstream);
+    // By hand rather than pipe(): pipe() resumes a paused source when the destination drains.
+    client.on('data', (chunk) => upstream.write(chunk));
+    upstream.on('data', (chunk) => client.write(chunk));
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    cut() {
+      cut = true;
+      for (const socket of sockets) socket.pause();
+    },
+    heal() {
+      cut = false;
+      for (const socket of sockets) socket.resume();
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -17,6 +17,7 @@ import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock';
 import { measure, medianOf, type Sample } from './measure.js';
 import { benchRedis, redisBenchmark } from './redis.js';
+import { benchSessions } from './sessions.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
@@ -34,8 +35,10 @@ const results: Record<string, unknown> = {
   runs: RUNS,
 };
 const client = (): Redis => new Redis(server.url, { maxRetriesPerRequest: 1 });
-const targets: Array<{ name: string; value: number; target: number; met: boolean }> = [];
-const target = (name: string, value: number, wanted: number): void => void targets.push({ name, value, target: wanted, met: value >= wanted });
+const targets: Array<{ name: string; value: number; target: number; atMost: boolean; met: boolean }> = [];
+/** A target: `value` at least `wanted` (a ratio, a rate), or at most it with `atMost` (a latency, a size). */
+const target = (name: string, value: number, wanted: number, atMost = false): void =>
+  void targets.push({ name, value, target: wanted, atMost, met: atMost ? value <= wanted : value >= wanted });
 
 try {
   const info = await client().info('server');
@@ -162,7 +165,7 @@ try {
   // 4. Pipeline ---------------------------------------------------------------------------------
   const SESSIONS = quick ? 2000 : 10_000;
   const SLOTS = 50;
-  out(`## Pipeline: ${fmt(SESSIONS)} sessions admitted → completed, ${SLOTS} slots (median of ${RUNS})`);
+  out(`## Pipeline: sessions admitted → completed on one in-process worker host, ${SLOTS} slots (median of ${RUNS})`);
   out();
   const noop: SessionLauncher = { launch: () => ({ exited: Promise.resolve({ exitCode: 0 }), leaseHolds: () => {}, terminate: () => {}, kill: () => {} }) };
   // One shard, as SPAWN_QUEUE_SHARDS defaults to; the bare run uses the same queue layout.
@@ -179,22 +182,24 @@ try {
     await events.close();
     return total / seconds;
   };
-  const pipelineRuns: Array<{ ours: number; bare: number }> = [];
-  for (let run = 0; run < RUNS; run++) {
-    const prefix = `pipe${run}`;
-    const coordinator = new Coordinator({ redis: client(), keyPrefix: prefix, policy: { tokenLimit: 1_000_000, spawnIntervalMs: 1, spawnBurst: 1_000_000 } });
+  /** Tokens for `count` users of `coordinator`, issued in batches. */
+  const issueTokens = async (coordinator: Coordinator, count: number): Promise<string[]> => {
     const tokens: string[] = [];
-    for (let i = 0; i < SESSIONS; i += 500) {
-      const batch = await Promise.all(Array.from({ length: Math.min(500, SESSIONS - i) }, (_, j) => coordinator.tokens.issue(`p${i + j}`)));
+    for (let i = 0; i < count; i += 500) {
+      const batch = await Promise.all(Array.from({ length: Math.min(500, count - i) }, (_, j) => coordinator.tokens.issue(`p${i + j}`)));
       for (const issued of batch) if (issued.outcome === 'issued') tokens.push(issued.token);
     }
+    return tokens;
+  };
+  /** Sessions/s through our whole pipeline on one in-process worker host with `launcher` (default: the session runtime). */
+  const oursPipeline = async (prefix: string, total: number, launcher: SessionLauncher | undefined, sessionCommand?: string): Promise<number> => {
+    const coordinator = new Coordinator({ redis: client(), keyPrefix: prefix, policy: { tokenLimit: 1_000_000, spawnIntervalMs: 1, spawnBurst: 1_000_000 } });
+    const tokens = await issueTokens(coordinator, total);
     const queue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
-    const host = new WorkerHost({
-      config: loadWorkerConfig({ REDIS_URL: server.url, KEY_PREFIX: prefix, SLOTS: String(SLOTS), LOG_LEVEL: 'silent', WORKER_ID: `bench-${run}` }),
-      logger: createLogger({ level: 'silent', name: 'bench' }),
-      launcher: noop,
-    });
-    const oursRate = await completedAll(prefix, SESSIONS, async () => {
+    const env: Record<string, string> = { REDIS_URL: server.url, KEY_PREFIX: prefix, SLOTS: String(SLOTS), LOG_LEVEL: 'silent', WORKER_ID: `bench-${prefix}` };
+    if (sessionCommand !== undefined) env['SESSION_COMMAND'] = sessionCommand;
+    const host = new WorkerHost({ config: loadWorkerConfig(env), logger: createLogger({ level: 'silent', name: 'bench' }), ...(launcher === undefined ? {} : { launcher }) });
+    const rate = await completedAll(prefix, total, async () => {
       await host.start();
       let next = 0;
       await Promise.all(
@@ -210,16 +215,18 @@ try {
     });
     await host.stop();
     await queue.close();
-
-    const barePrefix = `bare${run}`;
-    const bareQueue = new Queue(shardOf(barePrefix).name, { connection: client(), prefix: shardOf(barePrefix).prefix });
+    return rate;
+  };
+  /** Jobs/s through bare BullMQ: add → a job that runs `job` (the limit). */
+  const barePipeline = async (prefix: string, total: number, job: () => Promise<unknown>): Promise<number> => {
+    const bareQueue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
     let worker: Worker | undefined;
-    const bareRate = await completedAll(barePrefix, SESSIONS, async () => {
-      worker = new Worker(shardOf(barePrefix).name, async () => ({}), { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: shardOf(barePrefix).prefix, concurrency: SLOTS });
+    const rate = await completedAll(prefix, total, async () => {
+      worker = new Worker(shardOf(prefix).name, job, { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: shardOf(prefix).prefix, concurrency: SLOTS });
       let next = 0;
       await Promise.all(
         Array.from({ length: SLOTS }, async () => {
-          while (next < SESSIONS) {
+          while (next < total) {
             const i = next++;
             await bareQueue.add(SPAWN_JOB, { userId: `p${i}`, sessionId: crypto.randomUUID(), fence: 1 }, { ...spawnJobOptions, jobId: spawnJobId(`p${i}`, 1) });
           }
@@ -228,16 +235,54 @@ try {
     });
     await worker?.close();
     await bareQueue.close();
-    pipelineRuns.push({ ours: oursRate, bare: bareRate });
+    return rate;
+  };
+  const REAL_SESSIONS = quick ? 300 : 2000;
+  const shExit = (): Promise<unknown> => new Promise((resolve) => spawn('/bin/sh', ['-c', 'exit 0'], { stdio: 'ignore', detached: true }).once('exit', resolve));
+  const pipelineRuns: Array<{ ours: number; bare: number; oursReal: number; bareReal: number }> = [];
+  for (let run = 0; run < RUNS; run++) {
+    pipelineRuns.push({
+      ours: await oursPipeline(`pipe${run}`, SESSIONS, noop),
+      bare: await barePipeline(`bare${run}`, SESSIONS, async () => ({})),
+      oursReal: await oursPipeline(`real${run}`, REAL_SESSIONS, undefined, 'exit 0'),
+      bareReal: await barePipeline(`barereal${run}`, REAL_SESSIONS, shExit),
+    });
   }
-  pipelineRuns.sort((a, b) => a.ours / a.bare - b.ours / b.bare);
-  const pipe = pipelineRuns[Math.floor(pipelineRuns.length / 2)]!;
-  out('| pipeline | sessions/s | vs bare BullMQ |');
+  const median = (pick: (r: (typeof pipelineRuns)[number]) => number): (typeof pipelineRuns)[number] =>
+    [...pipelineRuns].sort((a, b) => pick(a) - pick(b))[Math.floor(pipelineRuns.length / 2)]!;
+  const pipe = median((r) => r.ours / r.bare);
+  const real = median((r) => r.oursReal / r.bareReal);
+  out('| pipeline | sessions/s | vs its limit |');
   out('| --- | ---: | ---: |');
-  out(`| ours: token → admit → queue → claim → run (no-op) → finish | ${fmt(pipe.ours)} | ${ratio(pipe.ours, pipe.bare)} |`);
-  out(`| bare BullMQ: add → no-op job | ${fmt(pipe.bare)} | 1.00× |`);
-  target('pipeline ≥ 80% of bare BullMQ', pipe.ours / pipe.bare, 0.8);
-  results['pipeline'] = { sessions: SESSIONS, slots: SLOTS, ...pipe, runs: pipelineRuns };
+  out(`| ours: token → admit → queue → claim → session process \`sh -c 'exit 0'\` (runtime) → finish, ${fmt(REAL_SESSIONS)} sessions | ${fmt(real.oursReal)} | ${ratio(real.oursReal, real.bareReal)} |`);
+  out(`| limit: bare BullMQ, add → a job that spawns \`sh -c 'exit 0'\` and waits for it | ${fmt(real.bareReal)} | 1.00× |`);
+  out(`| in-process launcher (no process started): token → admit → queue → claim → finish, ${fmt(SESSIONS)} sessions | ${fmt(pipe.ours)} | ${ratio(pipe.ours, pipe.bare)} |`);
+  out(`| limit: bare BullMQ, add → no-op job | ${fmt(pipe.bare)} | 1.00× |`);
+  target('pipeline with real session processes ≥ 80% of bare BullMQ spawning the same', real.oursReal / real.bareReal, 0.8);
+  target('pipeline, in-process launcher ≥ 80% of bare BullMQ', pipe.ours / pipe.bare, 0.8);
+  results['pipeline'] = { sessions: SESSIONS, realSessions: REAL_SESSIONS, slots: SLOTS, ...pipe, oursReal: real.oursReal, bareReal: real.bareReal, runs: pipelineRuns };
+  out();
+
+  // 4b. Sessions on real processes ------------------------------------------------------------------
+  out('## Sessions: spawn → session process started, on the built API and worker hosts (real HTTP, real processes)');
+  out();
+  const sessions = await benchSessions(server.url, quick);
+  out('| path | callers | samples | p50 ms | p99 ms |');
+  out('| --- | ---: | ---: | ---: | ---: |');
+  for (const row of sessions.latency) out(`| ${row.case} | ${row.callers} | ${row.n} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} |`);
+  out();
+  out('| what | ours | limit | vs limit |');
+  out('| --- | ---: | ---: | ---: |');
+  out(`| session starts per second, one host, ${sessions.startsPerSecond.sessions} queued sessions (limit: child_process.spawn in a loop) | ${fmt(sessions.startsPerSecond.ours)} | ${fmt(sessions.startsPerSecond.bare)} | ${ratio(sessions.startsPerSecond.ours, sessions.startsPerSecond.bare)} |`);
+  out(`| host RSS per running session (host + runtime, ${sessions.rssPerSession.sessions} sessions of \`exec sleep 600\`, sessions' own RSS left out) | ${fmt(sessions.rssPerSession.bytes / 2 ** 20, 2)} MiB | – | – |`);
+  const one = sessions.latency.find((r) => r.case.startsWith('ours') && r.callers === 1)!;
+  const many = sessions.latency.find((r) => r.case.startsWith('ours') && r.callers > 1)!;
+  target('spawn → session started, one caller, p50 ms', one.p50, 10, true);
+  target('spawn → session started, one caller, p99 ms', one.p99, 50, true);
+  target('spawn → session started, 20 at once, p99 ms', many.p99, 150, true);
+  target('host RSS per running session, MiB', sessions.rssPerSession.bytes / 2 ** 20, 2, true);
+  target('session starts per second per host', sessions.startsPerSecond.ours, 200);
+  results['sessions'] = sessions;
   out();
 
   // 5. Memory and growth ------------------------------------------------------------------------
@@ -327,7 +372,7 @@ try {
   out();
   out('| target | measured | met |');
   out('| --- | ---: | :---: |');
-  for (const t of targets) out(`| ${t.name} | ${t.value.toFixed(2)} (target ${t.target}) | ${t.met ? 'yes' : 'no'} |`);
+  for (const t of targets) out(`| ${t.name} | ${t.value.toFixed(2)} (target ${t.atMost ? '≤' : '≥'} ${t.target}) | ${t.met ? 'yes' : 'no'} |`);
   results['targets'] = targets;
   out();
   out(`machine: ${String((results['machine'] as Record<string, unknown>)['cpu'])}, ${cpus().length} cores, Node ${process.version}, Redis ${String((results['machine'] as Record<string, unknown>)['redis'])}${quick ? ' (quick run: 1 run each, shorter; not for comparison)' : ''}`);

@@ -1,0 +1,342 @@
+// The session start path on real processes: the built API and worker hosts, real HTTP, sessions that
+// write a timestamp when they start; beside the limit, Node's child_process.spawn of the same command.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const API_KEY = 'bench-sessions-key-0123456789';
+const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+
+/** Epoch milliseconds with sub-millisecond precision (the sessions write `date +%s%N`). */
+const nowMs = (): number => performance.timeOrigin + performance.now();
+
+/** A process of the system, with its JSON log lines. */
+interface Proc {
+  child: ChildProcess;
+  logs: Array<Record<string, unknown>>;
+  waitFor(match: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  stop(): Promise<void>;
+}
+
+function startProc(script: string, env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, [`${ROOT}${script}`], { env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const logs: Array<Record<string, unknown>> = [];
+  const waiters = new Set<() => void>();
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    try {
+      logs.push(JSON.parse(text) as Record<string, unknown>);
+    } catch {
+      logs.push({ msg: text });
+    }
+    for (const wake of waiters) wake();
+  });
+  return {
+    child,
+    logs,
+    waitFor: (match, timeoutMs = 15_000) =>
+      new Promise((resolve, reject) => {
+        const check = (): void => {
+          const found = logs.find(match);
+          if (found === undefined) return;
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve(found);
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`${script}: no matching log line within ${timeoutMs} ms`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      }),
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** An API and its worker hosts on one key prefix, whose sessions append "<user> <epoch ns>" to a file when they start. */
+export class Stack {
+  readonly file = join(mkdtempSync(join(tmpdir(), 'cq-bench-')), 'started.log');
+  readonly hosts: Proc[] = [];
+  api!: Proc;
+  baseUrl = '';
+
+  constructor(
+    readonly redisUrl: string,
+    readonly keyPrefix: string,
+    /** What the session does after writing its timestamp. */
+    readonly then: string,
+  ) {}
+
+  get command(): string {
+    return `echo "$USER_ID $(date +%s%N)" >> ${this.file}; ${this.then}`;
+  }
+
+  async startApi(): Promise<void> {
+    this.api = startProc('apps/api/dist/main.js', {
+      REDIS_URL: this.redisUrl,
+      KEY_PREFIX: this.keyPrefix,
+      API_KEYS: API_KEY,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      TOKEN_LIMIT: '1000000',
+      SPAWN_INTERVAL_MS: '1',
+      SPAWN_BURST: '1000',
+    });
+    const line = await this.api.waitFor((l) => String(l['msg']).startsWith('Server listening at http://127.0.0.1'));
+    this.baseUrl = /(http:\/\/127\.0\.0\.1:\d+)/.exec(String(line['msg']))![1]!;
+  }
+
+  async addHost(id: string, slots: number): Promise<{ host: Proc; runtimePid: number }> {
+    const host = startProc('apps/worker/dist/main.js', {
+      REDIS_URL: this.redisUrl,
+      KEY_PREFIX: this.keyPrefix,
+      WORKER_ID: id,
+      SLOTS: String(slots),
+      SESSION_COMMAND: this.command,
+      LOG_LEVEL: 'info',
+    });
+    this.hosts.push(host);
+    const runtime = await host.waitFor((l) => l['msg'] === 'session runtime started');
+    await host.waitFor((l) => l['msg'] === 'worker host started');
+    return { host, runtimePid: runtime['runtimePid'] as number };
+  }
+
+  /** POSTs JSON on a kept-alive connection (node:http: the client's own cost stays small). */
+  async post(path: string, body: unknown, auth = true): Promise<Record<string, unknown>> {
+    const payload = JSON.stringify(body);
+    const { status, json } = await new Promise<{ status: number; json: Record<string, unknown> }>((resolve, reject) => {
+      const req = request(
+        `${this.baseUrl}${path}`,
+        {
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...(auth ? { authorization: `Bearer ${API_KEY}` } : {}) },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as Record<string, unknown> }));
+        },
+      );
+      req.on('error', reject);
+      req.end(payload);
+    });
+    if (status >= 300) throw new Error(`${path}: ${status} ${JSON.stringify(json)}`);
+    return json;
+  }
+
+  async tokens(users: string[]): Promise<string[]> {
+    return Promise.all(users.map(async (userId) => String((await this.post('/v1/tokens', { userId }))['token'])));
+  }
+
+  readonly #seen = new Map<string, number>();
+  #offset = 0;
+  #partial = '';
+
+  /** Start times (epoch ms) of the sessions seen so far, by user: reads what the file gained since last time. */
+  started(): Map<string, number> {
+    if (!existsSync(this.file)) return this.#seen;
+    const fd = openSync(this.file, 'r');
+    try {
+      const buffer = Buffer.alloc(64 * 1024);
+      for (let n; (n = readSync(fd, buffer, 0, buffer.length, this.#offset)) > 0; ) {
+        this.#offset += n;
+        const lines = (this.#partial + buffer.toString('utf8', 0, n)).split('\n');
+        this.#partial = lines.pop()!;
+        for (const line of lines) {
+          const [user, ns] = line.split(' ');
+          if (user !== undefined && ns !== undefined && !this.#seen.has(user)) this.#seen.set(user, Number(BigInt(ns) / 1000n) / 1000);
+        }
+      }
+    } finally {
+      closeSync(fd);
+    }
+    return this.#seen;
+  }
+
+  /** Waits (on inotify, not polling: the machine's two cores are the system's) until every user's session started. */
+  async waitStarted(users: readonly string[], timeoutMs = 30_000): Promise<Map<string, number>> {
+    if (!existsSync(this.file)) writeFileSync(this.file, '');
+    let watcher: FSWatcher | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await new Promise<Map<string, number>>((resolve, reject) => {
+        const check = (): void => {
+          const seen = this.started();
+          if (users.every((u) => seen.has(u))) resolve(seen);
+        };
+        watcher = watch(this.file, check);
+        timer = setTimeout(() => reject(new Error(`sessions not started within ${timeoutMs} ms: ${users.filter((u) => !this.#seen.has(u)).length} missing`)), timeoutMs);
+        check();
+      });
+    } finally {
+      watcher?.close();
+      clearTimeout(timer);
+    }
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.hosts.map((h) => h.stop()));
+    await this.api?.stop();
+  }
+}
+
+/** Latencies in ms → p50 and p99. */
+function percentiles(values: number[]): { p50: number; p99: number; n: number } {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return { p50: at(0.5), p99: at(0.99), n: sorted.length };
+}
+
+/** The limit: Node's child_process.spawn of the same command, spawn → timestamp, `callers` at once, `rounds` times. */
+async function bareSpawns(file: string, callers: number, rounds: number): Promise<number[]> {
+  const latencies: number[] = [];
+  const command = `echo "$USER_ID $(date +%s%N)" >> ${file}; exit 0`;
+  for (let round = 0; round < rounds; round++) {
+    const users = Array.from({ length: callers }, (_, i) => `bare-${round}-${i}`);
+    const t0 = nowMs();
+    const exits = users.map(
+      (userId) => new Promise((resolve) => spawn('/bin/sh', ['-c', command], { env: { PATH: process.env['PATH'] ?? '', USER_ID: userId }, stdio: 'ignore', detached: true }).once('exit', resolve)),
+    );
+    await Promise.all(exits);
+    const seen = readStarted(file);
+    for (const u of users) latencies.push(seen.get(u)! - t0);
+  }
+  return latencies;
+}
+
+function readStarted(file: string): Map<string, number> {
+  const seen = new Map<string, number>();
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const [user, ns] = line.split(' ');
+    if (user !== undefined && ns !== undefined) seen.set(user, Number(BigInt(ns) / 1000n) / 1000);
+  }
+  return seen;
+}
+
+/** Resident set size of `pid`, bytes. */
+function rss(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
+}
+
+/** What {@link benchSessions} measured. */
+export interface SessionBench {
+  latency: Array<{ case: string; callers: number; p50: number; p99: number; n: number }>;
+  startsPerSecond: { ours: number; bare: number; sessions: number };
+  rssPerSession: { bytes: number; sessions: number; before: number; after: number };
+}
+
+/**
+ * Spawn → session process started, one caller and 20 at once on 2 hosts; session starts per second
+ * on one host; host RSS per running session. Everything on real processes and real HTTP.
+ */
+export async function benchSessions(redisUrl: string, quick: boolean): Promise<SessionBench> {
+  const result: SessionBench = { latency: [], startsPerSecond: { ours: 0, bare: 0, sessions: 0 }, rssPerSession: { bytes: 0, sessions: 0, before: 0, after: 0 } };
+
+  // 1. Latency: 2 hosts, sessions that exit at once.
+  const SERIAL = quick ? 40 : 200;
+  const ROUNDS = quick ? 3 : 15;
+  const AT_ONCE = 20;
+  const latency = new Stack(redisUrl, 'benchlat', 'exit 0');
+  try {
+    await latency.startApi();
+    await latency.addHost('lat-1', 16);
+    await latency.addHost('lat-2', 16);
+    // Warm-up: the first spawns load scripts and open connections.
+    const warm = Array.from({ length: 10 }, (_, i) => `warm-${i}`);
+    for (const [i, token] of (await latency.tokens(warm)).entries()) {
+      await latency.post('/v1/spawn', { token }, false);
+      await latency.waitStarted([warm[i]!]);
+    }
+    const serialUsers = Array.from({ length: SERIAL }, (_, i) => `one-${i}`);
+    const serialTokens = await latency.tokens(serialUsers);
+    const serial: number[] = [];
+    for (const [i, token] of serialTokens.entries()) {
+      const t0 = nowMs();
+      await latency.post('/v1/spawn', { token }, false);
+      serial.push((await latency.waitStarted([serialUsers[i]!])).get(serialUsers[i]!)! - t0);
+    }
+    result.latency.push({ case: 'ours: POST /v1/spawn → session started', callers: 1, ...percentiles(serial) });
+    const together: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const users = Array.from({ length: AT_ONCE }, (_, i) => `many-${round}-${i}`);
+      const tokens = await latency.tokens(users);
+      const t0 = nowMs();
+      await Promise.all(tokens.map((token) => latency.post('/v1/spawn', { token }, false)));
+      const seen = await latency.waitStarted(users);
+      for (const u of users) together.push(seen.get(u)! - t0);
+      // Let the sessions end and free their slots before the next round.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    result.latency.push({ case: 'ours: POST /v1/spawn → session started', callers: AT_ONCE, ...percentiles(together) });
+  } finally {
+    await latency.stop();
+  }
+  const bareFile = join(mkdtempSync(join(tmpdir(), 'cq-bench-bare-')), 'started.log');
+  result.latency.push({ case: 'limit: child_process.spawn of the same command', callers: 1, ...percentiles(await bareSpawns(bareFile, 1, SERIAL)) });
+  result.latency.push({ case: 'limit: child_process.spawn of the same command', callers: AT_ONCE, ...percentiles(await bareSpawns(bareFile, AT_ONCE, ROUNDS)) });
+
+  // 2. Host RSS per running session: one host, idle, then 100 sessions of `exec sleep 600`.
+  const RUNNING = 100;
+  const memory = new Stack(redisUrl, 'benchrss', 'exec sleep 600');
+  try {
+    await memory.startApi();
+    const { host, runtimePid } = await memory.addHost('rss-1', RUNNING);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const tree = (): number => rss(host.child.pid!) + rss(runtimePid);
+    const before = tree();
+    const users = Array.from({ length: RUNNING }, (_, i) => `rss-${i}`);
+    const tokens = await memory.tokens(users);
+    await Promise.all(tokens.map((token) => memory.post('/v1/spawn', { token }, false)));
+    await memory.waitStarted(users);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const after = tree();
+    result.rssPerSession = { bytes: (after - before) / RUNNING, sessions: RUNNING, before, after };
+  } finally {
+    await memory.stop();
+  }
+
+  // 3. Starts per second on one host: the sessions are queued first, then the host starts and takes them.
+  const STARTS = quick ? 100 : 300;
+  const starts = new Stack(redisUrl, 'benchstarts', 'exec sleep 600');
+  try {
+    await starts.startApi();
+    const users = Array.from({ length: STARTS }, (_, i) => `start-${i}`);
+    const tokens = await starts.tokens(users);
+    for (let i = 0; i < tokens.length; i += 50) await Promise.all(tokens.slice(i, i + 50).map((token) => starts.post('/v1/spawn', { token }, false)));
+    await starts.addHost('starts-1', STARTS);
+    const seen = [...(await starts.waitStarted(users, 60_000)).values()].sort((a, b) => a - b);
+    result.startsPerSecond.ours = ((seen.length - 1) * 1000) / (seen.at(-1)! - seen[0]!);
+    result.startsPerSecond.sessions = STARTS;
+  } finally {
+    await starts.stop();
+  }
+  // The limit: the same command spawned in a loop by one Node.js process, each in a group of its own.
+  const loopFile = join(mkdtempSync(join(tmpdir(), 'cq-bench-loop-')), 'started.log');
+  const loop: ChildProcess[] = [];
+  for (let i = 0; i < STARTS; i++) {
+    loop.push(spawn('/bin/sh', ['-c', `echo "loop-${i} $(date +%s%N)" >> ${loopFile}; exec sleep 600`], { stdio: 'ignore', detached: true }));
+  }
+  const giveUp = performance.now() + 30_000;
+  while (!existsSync(loopFile) || readStarted(loopFile).size < STARTS) {
+    if (performance.now() > giveUp) break;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const loopTimes = [...readStarted(loopFile).values()].sort((a, b) => a - b);
+  result.startsPerSecond.bare = ((loopTimes.length - 1) * 1000) / (loopTimes.at(-1)! - loopTimes[0]!);
+  for (const child of loop) if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+  return result;
+}

@@ -29,9 +29,15 @@ if [ "$code" = bad ] || { [ -n "$code" ] && [ "$code" -gt 255 ]; }; then
   code=
 fi
 
-trap 'echo "demo: $session stopping on SIGTERM"; exit 143' TERM
+napper=
+trap 'echo "demo: $session stopping on SIGTERM"; [ -z "$napper" ] || kill "$napper" 2>/dev/null; exit 143' TERM
 # `sleep & wait`: a SIGTERM interrupts the wait at once (the shell runs traps only between commands).
-nap() { sleep "$1" & wait $!; }
+nap() {
+  sleep "$1" &
+  napper=$!
+  wait "$napper"
+  napper=
+}
 
 if [ -z "$duration" ]; then
   echo "demo: $session started; runs until stopped"

@@ -23,8 +23,16 @@ interface Proc {
   stop(): Promise<void>;
 }
 
+/** Every process started here: killed when the benchmark exits, however it exits. */
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+
 function startProc(script: string, env: Record<string, string>): Proc {
   const child = spawn(process.execPath, [`${ROOT}${script}`], { env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
   const logs: Array<Record<string, unknown>> = [];
   const waiters = new Set<() => void>();
   createInterface({ input: child.stdout! }).on('line', (text) => {

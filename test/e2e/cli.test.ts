@@ -42,7 +42,12 @@ describe('the cq command line', async () => {
     const exists = await cq(['spawn', '--user', 'cli-bea'], env);
     expect(exists.code).toBe(6);
     await cq(['stop', 'cli-bea'], env);
+    // Whether the session is still stopping or has just ended when watch first looks, it reports the stop.
     expect((await cq(['watch', 'cli-bea'], env)).code).toBe(12);
+    const afterwards = await cq(['watch', 'cli-bea'], env);
+    expect(afterwards.code).toBe(12);
+    expect(afterwards.stdout).toMatch(/^cli-bea: stopped, session \S+ at \d{4}-/);
+    expect((await cq(['watch', 'cli-nobody'], env)).code).toBe(5);
     const throttled = await cq(['spawn', '--user', 'cli-bea'], env);
     expect(throttled.code).toBe(7);
     expect(throttled.stderr).toMatch(/^throttled: retry in \d+ s\n$/);

@@ -14,7 +14,7 @@ commands:
   status <userId>                                               the user's live session
   stop <userId>                                                 stop the user's live session
   history <userId>                                              the user's ended sessions
-  watch <userId>                                                follow the live session until it ends
+  watch <userId>                                                follow the live session until it ends (or say how the last one ended)
   demo [--users N]                                              spawn sessions for a few users and show what happens
 
 options:
@@ -91,13 +91,17 @@ async function watch(ctx: Context, userId: string): Promise<number> {
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
   if (tty) process.stdout.write('\n');
-  if (sessionId === undefined) throw new NoSessionError(404, 'no_session', `User ${userId} has no live session.`, undefined);
-  const ended = (await ctx.client.history(userId)).find((h) => h.sessionId === sessionId);
+  const history = await ctx.client.history(userId);
+  // Nothing live when we first looked: the user's last session may have ended a moment ago (or long
+  // before); report how it ended rather than "no session".
+  const ended = sessionId === undefined ? history[0] : history.find((h) => h.sessionId === sessionId);
+  if (sessionId === undefined && ended === undefined) throw new NoSessionError(404, 'no_session', `User ${userId} has no live or ended session.`, undefined);
   if (ended === undefined) {
     print(ctx, { userId, sessionId, state: 'replaced' }, `${userId}: session ${sessionId} was replaced by a newer one`);
     return exitCodes.ok;
   }
-  print(ctx, { userId, ...ended }, `${userId}: ${ended.state}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}, session ${ended.sessionId}`);
+  const when = sessionId === undefined ? ` at ${ended.endedAt}` : '';
+  print(ctx, { userId, ...ended }, `${userId}: ${ended.state}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}, session ${ended.sessionId}${when}`);
   return endCodes[ended.state];
 }
 

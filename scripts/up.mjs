@@ -4,7 +4,7 @@
 // Ctrl-C stops everything cleanly.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { once } from 'node:events';
@@ -17,13 +17,30 @@ function log(line) {
   process.stdout.write(`[up] ${line}\n`);
 }
 
-async function freePort() {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
+/** `preferred` when nothing listens on it at `host`, else a free port the system picks. */
+async function freePort(preferred = 0, host = '127.0.0.1') {
+  const server = createServer();
+  const listening = once(server, 'listening').then(() => true);
+  const failed = once(server, 'error').then(() => false);
+  server.listen(preferred, host);
+  if (!(await Promise.race([listening, failed]))) return freePort(0, host);
   const { port } = server.address();
   server.close();
   await once(server, 'close');
   return port;
+}
+
+/** The development service key: kept in .data/dev-api-key (readable by this user only) across restarts. */
+function devApiKey() {
+  const file = join(root, '.data', 'dev-api-key');
+  if (existsSync(file)) {
+    const kept = readFileSync(file, 'utf8').trim();
+    if (kept.length >= 16) return kept;
+  }
+  const key = `dev-${randomBytes(18).toString('base64url')}`;
+  mkdirSync(join(root, '.data'), { recursive: true });
+  writeFileSync(file, `${key}\n`, { mode: 0o600 });
+  return key;
 }
 
 function haveRedisServer() {
@@ -106,10 +123,11 @@ process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
 
 const redisUrl = await startRedis();
-const apiKey = process.env.API_KEYS?.split(',')[0] || `dev-${randomBytes(18).toString('base64url')}`;
+const apiKey = process.env.API_KEYS?.split(',')[0] || devApiKey();
 const apiKeys = process.env.API_KEYS || apiKey;
 const host = process.env.HOST ?? '127.0.0.1';
-const port = process.env.PORT ?? String(await freePort());
+// 3000, the CLI's default URL, unless something listens there already.
+const port = process.env.PORT ?? String(await freePort(3000, host));
 const common = { REDIS_URL: redisUrl, KEY_PREFIX: process.env.KEY_PREFIX ?? 'cq' };
 const api = join(root, 'apps/api/dist/main.js');
 const worker = join(root, 'apps/worker/dist/main.js');
@@ -127,9 +145,9 @@ if (existsSync(api)) {
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   log(`API        ${base}`);
-  log(`API key    ${apiKey}`);
+  log(`API key    ${apiKey}${process.env.API_KEYS ? '' : '  (kept in .data/dev-api-key)'}`);
   log(`dashboard  ${base}/dashboard  (any user name, the API key as password)`);
-  log(`try        CQ_API_URL=${base} CQ_API_KEY=${apiKey} npx cq demo`);
+  log(`try        ${port === '3000' ? '' : `CQ_API_URL=${base} `}CQ_API_KEY=${apiKey} npx cq demo`);
   log(`or         curl -s -X POST ${base}/v1/tokens -H 'authorization: Bearer ${apiKey}' -H 'content-type: application/json' -d '{"userId":"alice"}'`);
 } else {
   log('the API is not built yet: only Redis is running');

@@ -1,20 +1,20 @@
 /**
- * One registry of the coordinator's errors. Each code is stable and never reused for something else;
- * the HTTP status that an API should answer with lives beside it.
+ * One registry of the coordinator's errors. Each code is stable and never reused for something else.
+ * The coordinator knows nothing of HTTP: an API maps codes to statuses (`apps/api/src/http-errors.ts`).
  */
 export const errorCodes = {
-  token_invalid: { status: 403, message: 'The token is unknown, expired or already used.' },
-  session_exists: { status: 409, message: 'The user already has a live session.' },
-  throttled: { status: 429, message: 'Too many requests for this user; retry later.' },
-  no_session: { status: 404, message: 'The user has no live session.' },
-  stale: { status: 409, message: 'The session is no longer in the expected state.' },
-  pending_timeout: { status: 409, message: 'The session waited too long for a worker and was ended as lost.' },
-  lease_lost: { status: 409, message: 'The lease is not held by this owner any more.' },
-  deadline_reached: { status: 409, message: 'The lease has reached its hard deadline and cannot be renewed.' },
-  lease_held: { status: 409, message: 'Another owner holds the lease.' },
-  invalid_argument: { status: 400, message: 'An argument is not valid.' },
-  unavailable: { status: 503, message: 'Redis is unavailable; retry shortly.' },
-  script_failed: { status: 500, message: 'A coordinator script returned an unexpected reply.' },
+  token_invalid: { message: 'The token is unknown, expired or already used.' },
+  session_exists: { message: 'The user already has a live session.' },
+  throttled: { message: 'Too many requests for this user; retry later.' },
+  no_session: { message: 'The user has no live session.' },
+  stale: { message: 'The session is no longer in the expected state.' },
+  pending_timeout: { message: 'The session waited too long for a worker and was ended as lost.' },
+  lease_lost: { message: 'The lease is not held by this owner any more.' },
+  deadline_reached: { message: 'The lease has reached its hard deadline and cannot be renewed.' },
+  lease_held: { message: 'Another owner holds the lease.' },
+  invalid_argument: { message: 'An argument is not valid.' },
+  unavailable: { message: 'Redis is unavailable; retry shortly.' },
+  script_failed: { message: 'A coordinator script returned an unexpected reply.' },
 } as const;
 
 /** A stable error code of the coordinator. */
@@ -24,13 +24,10 @@ export type ErrorCode = keyof typeof errorCodes;
 export class CoordinatorError extends Error {
   override name = 'CoordinatorError';
   readonly code: ErrorCode;
-  /** HTTP status an API should answer with. */
-  readonly status: number;
 
   constructor(code: ErrorCode, message?: string, options?: { cause?: unknown }) {
     super(message ?? errorCodes[code].message, options);
     this.code = code;
-    this.status = errorCodes[code].status;
   }
 }
 
@@ -59,8 +56,13 @@ export class ScriptReplyError extends CoordinatorError {
   }
 }
 
-/** The negative codes the Lua scripts return (see each script's `Output:` header). */
+/**
+ * The codes the Lua scripts answer with, as the first element of their reply: 1 for success, a
+ * negative code for each documented refusal (see each script's `Output:` header). Code compares with
+ * these names, never with bare numbers.
+ */
 export enum ScriptCode {
+  Ok = 1,
   TokenInvalid = -1,
   SessionExists = -2,
   Throttled = -3,
@@ -74,7 +76,7 @@ export enum ScriptCode {
   Cancelled = -12,
 }
 
-const codeOfScriptCode: Record<ScriptCode, ErrorCode> = {
+const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
   [ScriptCode.TokenInvalid]: 'token_invalid',
   [ScriptCode.SessionExists]: 'session_exists',
   [ScriptCode.Throttled]: 'throttled',
@@ -88,14 +90,18 @@ const codeOfScriptCode: Record<ScriptCode, ErrorCode> = {
   [ScriptCode.Cancelled]: 'token_invalid',
 };
 
-/** Turns a script's negative reply code into the typed error of the registry. */
-export function scriptCodeToError(code: number, script: string): CoordinatorError {
-  const known = codeOfScriptCode[code as ScriptCode] as ErrorCode | undefined;
-  if (known === undefined) return new ScriptReplyError(script, code);
-  return new CoordinatorError(known);
+/** The code a script answered with: the first element of its reply. */
+export function replyCode(reply: readonly unknown[]): ScriptCode {
+  return Number(reply[0]) as ScriptCode;
 }
 
-/** The error code a script code stands for, or undefined for an unknown code. */
-export function errorCodeOfScriptCode(code: number): ErrorCode | undefined {
-  return codeOfScriptCode[code as ScriptCode] as ErrorCode | undefined;
+/**
+ * The one converter from a reply its caller does not handle to an error: the registry's typed error
+ * for a documented refusal code, a {@link ScriptReplyError} (a bug) for anything else.
+ */
+export function unexpectedReply(script: string, reply: readonly unknown[]): CoordinatorError {
+  const code = replyCode(reply);
+  const known = errorOfScriptCode[code];
+  if (known === undefined) return new ScriptReplyError(script, reply);
+  return new CoordinatorError(known, `Script ${script} answered ${ScriptCode[code]}, which its caller does not handle: ${errorCodes[known].message}`);
 }

@@ -20,10 +20,7 @@ export {
   InvalidArgumentError,
   UnavailableError,
   ScriptReplyError,
-  ScriptCode,
   errorCodes,
-  scriptCodeToError,
-  errorCodeOfScriptCode,
   type ErrorCode,
 } from './errors.js';
 export {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from './context.js';
-import { ScriptReplyError } from './errors.js';
+import { ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { Keepalive, type RenewAnswer } from './keepalive.js';
 import { assertInteger } from './validate.js';
 
@@ -59,8 +59,8 @@ export class LeaseManager {
     const owner = options.owner ?? randomUUID();
     const sentAt = performance.now();
     const reply = await this.#context.scripts.run('acquireLease', [keys.lease, keys.fence], [owner, options.leaseMs, options.maxLifetimeMs]);
-    if (reply[0] === -9) return { acquired: false, retryAfterMs: Number(reply[1]) };
-    if (reply[0] !== 1) throw new ScriptReplyError('acquireLease', reply);
+    if (replyCode(reply) === ScriptCode.LeaseHeld) return { acquired: false, retryAfterMs: Number(reply[1]) };
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('acquireLease', reply);
     return {
       acquired: true,
       lease: { resource, owner, fence: Number(reply[1]), expiresAt: Number(reply[2]), deadline: Number(reply[3]),
@@ -74,9 +74,9 @@ export class LeaseManager {
   /** Renews `lease` for another `leaseMs` (never past its deadline). One round trip. */
   async renew(lease: Lease, leaseMs: number = lease.leaseMs): Promise<LeaseRenewAnswer> {
     const reply = await this.#context.scripts.run('renewLease', [this.#context.keys.lease(lease.resource).lease], [lease.owner, leaseMs]);
-    if (reply[0] === -7) return { ok: false, reason: 'lease_lost' };
-    if (reply[0] === -8) return { ok: false, reason: 'deadline_reached' };
-    if (reply[0] !== 1) throw new ScriptReplyError('renewLease', reply);
+    if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
+    if (replyCode(reply) === ScriptCode.DeadlineReached) return { ok: false, reason: 'deadline_reached' };
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('renewLease', reply);
     const [, expiresAt, deadline, now] = reply.map(Number);
     return { ok: true, ttlMs: expiresAt! - now!, deadlineInMs: deadline! - now!, expiresAt: expiresAt! };
   }
@@ -84,7 +84,7 @@ export class LeaseManager {
   /** Releases `lease` if it is still this owner's (compare-and-delete). True when it was. One round trip. */
   async release(lease: Lease): Promise<boolean> {
     const reply = await this.#context.scripts.run('releaseLease', [this.#context.keys.lease(lease.resource).lease], [lease.owner]);
-    return reply[0] === 1;
+    return replyCode(reply) === ScriptCode.Ok;
   }
 
   /**

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from './context.js';
-import { InvalidArgumentError, ScriptReplyError } from './errors.js';
+import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { Keepalive, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
 import { parseRateReply } from './limiters/rate-limit.js';
 import type { Policy } from './options.js';
@@ -91,8 +91,8 @@ export class SessionStore {
       ],
       [sessionId, userId, policy.spawnIntervalMs, policy.spawnBurst, policy.maxLifetimeMs, policy.pendingTimeoutMs, this.#policy.historyLength],
     );
-    switch (reply[0]) {
-      case 1:
+    switch (replyCode(reply)) {
+      case ScriptCode.Ok:
         return {
           outcome: 'admitted',
           sessionId,
@@ -103,15 +103,15 @@ export class SessionStore {
           pendingDeadline: Number(reply[4]),
           rate: { allowed: true, limit: Number(reply[5]), remaining: Number(reply[6]), retryAfterMs: 0, resetAfterMs: Number(reply[7]) },
         };
-      case -1:
-      case -12: // this admission had been cancelled: a late copy of a timed-out call
+      case ScriptCode.TokenInvalid:
+      case ScriptCode.Cancelled: // this admission had been cancelled: a late copy of a timed-out call
         return { outcome: 'token_invalid' };
-      case -2:
+      case ScriptCode.SessionExists:
         return { outcome: 'session_exists', userId, sessionId: String(reply[1]), state: String(reply[2]) as LiveState };
-      case -3:
+      case ScriptCode.Throttled:
         return { outcome: 'throttled', userId, rate: parseRateReply([0, ...reply.slice(1)], 'admit') };
       default:
-        throw new ScriptReplyError('admit', reply);
+        throw unexpectedReply('admit', reply);
     }
   }
 
@@ -131,8 +131,8 @@ export class SessionStore {
       [keys.session, this.#context.keys.token(parsed.userId, parsed.digest), keys.spawnThrottle, keys.shard, this.#context.keys.cancelledAdmission(parsed.userId, sessionId)],
       [sessionId, parsed.userId, CANCELLED_ADMISSION_TTL_MS],
     );
-    if (reply[0] === -4) return { cancelled: false, tokenRestored: false };
-    if (reply[0] !== 1) throw new ScriptReplyError('cancelAdmission', reply);
+    if (replyCode(reply) === ScriptCode.Stale) return { cancelled: false, tokenRestored: false };
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('cancelAdmission', reply);
     return { cancelled: true, tokenRestored: reply[1] === 1 };
   }
 
@@ -152,9 +152,9 @@ export class SessionStore {
       [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
       [ref.sessionId, ref.fence, owner, options.workerId, options.leaseMs, options.graceMs, ref.userId, this.#policy.historyLength],
     );
-    if (reply[0] === -4) return { claimed: false, reason: 'stale' };
-    if (reply[0] === -6) return { claimed: false, reason: 'pending_timeout' };
-    if (reply[0] !== 1) throw new ScriptReplyError('claimSession', reply);
+    if (replyCode(reply) === ScriptCode.Stale) return { claimed: false, reason: 'stale' };
+    if (replyCode(reply) === ScriptCode.PendingTimeout) return { claimed: false, reason: 'pending_timeout' };
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('claimSession', reply);
     const [, deadline, leaseExpiresAt, lifetimeMs, metadata, startedAt] = reply;
     return {
       claimed: true,
@@ -178,9 +178,9 @@ export class SessionStore {
   async renew(claim: Claim): Promise<SessionRenewAnswer> {
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run('renewSession', [keys.lease, keys.session, keys.shard], [claim.owner, claim.leaseMs, claim.userId]);
-    if (reply[0] === -7) return { ok: false, reason: 'lease_lost' };
-    if (reply[0] === -8) return { ok: false, reason: 'deadline_reached' };
-    if (reply[0] !== 1) throw new ScriptReplyError('renewSession', reply);
+    if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
+    if (replyCode(reply) === ScriptCode.DeadlineReached) return { ok: false, reason: 'deadline_reached' };
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('renewSession', reply);
     const [, leaseExpiresAt, stop, now] = reply.map(Number);
     return { ok: true, ttlMs: leaseExpiresAt! - now!, leaseExpiresAt: leaseExpiresAt!, stopRequested: stop === 1 };
   }
@@ -227,8 +227,8 @@ export class SessionStore {
   async requestStop(userId: string): Promise<StopOutcome> {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run('requestStop', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
-    if (reply[0] === -10) return { outcome: 'no_session' };
-    if (reply[0] !== 1) throw new ScriptReplyError('requestStop', reply);
+    if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('requestStop', reply);
     return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
   }
 
@@ -245,8 +245,8 @@ export class SessionStore {
       [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
       [claim.sessionId, claim.owner, state, exitCode ?? '', claim.userId, this.#policy.historyLength],
     );
-    if (reply[0] === -4) return false;
-    if (reply[0] !== 1) throw new ScriptReplyError('finishSession', reply);
+    if (replyCode(reply) === ScriptCode.Stale) return false;
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('finishSession', reply);
     return true;
   }
 
@@ -257,7 +257,7 @@ export class SessionStore {
   async sweepUser(userId: string): Promise<boolean> {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run('sweepSession', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
-    return reply[0] === 1;
+    return replyCode(reply) === ScriptCode.Ok;
   }
 
   /**
@@ -267,8 +267,8 @@ export class SessionStore {
   async get(userId: string): Promise<SessionView | undefined> {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run('readSession', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
-    if (reply[0] === -10) return undefined;
-    if (reply[0] !== 1) throw new ScriptReplyError('readSession', reply);
+    if (replyCode(reply) === ScriptCode.NoSession) return undefined;
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('readSession', reply);
     const h: Record<string, string> = {};
     for (let i = 1; i + 1 < reply.length; i += 2) h[String(reply[i])] = String(reply[i + 1]);
     const view: Record<string, unknown> = {

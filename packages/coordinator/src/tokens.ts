@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Context } from './context.js';
-import { InvalidArgumentError, ScriptReplyError } from './errors.js';
+import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { parseRateReply, type RateLimitResult } from './limiters/rate-limit.js';
 import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
 import { USER_ID_PATTERN, assertInteger, assertUserId } from './validate.js';
@@ -110,10 +110,10 @@ export class TokenStore {
       [this.keyOf(parsed), this.#context.keys.user(userId).tokenRate],
       [ttlMs, options.lifetimeMs ?? '', metadata, this.#policy.tokenLimit, this.#policy.tokenWindowMs],
     );
-    const rate = parseRateReply([reply[0] === 1 ? 1 : 0, ...reply.slice(2)], 'issueToken');
-    if (reply[0] === 1) return { outcome: 'issued', token, userId, expiresAt: Number(reply[1]), rate };
-    if (reply[0] === -3) return { outcome: 'throttled', userId, rate };
-    throw new ScriptReplyError('issueToken', reply);
+    const rate = parseRateReply([replyCode(reply) === ScriptCode.Ok ? 1 : 0, ...reply.slice(2)], 'issueToken');
+    if (replyCode(reply) === ScriptCode.Ok) return { outcome: 'issued', token, userId, expiresAt: Number(reply[1]), rate };
+    if (replyCode(reply) === ScriptCode.Throttled) return { outcome: 'throttled', userId, rate };
+    throw unexpectedReply('issueToken', reply);
   }
 
   /**
@@ -124,8 +124,8 @@ export class TokenStore {
     const parsed = parseToken(token);
     if (parsed === undefined) return { consumed: false };
     const reply = await this.#context.scripts.run('consumeToken', [this.keyOf(parsed)], []);
-    if (reply[0] === -1) return { consumed: false };
-    if (reply[0] !== 1) throw new ScriptReplyError('consumeToken', reply);
+    if (replyCode(reply) === ScriptCode.TokenInvalid) return { consumed: false };
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('consumeToken', reply);
     const lifetime = String(reply[2]);
     return {
       consumed: true,

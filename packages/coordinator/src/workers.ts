@@ -1,5 +1,5 @@
 import type { Context } from './context.js';
-import { ScriptReplyError } from './errors.js';
+import { ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { wrapRedisError } from './scripts.js';
 import { assertInteger, assertName } from './validate.js';
 
@@ -37,7 +37,7 @@ export class WorkerRegistry {
     assertInteger(ttlMs, 'ttlMs', 1);
     const { keys, scripts } = this.#context;
     const reply = await scripts.run('heartbeatWorker', [keys.worker(beat.workerId), keys.workers()], [beat.workerId, beat.slots, beat.busy, beat.startedAt, ttlMs, 1]);
-    if (reply[0] !== 1) throw new ScriptReplyError('heartbeatWorker', reply);
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
   }
 
   /** Removes a host's record at once (clean shutdown). One round trip. */

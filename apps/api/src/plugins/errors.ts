@@ -2,7 +2,7 @@ import { CoordinatorError, isUnavailable } from '@cq/coordinator';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { HttpError, errorBody, httpErrors, type HttpErrorCode } from '../http-errors.js';
+import { HttpError, errorBody, httpErrors, statusOfCoordinatorCode, type HttpErrorCode } from '../http-errors.js';
 
 interface ValidationIssue {
   keyword: string;
@@ -61,7 +61,8 @@ export const errorsPlugin = fp(
           return reply.code(503).header('Retry-After', '1').send(errorBody('unavailable', httpErrors.unavailable.message));
         }
         if (err.code === 'invalid_argument') return reply.code(400).send(errorBody('invalid_request', err.message));
-        if (err.status < 500) return reply.code(err.status).send(errorBody(err.code as HttpErrorCode, err.message));
+        const status = statusOfCoordinatorCode[err.code];
+        if (status < 500) return reply.code(status).send(errorBody(err.code as HttpErrorCode, err.message));
       }
       if (!(err instanceof CoordinatorError) && err.statusCode === undefined && isUnavailable(err) && /redis|connection|timed out|ECONN|stream/i.test(err.message)) {
         app.metrics.redisErrors.inc({ operation: request.routeOptions.url ?? 'unknown' });

@@ -1,5 +1,5 @@
 import { UnavailableError, type Claim, type Coordinator, type LeaseLostError, type TerminalState } from '@cq/coordinator';
-import type { SpawnJob } from '@cq/service-kit';
+import type { SpawnJob } from '@cq/spawn-handoff';
 import type { Logger } from 'pino';
 import type { SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 

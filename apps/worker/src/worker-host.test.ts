@@ -1,5 +1,5 @@
 import { Coordinator, Keys } from '@cq/coordinator';
-import { SPAWN_JOB, spawnJobId, spawnJobOptions, spawnQueueShards } from '@cq/service-kit';
+import { SPAWN_JOB, spawnJobId, spawnJobOptions, spawnQueueShards } from '@cq/spawn-handoff';
 import { deletePrefix, randomPrefix, until } from '@cq/test-harness';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';

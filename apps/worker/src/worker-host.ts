@@ -1,7 +1,8 @@
 import { setMaxListeners } from 'node:events';
 import { Coordinator, type RedisClient } from '@cq/coordinator';
-import { ConfigError, REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, spawnJobSchema, spawnQueueShards, waitUntilReady } from '@cq/service-kit';
-import { WaitingError, Worker, type Job } from 'bullmq';
+import { ConfigError, REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, waitUntilReady } from '@cq/service-kit';
+import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
+import type { Job, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
@@ -108,21 +109,14 @@ export class WorkerHost {
     this.#queueRedis = connection;
     // One worker per shard, each allowed every slot: BullMQ keeps each within SLOTS, and #process
     // keeps their sum within SLOTS (with one shard that check never trips).
-    this.#workers = spawnQueueShards(this.#config.keyPrefix, this.#config.spawnQueueShards).map((shard) => {
-      const worker = new Worker(shard.name, (job, token) => this.#process(job, token), {
-        connection,
-        prefix: shard.prefix,
-        concurrency: this.#config.slots,
-        stalledInterval: this.#stalledIntervalMs,
-        maxStalledCount: 1,
-        // After a failed fetch (Redis unreachable, a failover) try again in a second, not BullMQ's 15.
-        runRetryDelay: 1000,
-        autorun: true,
-      });
-      // Connection errors are logged once per outage by the connection itself.
-      worker.on('error', (err) => this.#logger.debug({ err: { message: err.message } }, 'queue worker error'));
-      worker.on('failed', (job, err) => this.#logger.warn({ jobId: job?.id, err: { message: err.message } }, 'spawn job failed'));
-      return worker;
+    this.#workers = spawnConsumers({
+      connection,
+      keyPrefix: this.#config.keyPrefix,
+      shards: this.#config.spawnQueueShards,
+      concurrency: this.#config.slots,
+      stalledIntervalMs: this.#stalledIntervalMs,
+      run: (payload, job, token) => this.#process(payload, job, token),
+      log: this.#logger,
     });
     const beat = (this.#beat = (): void => {
       this.#coordinator.workers
@@ -134,29 +128,24 @@ export class WorkerHost {
     this.#logger.info({ slots: this.#config.slots, leaseMs: this.#config.leaseMs }, 'worker host started');
   }
 
-  async #process(job: Job, token: string | undefined): Promise<RunOutcome | { ran: false; reason: 'invalid_payload' }> {
-    const payload = spawnJobSchema.safeParse(job.data);
-    if (!payload.success) {
-      this.#logger.warn({ jobId: job.id, issue: payload.error.issues[0]?.message }, 'spawn job has an invalid payload; dropped');
-      return { ran: false, reason: 'invalid_payload' };
-    }
+  async #process(payload: SpawnJob, job: Job, token: string | undefined): Promise<RunOutcome> {
     if (this.#shutdown.signal.aborted) {
       this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'shutting down; job handed back');
-      return this.#handBack(job, token);
+      return handBack(job, token, this.#logger);
     }
     if (this.#busy >= this.#config.slots) {
       // Another shard's worker took the last slot first: hand the job back for any host to take
       // (no attempt is counted), and fetch nothing more until a slot frees.
       this.#pauseFetching(true);
       this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'all slots busy; job handed back');
-      return this.#handBack(job, token);
+      return handBack(job, token, this.#logger);
     }
     // Slots in use are published soon, not only at the next heartbeat (at most one extra beat per 250 ms).
     this.#busy++;
     if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
     this.#beatSoon();
     try {
-      return await this.#runner.run(payload.data, this.#shutdown.signal);
+      return await this.#runner.run(payload, this.#shutdown.signal);
     } finally {
       this.#busy--;
       if (!this.#shutdown.signal.aborted) {
@@ -164,27 +153,6 @@ export class WorkerHost {
         this.#beatSoon();
       }
     }
-  }
-
-  /**
-   * Puts a job this host will not run back into its queue for any host, without counting an attempt.
-   * Should Redis not take it (an outage, a failover), tries again twice; after that the job stays
-   * active until its lock runs out and BullMQ's stalled-job check returns it.
-   */
-  async #handBack(job: Job, token: string | undefined): Promise<never> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await job.moveToWait(token);
-        break;
-      } catch (err) {
-        if (attempt >= 3) {
-          this.#logger.warn({ jobId: job.id, err: { message: (err as Error).message } }, 'could not hand the job back; it returns when its lock runs out');
-          break;
-        }
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      }
-    }
-    throw new WaitingError();
   }
 
   /**

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { commonConfig, commonEnvShape, parseEnv } from './config.js';
-import { spawnJobId, spawnJobSchema } from './spawn-queue.js';
 
 describe('common configuration', () => {
   it('uses the contract defaults when nothing is set', () => {
@@ -35,17 +34,5 @@ describe('common configuration', () => {
     [{ REDIS_CLUSTER_NODES: 'host' }, /^REDIS_CLUSTER_NODES must be host:port,host:port,... \(got "host"\)$/],
   ])('refuses %o with one line naming the variable', (env, message) => {
     expect(() => parseEnv(commonEnvShape, env)).toThrow(message);
-  });
-});
-
-describe('spawn queue', () => {
-  it('derives one job id per user and fence, free of the colons BullMQ refuses', () => {
-    expect(spawnJobId('a:b', 3)).toBe(spawnJobId('a:b', 3));
-    expect(spawnJobId('a:b', 3)).not.toBe(spawnJobId('a:b', 4));
-    expect(spawnJobId('a:b', 3)).not.toContain(':');
-  });
-
-  it('refuses a payload with unknown fields', () => {
-    expect(spawnJobSchema.safeParse({ userId: 'a', sessionId: crypto.randomUUID(), fence: 1, extra: 1 }).success).toBe(false);
   });
 });

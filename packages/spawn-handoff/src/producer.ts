@@ -1,12 +1,18 @@
 import { Keys, type RedisClient } from '@cq/coordinator';
-import { spawnQueueShards } from '@cq/service-kit';
 import { Queue } from 'bullmq';
+import { SPAWN_JOB, spawnJobId, spawnJobOptions, type SpawnJob } from './job.js';
+import { spawnQueueShards } from './shards.js';
+
+/** What the saga needs of a producer: put a session's spawn job on its queue (idempotent per admission). */
+export interface SpawnProducer {
+  enqueue(job: SpawnJob): Promise<void>;
+}
 
 /**
  * The spawn queue's shards (`SPAWN_QUEUE_SHARDS` BullMQ queues, each in one cluster slot) on one
  * connection. A user's jobs always go to the same shard, so a retried enqueue finds its job id there.
  */
-export class SpawnQueues {
+export class SpawnQueues implements SpawnProducer {
   /** Every shard, in index order. */
   readonly all: readonly Queue[];
   readonly #keys: Keys;
@@ -23,6 +29,11 @@ export class SpawnQueues {
   /** The shard that carries `userId`'s spawn jobs. */
   forUser(userId: string): Queue {
     return this.all[this.#keys.queueShardOf(userId, this.all.length)]!;
+  }
+
+  /** Adds the session's job; its id derives from user and fence, so adding it twice adds it once. */
+  async enqueue(job: SpawnJob): Promise<void> {
+    await this.forUser(job.userId).add(SPAWN_JOB, job, { ...spawnJobOptions, jobId: spawnJobId(job.userId, job.fence) });
   }
 
   /** Closes every shard (the shared connection is the caller's). */

@@ -1,5 +1,5 @@
 import { UnavailableError, type SessionStore } from '@cq/coordinator';
-import type { FastifyBaseLogger } from 'fastify';
+import type { SpawnLogger } from './logger.js';
 
 /** How long an unanswered admission is retried for, ms (the tombstone lives 10 minutes). */
 const GIVE_UP_MS = 9 * 60_000;
@@ -11,13 +11,13 @@ const GIVE_UP_MS = 9 * 60_000;
  * the token if the admission ran, and its tombstone turns a later copy into a no-op.
  */
 export class AdmissionReconciler {
-  readonly #sessions: SessionStore;
-  readonly #log: FastifyBaseLogger;
+  readonly #sessions: Pick<SessionStore, 'cancelAdmission'>;
+  readonly #log: SpawnLogger;
   readonly #pending = new Map<string, { token: string; since: number }>();
   #timer: NodeJS.Timeout | undefined;
   #running = false;
 
-  constructor(sessions: SessionStore, log: FastifyBaseLogger) {
+  constructor(sessions: Pick<SessionStore, 'cancelAdmission'>, log: SpawnLogger) {
     this.#sessions = sessions;
     this.#log = log;
   }

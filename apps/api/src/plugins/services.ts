@@ -3,8 +3,7 @@ import { REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, waitUntilReady } from '
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiConfig } from '../config.js';
-import { AdmissionReconciler } from '../reconciler.js';
-import { SpawnQueues } from '../spawn-queues.js';
+import { SpawnQueues, SpawnService } from '@cq/spawn-handoff';
 import { StatsRecorder } from '../stats.js';
 
 declare module 'fastify' {
@@ -15,7 +14,8 @@ declare module 'fastify' {
     spawnQueues: SpawnQueues;
     sweeper: Sweeper;
     stats: StatsRecorder;
-    reconciler: AdmissionReconciler;
+    /** The admit → enqueue → roll back → reconcile saga behind `POST /v1/spawn`. */
+    spawns: SpawnService;
   }
 }
 
@@ -59,8 +59,8 @@ export const servicesPlugin = fp(
     app.decorate('spawnQueues', spawnQueues);
     app.decorate('sweeper', sweeper);
     app.decorate('stats', stats);
-    const reconciler = new AdmissionReconciler(coordinator.sessions, app.log);
-    app.decorate('reconciler', reconciler);
+    const spawns = new SpawnService({ sessions: coordinator.sessions, producer: spawnQueues, log: app.log });
+    app.decorate('spawns', spawns);
     app.addHook('onReady', async () => {
       // Serve at once even when Redis is down (answering 503 until it is back), but give a healthy
       // Redis the moment it needs to connect, so the first requests do not fail for nothing.
@@ -75,7 +75,7 @@ export const servicesPlugin = fp(
     app.addHook('onClose', async () => {
       await sweeper.stop();
       await stats.stop();
-      await reconciler.close();
+      await spawns.close();
       await spawnQueues.close();
       await coordinator.close();
       await Promise.all([closeClient(redis), closeClient(queueRedis), closeClient(statsRedis)]);

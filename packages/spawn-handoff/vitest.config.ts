@@ -1,0 +1,3 @@
+import { redisTestConfig } from '@cq/test-harness/vitest-config';
+
+export default redisTestConfig();

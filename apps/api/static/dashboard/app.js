@@ -1,0 +1,152 @@
+(() => {
+  const PAGE = 50;
+  let offset = 0;
+  let lastOk = 0;
+  const $ = (id) => document.getElementById(id);
+  const ms = (n) =>
+    n === undefined
+      ? ''
+      : n <= 0
+        ? '0 s'
+        : n < 60000
+          ? (n / 1000).toFixed(1) + ' s'
+          : Math.floor(n / 60000) + ' min ' + Math.floor((n % 60000) / 1000) + ' s';
+  const time = (t) => new Date(t).toLocaleTimeString();
+  function cell(text, className) {
+    const td = document.createElement('td');
+    td.textContent = text === undefined || text === null ? '' : String(text);
+    if (className) td.className = className;
+    return td;
+  }
+  function fill(tbody, rows, build) {
+    tbody.replaceChildren(
+      ...rows.map((row) => {
+        const tr = document.createElement('tr');
+        build(tr, row);
+        return tr;
+      }),
+    );
+  }
+  function chart(points) {
+    const svg = $('chart');
+    const max = Math.max(
+      1,
+      ...points.map((p) => p.admitted + p.throttled + p.tokenInvalid + p.sessionExists + p.tokensThrottled),
+    );
+    const w = 600 / points.length;
+    const parts = [];
+    points.forEach((p, i) => {
+      let y = 120;
+      for (const [cls, n] of [
+        ['admitted', p.admitted],
+        ['throttled', p.throttled],
+        ['rejected', p.tokenInvalid + p.sessionExists],
+        ['tokens', p.tokensThrottled],
+      ]) {
+        const h = (n / max) * 110;
+        if (h > 0) {
+          y -= h;
+          parts.push(
+            '<rect class="' +
+              cls +
+              '" x="' +
+              (i * w + 2) +
+              '" y="' +
+              y +
+              '" width="' +
+              (w - 4) +
+              '" height="' +
+              h +
+              '"><title>' +
+              time(p.minute) +
+              ': ' +
+              n +
+              ' ' +
+              cls +
+              '</title></rect>',
+          );
+        }
+      }
+    });
+    svg.innerHTML = parts.join('');
+  }
+  function render(s) {
+    $('live-count').textContent = s.live.total;
+    $('worker-count').textContent = s.workers.length;
+    $('slot-count').textContent =
+      s.workers.reduce((n, w) => n + w.busy, 0) + ' / ' + s.workers.reduce((n, w) => n + w.slots, 0);
+    $('page').textContent =
+      s.live.total === 0
+        ? 'none'
+        : s.live.offset + 1 + '–' + Math.min(s.live.total, s.live.offset + s.live.limit) + ' of ' + s.live.total;
+    $('prev').disabled = s.live.offset === 0;
+    $('next').disabled = s.live.offset + s.live.limit >= s.live.total;
+    fill($('live').tBodies[0], s.live.rows, (tr, r) => {
+      tr.dataset.user = r.userId;
+      tr.append(
+        cell(r.userId, 'user'),
+        cell(r.state, 'state s-' + r.state),
+        cell(r.fence, 'fence'),
+        cell(r.workerId, 'worker'),
+        cell(r.state === 'pending' ? 'waits ' + ms(r.pendingLeftMs) : ms(r.leaseLeftMs), 'lease'),
+        cell(ms(r.lifetimeLeftMs), 'lifetime'),
+        cell(r.sessionId, 'id'),
+      );
+    });
+    fill($('workers').tBodies[0], s.workers, (tr, w) => {
+      tr.dataset.worker = w.workerId;
+      tr.append(
+        cell(w.workerId, 'worker'),
+        cell(ms(w.heartbeatAgeMs), 'age'),
+        cell(w.busy + ' / ' + w.slots, 'slots'),
+        cell(time(w.startedAt)),
+      );
+    });
+    fill($('ended').tBodies[0], s.ended, (tr, e) => {
+      tr.dataset.user = e.userId;
+      tr.append(
+        cell(e.userId, 'user'),
+        cell(e.state, 'state s-' + e.state),
+        cell(e.fence, 'fence'),
+        cell(e.exitCode, 'exit'),
+        cell(e.workerId, 'worker'),
+        cell(time(e.endedAt)),
+        cell(e.sessionId, 'id'),
+      );
+    });
+    chart(s.chart);
+  }
+  async function refresh() {
+    const q = new URLSearchParams({ filter: $('filter').value.trim(), offset: String(offset), limit: String(PAGE) });
+    try {
+      const res = await fetch('/dashboard/api/state?' + q, { cache: 'no-store', credentials: 'same-origin' });
+      const body = await res.json();
+      if (!res.ok) throw new Error(body && body.error ? body.error.message : 'HTTP ' + res.status);
+      render(body);
+      lastOk = Date.now();
+      $('banner').hidden = true;
+      $('updated').textContent = 'updated ' + time(lastOk);
+    } catch (err) {
+      $('banner').hidden = false;
+      $('banner').textContent =
+        'Redis is unreachable or the API does not answer (' +
+        err.message +
+        ')' +
+        (lastOk ? '; showing data from ' + time(lastOk) : '');
+    }
+  }
+  $('filter').addEventListener('input', () => {
+    offset = 0;
+    refresh();
+  });
+  $('prev').addEventListener('click', () => {
+    offset = Math.max(0, offset - PAGE);
+    refresh();
+  });
+  $('next').addEventListener('click', () => {
+    offset += PAGE;
+    refresh();
+  });
+  refresh();
+  setInterval(refresh, 1000);
+})();

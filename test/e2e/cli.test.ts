@@ -4,9 +4,14 @@ import { ROOT } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
 
 /** Runs the built `cq` with `args`; resolves with its exit code and output. */
-function cq(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function cq(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [`${ROOT}packages/cli/bin/cq.js`, ...args], { env: { PATH: process.env['PATH'] ?? '', ...env } });
+    const child = spawn(process.execPath, [`${ROOT}packages/cli/bin/cq.js`, ...args], {
+      env: { PATH: process.env['PATH'] ?? '', ...env },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -46,7 +51,7 @@ describe('the cq command line', async () => {
     expect((await cq(['watch', 'cli-bea'], env)).code).toBe(12);
     const afterwards = await cq(['watch', 'cli-bea'], env);
     expect(afterwards.code).toBe(12);
-    expect(afterwards.stdout).toMatch(/^cli-bea: stopped, session \S+ at \d{4}-/);
+    expect(afterwards.stdout).toMatch(/^cli-bea: stopped( \(exit code \d+\))?, session \S+ at \d{4}-/);
     expect((await cq(['watch', 'cli-nobody'], env)).code).toBe(5);
     const throttled = await cq(['spawn', '--user', 'cli-bea'], env);
     expect(throttled.code).toBe(7);

@@ -8,7 +8,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 
 const path = new URL('../package-lock.json', import.meta.url);
 const lock = JSON.parse(readFileSync(path, 'utf8'));
-const platforms = { 'darwin-64': ['darwin', 'x64'], 'darwin-arm64': ['darwin', 'arm64'], 'windows-64': ['win32', 'x64'], 'windows-arm64': ['win32', 'arm64'] };
+const platforms = {
+  'darwin-64': ['darwin', 'x64'],
+  'darwin-arm64': ['darwin', 'arm64'],
+  'windows-64': ['win32', 'x64'],
+  'windows-arm64': ['win32', 'arm64'],
+};
 const turbo = lock.packages['node_modules/turbo'];
 let added = 0;
 for (const [name, version] of Object.entries(turbo?.optionalDependencies ?? {})) {

@@ -11,8 +11,8 @@ const dirs = workspaces.flatMap((pattern) =>
     ? !existsSync(join(root, pattern.slice(0, -2)))
       ? []
       : readdirSync(join(root, pattern.slice(0, -2)), { withFileTypes: true })
-        .filter((d) => d.isDirectory())
-        .map((d) => join(pattern.slice(0, -2), d.name))
+          .filter((d) => d.isDirectory())
+          .map((d) => join(pattern.slice(0, -2), d.name))
     : [pattern],
 );
 let passed = 0;
@@ -25,10 +25,14 @@ for (const dir of dirs) {
   passed += json.numPassedTests;
   failed += json.numFailedTests;
   // A file that could not even load fails as a suite without a failed test: count it as a failure.
-  const unloaded = json.testResults.filter((file) => file.status === 'failed' && file.assertionResults.length === 0).length;
+  const unloaded = json.testResults.filter(
+    (file) => file.status === 'failed' && file.assertionResults.length === 0,
+  ).length;
   failed += unloaded;
   skipped += json.numPendingTests + json.numTodoTests;
-  console.log(`${dir}: ${json.numPassedTests} passed, ${json.numFailedTests + unloaded} failed${unloaded > 0 ? ` (${unloaded} files did not load)` : ''}`);
+  console.log(
+    `${dir}: ${json.numPassedTests} passed, ${json.numFailedTests + unloaded} failed${unloaded > 0 ? ` (${unloaded} files did not load)` : ''}`,
+  );
 }
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed > 0 || passed === 0 ? 1 : 0);

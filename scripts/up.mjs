@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const root = new URL('..', import.meta.url).pathname;
 const children = [];
@@ -53,13 +54,21 @@ function installRedisServer() {
   if (isRoot && spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0) {
     log('redis-server is missing: installing Debian package redis-server');
     spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
-    spawnSync('apt-get', ['install', '-y', '-qq', 'redis-server'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    spawnSync('apt-get', ['install', '-y', '-qq', 'redis-server'], {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
   }
   return haveRedisServer();
 }
 
 function start(name, command, args, env, options = {}) {
-  const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'], ...options });
+  const child = spawn(command, args, {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+    ...options,
+  });
   child.on('exit', (code, signal) => {
     if (!stopping) {
       log(`${name} exited (${code ?? signal}); stopping everything`);
@@ -76,25 +85,46 @@ async function startRedis() {
     return process.env.REDIS_URL;
   }
   if (!installRedisServer()) {
-    console.error('redis-server not found: install it (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis) or set REDIS_URL');
+    console.error(
+      'redis-server not found: install it (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis) or set REDIS_URL',
+    );
     process.exit(1);
   }
   const dir = join(root, '.data', 'redis');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
-  const child = start('redis-server', 'redis-server', [
-    '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-    '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '',
-    '--maxmemory-policy', 'noeviction', '--logfile', join(dir, 'redis.log'),
-  // A process group of its own: Ctrl-C reaches the API and the workers, and Redis is stopped last.
-  ], {}, { detached: true });
+  const child = start(
+    'redis-server',
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--appendonly',
+      'yes',
+      '--appendfsync',
+      'everysec',
+      '--save',
+      '',
+      '--maxmemory-policy',
+      'noeviction',
+      '--logfile',
+      join(dir, 'redis.log'),
+      // A process group of its own: Ctrl-C reaches the API and the workers, and Redis is stopped last.
+    ],
+    {},
+    { detached: true },
+  );
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
     if (spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') {
       log(`redis-server ${url} (data in .data/redis, pid ${child.pid})`);
       return url;
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
   }
   throw new Error('redis-server did not answer PING within 10 s; see .data/redis/redis.log');
 }
@@ -104,7 +134,10 @@ async function shutdown(code) {
   stopping = true;
   log('stopping');
   // Apps first, Redis last, so the apps can record their sessions' end.
-  for (const group of [children.filter((c) => c.name !== 'redis-server'), children.filter((c) => c.name === 'redis-server')]) {
+  for (const group of [
+    children.filter((c) => c.name !== 'redis-server'),
+    children.filter((c) => c.name === 'redis-server'),
+  ]) {
     await Promise.all(
       group.map(async ({ child }) => {
         if (child.exitCode !== null || child.signalCode !== null) return;
@@ -132,7 +165,8 @@ const common = { REDIS_URL: redisUrl, KEY_PREFIX: process.env.KEY_PREFIX ?? 'cq'
 const api = join(root, 'apps/api/dist/main.js');
 const worker = join(root, 'apps/worker/dist/main.js');
 if (existsSync(worker)) {
-  for (const n of [1, 2]) start(`worker-${n}`, process.execPath, [worker], { ...common, WORKER_ID: `local-worker-${n}` });
+  for (const n of [1, 2])
+    start(`worker-${n}`, process.execPath, [worker], { ...common, WORKER_ID: `local-worker-${n}` });
 }
 if (existsSync(api)) {
   start('api', process.execPath, [api], { ...common, API_KEYS: apiKeys, HOST: host, PORT: port });
@@ -140,15 +174,19 @@ if (existsSync(api)) {
   for (let i = 0; ; i++) {
     try {
       if ((await fetch(`${base}/readyz`)).ok) break;
-    } catch {}
+    } catch {
+      // not listening yet
+    }
     if (i > 150) throw new Error('the API did not become ready within 30 s');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
   }
   log(`API        ${base}`);
   log(`API key    ${apiKey}${process.env.API_KEYS ? '' : '  (kept in .data/dev-api-key)'}`);
   log(`dashboard  ${base}/dashboard  (any user name, the API key as password)`);
   log(`try        ${port === '3000' ? '' : `CQ_API_URL=${base} `}CQ_API_KEY=${apiKey} npx cq demo`);
-  log(`or         curl -s -X POST ${base}/v1/tokens -H 'authorization: Bearer ${apiKey}' -H 'content-type: application/json' -d '{"userId":"alice"}'`);
+  log(
+    `or         curl -s -X POST ${base}/v1/tokens -H 'authorization: Bearer ${apiKey}' -H 'content-type: application/json' -d '{"userId":"alice"}'`,
+  );
 } else {
   log('the API is not built yet: only Redis is running');
 }

@@ -1,7 +1,12 @@
 import { defineConfig } from 'vitest/config';
 
 /** The end-to-end tests of the API and the worker hosts, run a second time on Redis Cluster. */
-const onBothTargets = ['e2e/api-process.test.ts', 'e2e/sessions.test.ts', 'e2e/host-crash.test.ts', 'e2e/chaos.test.ts'];
+const onBothTargets = [
+  'e2e/api-process.test.ts',
+  'e2e/sessions.test.ts',
+  'e2e/host-crash.test.ts',
+  'e2e/chaos.test.ts',
+];
 
 export default defineConfig({
   test: {

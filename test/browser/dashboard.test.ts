@@ -13,7 +13,15 @@ describe('the dashboard in a real browser', async () => {
   const system = await startSystem({ workerEnv: { SESSION_GRACE_MS: '1000' } });
   const browser: Browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--disable-quic',
+    ],
   });
   afterAll(() => browser.close());
 
@@ -28,8 +36,11 @@ describe('the dashboard in a real browser', async () => {
     await context.close();
   });
 
-  it("shows alice running with her fence and worker host, then in history as stopped, and the spawn queue in bull-board", async () => {
-    const context = await browser.newContext({ httpCredentials: { username: 'operator', password: API_KEY }, viewport: { width: 1280, height: 900 } });
+  it('shows alice running with her fence and worker host, then in history as stopped, and the spawn queue in bull-board', async () => {
+    const context = await browser.newContext({
+      httpCredentials: { username: 'operator', password: API_KEY },
+      viewport: { width: 1280, height: 900 },
+    });
     const page = await context.newPage();
     const errors: string[] = [];
     page.on('pageerror', (err) => errors.push(err.message));
@@ -55,7 +66,10 @@ describe('the dashboard in a real browser', async () => {
     await page.goto(`${system.api.baseUrl}/dashboard/queues`);
     await page.getByText('spawn', { exact: true }).first().click({ timeout: 15_000 });
     await page.waitForURL(/\/dashboard\/queues\/queue\/spawn/, { timeout: 15_000 });
-    await page.getByText(/completed/i).first().waitFor({ timeout: 15_000 });
+    await page
+      .getByText(/completed/i)
+      .first()
+      .waitFor({ timeout: 15_000 });
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-queues.png`, fullPage: true });
     expect(errors).toEqual([]);
     await context.close();
@@ -72,6 +86,7 @@ describe('the dashboard in a real browser', async () => {
     await page.locator('#updated', { hasText: 'updated' }).waitFor({ timeout: 10_000 });
     await server.halt('SIGKILL');
     await page.locator('#banner', { hasText: 'Redis is unreachable' }).waitFor({ state: 'visible', timeout: 10_000 });
+    expect(await page.locator('#banner').isVisible()).toBe(true);
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-redis-down.png`, fullPage: true });
     await server.resume();
     await page.locator('#banner').waitFor({ state: 'hidden', timeout: 15_000 });

@@ -30,7 +30,11 @@ describe('node apps/api/dist/main.js', () => {
   });
 
   it('serves the contract with API_KEYS set, and stops cleanly with exit 0 on SIGTERM', async () => {
-    const api = await startApi({ ...targetEnv(currentTarget()), API_KEYS: `other-key-abcdefghijkl,${API_KEY}`, KEY_PREFIX: randomPrefix() });
+    const api = await startApi({
+      ...targetEnv(currentTarget()),
+      API_KEYS: `other-key-abcdefghijkl,${API_KEY}`,
+      KEY_PREFIX: randomPrefix(),
+    });
     const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
     expect(await client.ready()).toBe(true);
     const token = await client.issueToken({ userId: 'process-user' });

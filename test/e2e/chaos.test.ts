@@ -3,6 +3,7 @@ import { until, type Started } from '../support/processes.js';
 import { overlapsIn, spawnAgainAndAgain } from '../support/load.js';
 import { startSystem } from '../support/system.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const DURATION_MS = Number(process.env['CHAOS_MS'] ?? 60_000);
 const LEASE_MS = 2000;
@@ -35,85 +36,101 @@ describe('chaos: worker hosts killed, frozen, cut off and stripped of their runt
   let n = 0;
   const addHost = async (): Promise<void> => {
     const proxy = proxied ? await startTcpProxy(redisPort) : undefined;
-    const process = await system.addWorker(`host-${++n}`, proxy === undefined ? {} : { REDIS_URL: proxy.url }, { ownGroup: true });
+    const process = await system.addWorker(`host-${++n}`, proxy === undefined ? {} : { REDIS_URL: proxy.url }, {
+      ownGroup: true,
+    });
     hosts.push({ process, proxy, busy: false });
   };
   for (let i = 0; i < HOSTS; i++) await addHost();
   const live = (host: Host): boolean => host.process.child.exitCode === null && host.process.child.signalCode === null;
-  const runtimePidOf = (host: Host): number => host.process.logs.filter((l) => l['msg'] === 'session runtime started').at(-1)!['runtimePid'] as number;
+  const runtimePidOf = (host: Host): number =>
+    host.process.logs.filter((l) => l['msg'] === 'session runtime started').at(-1)!['runtimePid'] as number;
 
-  it(`for ${DURATION_MS / 1000} s: never two live sessions of one user, every session ends, nobody blocked longer than LEASE_MS + PENDING_TIMEOUT_MS`, async () => {
-    const stopAt = performance.now() + DURATION_MS;
-    const faults = new Map<Fault, number>();
-    const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+  it(
+    `for ${DURATION_MS / 1000} s: never two live sessions of one user, every session ends, nobody blocked longer than LEASE_MS + PENDING_TIMEOUT_MS`,
+    async () => {
+      const stopAt = performance.now() + DURATION_MS;
+      const faults = new Map<Fault, number>();
+      const pause = (ms: number): Promise<void> => sleep(ms);
 
-    /** Injects `fault` into `host`; a host that does not survive it is replaced by a fresh one. */
-    const inject = async (host: Host, fault: Fault): Promise<void> => {
-      faults.set(fault, (faults.get(fault) ?? 0) + 1);
-      const pid = host.process.child.pid!;
-      switch (fault) {
-        case 'host SIGKILL':
-          await host.process.stop('SIGKILL');
-          break;
-        case 'group SIGKILL':
-          process.kill(-pid, 'SIGKILL');
-          await host.process.exited();
-          break;
-        case 'runtime SIGKILL':
-          process.kill(runtimePidOf(host), 'SIGKILL');
-          return;
-        case 'SIGSTOP':
-        case 'cut off from Redis': {
-          // Longer than a lease, then the host wakes up or is healed and goes on.
-          host.busy = true;
-          if (fault === 'SIGSTOP') process.kill(pid, 'SIGSTOP');
-          else host.proxy!.cut();
-          void pause(LEASE_MS + 500 + Math.random() * 1000).then(() => {
-            if (fault === 'SIGSTOP') process.kill(pid, 'SIGCONT');
-            else host.proxy!.heal();
-            host.busy = false;
-          });
-          return;
+      /** Injects `fault` into `host`; a host that does not survive it is replaced by a fresh one. */
+      const inject = async (host: Host, fault: Fault): Promise<void> => {
+        faults.set(fault, (faults.get(fault) ?? 0) + 1);
+        const pid = host.process.child.pid!;
+        switch (fault) {
+          case 'host SIGKILL':
+            await host.process.stop('SIGKILL');
+            break;
+          case 'group SIGKILL':
+            process.kill(-pid, 'SIGKILL');
+            await host.process.exited();
+            break;
+          case 'runtime SIGKILL':
+            process.kill(runtimePidOf(host), 'SIGKILL');
+            return;
+          case 'SIGSTOP':
+          case 'cut off from Redis': {
+            // Longer than a lease, then the host wakes up or is healed and goes on.
+            host.busy = true;
+            if (fault === 'SIGSTOP') process.kill(pid, 'SIGSTOP');
+            else host.proxy!.cut();
+            void pause(LEASE_MS + 500 + Math.random() * 1000).then(() => {
+              if (fault === 'SIGSTOP') process.kill(pid, 'SIGCONT');
+              else host.proxy!.heal();
+              host.busy = false;
+            });
+            return;
+          }
         }
-      }
-      await addHost();
-    };
+        await addHost();
+      };
 
-    const kinds: Fault[] = ['host SIGKILL', 'group SIGKILL', 'SIGSTOP', 'runtime SIGKILL', ...(proxied ? (['cut off from Redis'] as const) : [])];
-    const chaos = (async () => {
-      let turn = 0;
-      while (performance.now() < stopAt) {
-        await pause(2500 + Math.random() * 2000);
-        if (performance.now() >= stopAt) break;
-        const candidates = hosts.filter((h) => live(h) && !h.busy);
-        if (candidates.length === 0) continue;
-        // Every kind in turn, on a host chosen at random.
-        await inject(candidates[Math.floor(Math.random() * candidates.length)]!, kinds[turn++ % kinds.length]!);
-      }
-    })();
-    const users = Array.from({ length: USERS }, (_, i) => `chaos-${i}`);
-    const [, load] = await Promise.all([chaos, spawnAgainAndAgain(system, users, stopAt, LEASE_MS + PENDING_TIMEOUT_MS + 5000)]);
-    // Whatever was frozen or cut off wakes up before the checks.
-    await until(() => hosts.every((h) => !h.busy), LEASE_MS + 2000, 'every paused or cut-off host back');
+      const kinds: Fault[] = [
+        'host SIGKILL',
+        'group SIGKILL',
+        'SIGSTOP',
+        'runtime SIGKILL',
+        ...(proxied ? (['cut off from Redis'] as const) : []),
+      ];
+      const chaos = (async () => {
+        let turn = 0;
+        while (performance.now() < stopAt) {
+          await pause(2500 + Math.random() * 2000);
+          if (performance.now() >= stopAt) break;
+          const candidates = hosts.filter((h) => live(h) && !h.busy);
+          if (candidates.length === 0) continue;
+          // Every kind in turn, on a host chosen at random.
+          await inject(candidates[Math.floor(Math.random() * candidates.length)]!, kinds[turn++ % kinds.length]!);
+        }
+      })();
+      const users = Array.from({ length: USERS }, (_, i) => `chaos-${i}`);
+      const [, load] = await Promise.all([
+        chaos,
+        spawnAgainAndAgain(system, users, stopAt, LEASE_MS + PENDING_TIMEOUT_MS + 5000),
+      ]);
+      // Whatever was frozen or cut off wakes up before the checks.
+      await until(() => hosts.every((h) => !h.busy), LEASE_MS + 2000, 'every paused or cut-off host back');
 
-    const total = [...faults.values()].reduce((a, b) => a + b, 0);
-    // A fault every 2.5 to 4.5 s, plus the time to start a replacement host.
-    expect(total).toBeGreaterThanOrEqual(Math.floor(DURATION_MS / 6000));
-    expect(faults.size).toBe(Math.min(kinds.length, total));
-    expect(load.unended).toEqual([]);
-    expect(load.admitted.length).toBeGreaterThan(USERS * 5);
-    for (const ms of load.blocked) expect(ms).toBeLessThanOrEqual(LEASE_MS + PENDING_TIMEOUT_MS);
+      const total = [...faults.values()].reduce((a, b) => a + b, 0);
+      // A fault every 2.5 to 4.5 s, plus the time to start a replacement host.
+      expect(total).toBeGreaterThanOrEqual(Math.floor(DURATION_MS / 6000));
+      expect(faults.size).toBe(Math.min(kinds.length, total));
+      expect(load.unended).toEqual([]);
+      expect(load.admitted.length).toBeGreaterThan(USERS * 5);
+      for (const ms of load.blocked) expect(ms).toBeLessThanOrEqual(LEASE_MS + PENDING_TIMEOUT_MS);
 
-    const { overlaps, users: seen, longestGapMs } = overlapsIn(system.observed());
-    expect(seen).toBe(USERS);
-    expect(overlaps).toEqual([]);
-    // The hosts that were frozen, cut off or lost their runtime are still the same processes: only the
-    // killed ones were replaced.
-    expect(hosts.length).toBe(HOSTS + (faults.get('host SIGKILL') ?? 0) + (faults.get('group SIGKILL') ?? 0));
-    expect(hosts.filter(live).length).toBe(HOSTS);
-    for (const host of hosts) await host.proxy?.close();
-    console.info(
-      `chaos: ${load.admitted.length} sessions admitted; faults: ${[...faults].map(([k, v]) => `${k} ×${v}`).join(', ')}; longest wait from asking to running ${Math.round(Math.max(...load.blocked))} ms, longest gap between a user's sessions ${longestGapMs} ms`,
-    );
-  }, DURATION_MS + 60_000);
+      const { overlaps, users: seen, longestGapMs } = overlapsIn(system.observed());
+      expect(seen).toBe(USERS);
+      expect(overlaps).toEqual([]);
+      // The hosts that were frozen, cut off or lost their runtime are still the same processes: only the
+      // killed ones were replaced.
+      expect(hosts.length).toBe(HOSTS + (faults.get('host SIGKILL') ?? 0) + (faults.get('group SIGKILL') ?? 0));
+      expect(hosts.filter(live).length).toBe(HOSTS);
+      for (const host of hosts) await host.proxy?.close();
+      console.info(
+        `chaos: ${load.admitted.length} sessions admitted; faults: ${[...faults].map(([k, v]) => `${k} ×${v}`).join(', ')}; longest wait from asking to running ${Math.round(Math.max(...load.blocked))} ms, longest gap between a user's sessions ${longestGapMs} ms`,
+      );
+    },
+    DURATION_MS + 60_000,
+  );
 });

@@ -13,8 +13,13 @@ describe('a worker host dies by SIGKILL', async () => {
 
   it('its session processes are gone within 2 s, the sessions end as lost, and the users can spawn again within LEASE_MS + 2 s', async () => {
     const admitted: Admission[] = [];
-    for (const userId of users) admitted.push(await system.client.spawn((await system.client.issueToken({ userId })).token));
-    await until(() => users.every((u) => system.observed().some((o) => o.userId === u)), 10_000, 'all sessions beating');
+    for (const userId of users)
+      admitted.push(await system.client.spawn((await system.client.issueToken({ userId })).token));
+    await until(
+      () => users.every((u) => system.observed().some((o) => o.userId === u)),
+      10_000,
+      'all sessions beating',
+    );
     const pids = users.map((u) => system.observed().find((o) => o.userId === u)!.pid);
     expect(pids.every(alive)).toBe(true);
 
@@ -50,7 +55,11 @@ describe('a worker host dies by SIGKILL', async () => {
 
     // A new host takes the users' new sessions.
     await system.addWorker('host-2');
-    await until(() => users.every((u) => system.observed().some((o) => o.userId === u && o.fence === 2)), 15_000, 'new sessions beating');
+    await until(
+      () => users.every((u) => system.observed().some((o) => o.userId === u && o.fence === 2)),
+      15_000,
+      'new sessions beating',
+    );
   });
 });
 
@@ -63,7 +72,12 @@ describe('a worker host stops on SIGTERM', async () => {
     const keys = new Keys(system.keyPrefix);
     const users = ['calm-a', 'calm-b'];
     const admitted: Admission[] = [];
-    for (const userId of users) admitted.push(await system.client.spawn((await system.client.issueToken({ userId, metadata: { ignoreTerm: userId === 'calm-b' } })).token));
+    for (const userId of users)
+      admitted.push(
+        await system.client.spawn(
+          (await system.client.issueToken({ userId, metadata: { ignoreTerm: userId === 'calm-b' } })).token,
+        ),
+      );
     await until(() => users.every((u) => system.observed().some((o) => o.userId === u)), 10_000, 'sessions beating');
     expect(await redis.zrange(keys.workers(), 0, -1)).toEqual(['host-1']);
     const pids = users.map((u) => system.observed().find((o) => o.userId === u)!.pid);
@@ -84,7 +98,12 @@ describe('a worker host whose Redis is gone', () => {
   it('still exits 0 on SIGTERM, within SESSION_GRACE_MS + LEASE_MS + 2 s', async () => {
     const server = await startRedisServer();
     onTestFinished(() => server.stop());
-    const worker = await startWorker({ REDIS_URL: server.url, WORKER_ID: 'orphan', LEASE_MS: '1000', SESSION_GRACE_MS: '500' });
+    const worker = await startWorker({
+      REDIS_URL: server.url,
+      WORKER_ID: 'orphan',
+      LEASE_MS: '1000',
+      SESSION_GRACE_MS: '500',
+    });
     await server.halt('SIGKILL');
     const start = performance.now();
     expect(await worker.stop('SIGTERM')).toBe(0);

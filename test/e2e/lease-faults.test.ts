@@ -1,6 +1,7 @@
 // A session never outlives its lease, whatever happens to its worker host: each fault is injected for
 // real, and judged by the sessions' own heartbeats in the observer file and by the lease key as the
 // test itself sees it in Redis.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admission } from '@cq/client';
 import { Keys } from '@cq/coordinator';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -38,14 +39,27 @@ const runtimePidOf = async (host: Started, after = 0): Promise<number> => {
 };
 
 /** Spawns a session for `userId` and waits for its first beat; answers its admission and pid. */
-async function beating(system: System, userId: string, metadata: Record<string, unknown> = {}): Promise<{ admission: Admission; pid: number }> {
+async function beating(
+  system: System,
+  userId: string,
+  metadata: Record<string, unknown> = {},
+): Promise<{ admission: Admission; pid: number }> {
   const admission = await system.client.spawn((await system.client.issueToken({ userId, metadata })).token);
-  await until(() => system.observed().some((o) => o.userId === userId && o.fence === admission.fence), 10_000, `${userId} beating`);
+  await until(
+    () => system.observed().some((o) => o.userId === userId && o.fence === admission.fence),
+    10_000,
+    `${userId} beating`,
+  );
   return { admission, pid: system.observed().find((o) => o.userId === userId && o.fence === admission.fence)!.pid };
 }
 
 const lastBeat = (system: System, userId: string, fence: number): number =>
-  Math.max(...system.observed().filter((o) => o.userId === userId && o.fence === fence).map((o) => o.at));
+  Math.max(
+    ...system
+      .observed()
+      .filter((o) => o.userId === userId && o.fence === fence)
+      .map((o) => o.at),
+  );
 
 const cases: FaultCase[] = [
   {
@@ -91,7 +105,11 @@ describe.each(cases)('$name', (fault) => {
       redis.disconnect();
       await proxy.close();
     });
-    const host = await system.addWorker('host-1', { REDIS_URL: proxy.url, SESSION_GRACE_MS: '5000' }, { ownGroup: true });
+    const host = await system.addWorker(
+      'host-1',
+      { REDIS_URL: proxy.url, SESSION_GRACE_MS: '5000' },
+      { ownGroup: true },
+    );
     const context: FaultContext = { system, host, proxy, runtimePid: await runtimePidOf(host) };
 
     // One session that stops on SIGTERM, one that ignores it: only SIGKILL ends the second.
@@ -108,17 +126,22 @@ describe.each(cases)('$name', (fault) => {
       const last = lastBeat(system, userId, sessions[i]!.admission.fence);
       // The guarantee: the session's last sign of life comes before Redis could let its lease go.
       expect(last).toBeLessThan(watches[i]!.expiresAt);
-      console.info(`${fault.name}: ${userId}'s last beat ${watches[i]!.expiresAt - last} ms before its lease could expire`);
+      console.info(
+        `${fault.name}: ${userId}'s last beat ${watches[i]!.expiresAt - last} ms before its lease could expire`,
+      );
     }
     if (fault.recover !== undefined) {
       // A pause longer than the lease.
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, LEASE_MS + 1000 - (performance.now() - injectedAt))));
+      await sleep(Math.max(0, LEASE_MS + 1000 - (performance.now() - injectedAt)));
       await fault.recover(context);
     }
 
     // Every session reaches a terminal state; nothing outlived the fault.
     for (const [i, userId] of users.entries()) {
-      expect(await system.ended(userId, sessions[i]!.admission.sessionId)).toMatchObject({ state: fault.recordedAs, workerId: 'host-1' });
+      expect(await system.ended(userId, sessions[i]!.admission.sessionId)).toMatchObject({
+        state: fault.recordedAs,
+        workerId: 'host-1',
+      });
     }
 
     // The users are served again: by the same host when it survived, else by a new one.
@@ -134,7 +157,9 @@ describe.each(cases)('$name', (fault) => {
     }
     // The survivor recorded nothing wrong: each ended session has exactly one entry, as lost.
     for (const [i, userId] of users.entries()) {
-      const entries = (await system.client.history(userId)).filter((h) => h.sessionId === sessions[i]!.admission.sessionId);
+      const entries = (await system.client.history(userId)).filter(
+        (h) => h.sessionId === sessions[i]!.admission.sessionId,
+      );
       expect(entries.map((e) => e.state)).toEqual([fault.recordedAs]);
     }
     expect(system.api.child.exitCode).toBeNull();

@@ -3,6 +3,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { jsonSpawn } from '../support/http.js';
 import { alive, until } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const LEASE_MS = 3000;
 const OUTAGE_MS = 10_000;
@@ -40,11 +41,16 @@ describe('Redis unreachable for 10 s under load', () => {
     }
     // No session runs on without a lease: all were stopped before their lease could have run out.
     expect(pids.some(alive)).toBe(false);
-    const lastBeat = Math.max(...system.observed().filter((o) => users.includes(o.userId)).map((o) => o.at));
+    const lastBeat = Math.max(
+      ...system
+        .observed()
+        .filter((o) => users.includes(o.userId))
+        .map((o) => o.at),
+    );
     const lastRenewal = Date.now() - (performance.now() - stoppedAt);
     expect(lastBeat - lastRenewal).toBeLessThanOrEqual(LEASE_MS);
 
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, OUTAGE_MS - (performance.now() - stoppedAt))));
+    await sleep(Math.max(0, OUTAGE_MS - (performance.now() - stoppedAt)));
     process.kill(server.pid()!, 'SIGCONT');
     resumed = true;
 
@@ -56,7 +62,15 @@ describe('Redis unreachable for 10 s under load', () => {
     }
     // Redis ran the spawns it had received while hung; the API answered them 503 and cancels them now
     // that Redis is back, so the token is valid again (a 503 leaves a valid token valid).
-    await until(async () => (await jsonSpawn(system.api.baseUrl, spare)).status === 202, 10_000, 'the token works again');
-    await until(async () => (await client.findSession('out-d'))?.state === 'running', 15_000, 'a new session runs after the outage');
+    await until(
+      async () => (await jsonSpawn(system.api.baseUrl, spare)).status === 202,
+      10_000,
+      'the token works again',
+    );
+    await until(
+      async () => (await client.findSession('out-d'))?.state === 'running',
+      15_000,
+      'a new session runs after the outage',
+    );
   });
 });

@@ -55,7 +55,12 @@ describe('the README quick start', () => {
 
   it('line 1 starts everything from a fresh clone; the CLI demo runs against it; Ctrl-C leaves no process behind', async () => {
     execFileSync('git', ['clone', '--quiet', ROOT, clone]);
-    const env: Record<string, string> = { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', CI: 'true', TURBO_TELEMETRY_DISABLED: '1' };
+    const env: Record<string, string> = {
+      PATH: process.env['PATH'] ?? '',
+      HOME: process.env['HOME'] ?? '/root',
+      CI: 'true',
+      TURBO_TELEMETRY_DISABLED: '1',
+    };
     // Like a terminal: a process group of its own, so Ctrl-C (SIGINT) reaches every process in it.
     const up = spawn('bash', ['-c', lines[0]!], { cwd: clone, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
@@ -64,12 +69,20 @@ describe('the README quick start', () => {
     group = up.pid;
     const exited = new Promise<number | null>((resolve) => up.on('exit', (code) => resolve(code)));
 
-    await until(() => output.includes('Ctrl-C stops everything'), 300_000, `quick start came up; output so far:\n${output.slice(-2000)}`);
+    await until(
+      () => output.includes('Ctrl-C stops everything'),
+      300_000,
+      `quick start came up; output so far:\n${output.slice(-2000)}`,
+    );
     const url = /API\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(output)![1]!;
     const key = /API key\s+(\S+)/.exec(output)![1]!;
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
 
-    const demo = execFileSync(process.execPath, [`${clone}/packages/cli/bin/cq.js`, 'demo', '--url', url, '--key', key], { encoding: 'utf8', timeout: 120_000 });
+    const demo = execFileSync(
+      process.execPath,
+      [`${clone}/packages/cli/bin/cq.js`, 'demo', '--url', url, '--key', key],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
     expect(demo).toContain('admitted');
     expect(demo).toContain('session_exists');
     expect(demo).toMatch(/throttled: retry in \d+ s/);

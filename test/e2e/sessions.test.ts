@@ -10,7 +10,12 @@ describe('sessions end to end through the API', async () => {
 
   it('completed: the process exits 0 on its own', async () => {
     const s = await spawn('u-completed', { durationMs: 300 });
-    expect(await system.ended('u-completed', s.sessionId)).toMatchObject({ state: 'completed', exitCode: 0, workerId: 'host-1', fence: s.fence });
+    expect(await system.ended('u-completed', s.sessionId)).toMatchObject({
+      state: 'completed',
+      exitCode: 0,
+      workerId: 'host-1',
+      fence: s.fence,
+    });
   });
 
   it('failed: the process exits non-zero on its own', async () => {

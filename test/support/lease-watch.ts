@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** What a test sees of a lease key from outside, sampling it every 10 ms. */
 export interface LeaseWatch {
@@ -23,7 +24,7 @@ export function watchLease(redis: Redis | Cluster, key: string): LeaseWatch {
       const pttl = await redis.pttl(key).catch(() => undefined);
       if (pttl !== undefined && pttl > 0) expiresAt = Math.max(expiresAt, sent + pttl);
       if (pttl === -2) gone = true;
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await sleep(10);
     }
   })();
   return {

@@ -1,6 +1,7 @@
 import type { Admission } from '@cq/client';
 import { until } from './processes.js';
 import type { System } from './system.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** What {@link spawnAgainAndAgain} saw. */
 export interface LoadResult {
@@ -23,14 +24,29 @@ export interface LoadResult {
  * refusal that may pass: 503, 429), and waits until that session has ended before asking again. Sessions run
  * test/support/session.mjs for 200–1500 ms.
  */
-export async function spawnAgainAndAgain(system: System, users: readonly string[], stopAt: number, endWithinMs: number): Promise<LoadResult> {
-  const result: LoadResult = { admitted: [], blocked: [], unended: [], vanished: [], refused: new Map(), slowestRefusalMs: 0 };
+export async function spawnAgainAndAgain(
+  system: System,
+  users: readonly string[],
+  stopAt: number,
+  endWithinMs: number,
+): Promise<LoadResult> {
+  const result: LoadResult = {
+    admitted: [],
+    blocked: [],
+    unended: [],
+    vanished: [],
+    refused: new Map(),
+    slowestRefusalMs: 0,
+  };
   const refused = (err: unknown): void => {
     const key = String((err as { status?: number }).status ?? (err as Error).name);
     result.refused.set(key, (result.refused.get(key) ?? 0) + 1);
   };
   /** Calls until it succeeds; undefined when `final` says a refusal will not change by retrying. */
-  const retrying = async <T>(call: () => Promise<T>, final: (err: unknown) => boolean = () => false): Promise<T | undefined> => {
+  const retrying = async <T>(
+    call: () => Promise<T>,
+    final: (err: unknown) => boolean = () => false,
+  ): Promise<T | undefined> => {
     for (;;) {
       const sent = performance.now();
       try {
@@ -39,7 +55,7 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
         result.slowestRefusalMs = Math.max(result.slowestRefusalMs, performance.now() - sent);
         refused(err);
         if (final(err)) return undefined;
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await sleep(50);
       }
     }
   };
@@ -48,7 +64,9 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
   const spent = (err: unknown): boolean => [403, 409].includes((err as { status?: number }).status ?? 0);
   const user = async (userId: string): Promise<void> => {
     while (performance.now() < stopAt) {
-      const { token } = (await retrying(() => system.client.issueToken({ userId, metadata: { durationMs: 200 + Math.floor(Math.random() * 1300) } })))!;
+      const { token } = (await retrying(() =>
+        system.client.issueToken({ userId, metadata: { durationMs: 200 + Math.floor(Math.random() * 1300) } }),
+      ))!;
       const asked = performance.now();
       let admission: Admission | undefined = await retrying(() => system.client.spawn(token), spent);
       if (admission === undefined) {
@@ -64,7 +82,8 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
       try {
         await until(
           async () => {
-            if (waited === undefined && system.observed().some((o) => o.userId === userId && o.fence === fence)) waited = performance.now() - asked;
+            if (waited === undefined && system.observed().some((o) => o.userId === userId && o.fence === fence))
+              waited = performance.now() - asked;
             try {
               // Live first, then the history: an ending moves a session from one to the other atomically,
               // so a session in neither was lost, not caught in between.
@@ -100,7 +119,11 @@ export async function spawnAgainAndAgain(system: System, users: readonly string[
  * fence time pid" every 50 ms; per user, the lifetimes (first to last beat) must never overlap, and
  * fences must grow in the order the sessions ran.
  */
-export function overlapsIn(observed: ReturnType<System['observed']>): { overlaps: string[]; users: number; longestGapMs: number } {
+export function overlapsIn(observed: ReturnType<System['observed']>): {
+  overlaps: string[];
+  users: number;
+  longestGapMs: number;
+} {
   const spans = new Map<string, Map<number, { first: number; last: number }>>();
   for (const beat of observed) {
     const perUser = spans.get(beat.userId) ?? new Map<number, { first: number; last: number }>();
@@ -117,7 +140,10 @@ export function overlapsIn(observed: ReturnType<System['observed']>): { overlaps
     for (let i = 1; i < ordered.length; i++) {
       const [prevFence, prev] = ordered[i - 1]!;
       const [fence, span] = ordered[i]!;
-      if (span.first <= prev.last) overlaps.push(`${userId}: fence ${fence} started at ${span.first} while fence ${prevFence} lived until ${prev.last}`);
+      if (span.first <= prev.last)
+        overlaps.push(
+          `${userId}: fence ${fence} started at ${span.first} while fence ${prevFence} lived until ${prev.last}`,
+        );
       if (fence < prevFence) overlaps.push(`${userId}: fence ${fence} ran after fence ${prevFence}`);
       longestGapMs = Math.max(longestGapMs, span.first - prev.last);
     }

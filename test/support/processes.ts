@@ -60,7 +60,10 @@ export function startNode(script: string, env: Record<string, string>, options: 
   if (options.ownGroup === true) leaders.add(child);
   const logs: Array<Record<string, unknown>> = [];
   const stderr: string[] = [];
-  const waiters: Array<{ match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }> = [];
+  const waiters: Array<{
+    match: (line: Record<string, unknown>) => boolean;
+    resolve: (line: Record<string, unknown>) => void;
+  }> = [];
   let buffer = '';
   child.stdout!.on('data', (chunk: Buffer) => {
     buffer += chunk.toString();
@@ -97,7 +100,10 @@ export function startNode(script: string, env: Record<string, string>, options: 
       const found = logs.find(match);
       if (found !== undefined) return Promise.resolve(found);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.join('')}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.join('')}`)),
+          timeoutMs,
+        );
         waiters.push({
           match,
           resolve: (line) => {
@@ -105,7 +111,9 @@ export function startNode(script: string, env: Record<string, string>, options: 
             resolve(line);
           },
         });
-        void exit.then(({ code, signal }) => reject(new Error(`process exited (${code ?? signal}) before the log line; stderr: ${stderr.join('')}`)));
+        void exit.then(({ code, signal }) =>
+          reject(new Error(`process exited (${code ?? signal}) before the log line; stderr: ${stderr.join('')}`)),
+        );
       });
     },
     async stop(signal = 'SIGTERM') {
@@ -120,7 +128,9 @@ export function startNode(script: string, env: Record<string, string>, options: 
 /** Starts the built API with `env`; resolves once it listens, with its base URL. */
 export async function startApi(env: Record<string, string>): Promise<Started & { baseUrl: string }> {
   const api = startNode(`${ROOT}apps/api/dist/main.js`, { HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env });
-  const line = await api.waitForLog((l) => typeof l['msg'] === 'string' && (l['msg'] as string).startsWith('Server listening at http://127.0.0.1'));
+  const line = await api.waitForLog(
+    (l) => typeof l['msg'] === 'string' && (l['msg'] as string).startsWith('Server listening at http://127.0.0.1'),
+  );
   const baseUrl = /(http:\/\/127\.0\.0\.1:\d+)/.exec(line['msg'] as string)![1]!;
   return Object.assign(api, { baseUrl });
 }

@@ -33,9 +33,17 @@ export interface System {
  * project's Redis target (standalone or cluster) unless `redisUrl` names a server of the test's own.
  */
 export async function startSystem(
-  options: { apiEnv?: Record<string, string>; workerEnv?: Record<string, string>; workers?: number; redisUrl?: string; target?: RedisTarget } = {},
+  options: {
+    apiEnv?: Record<string, string>;
+    workerEnv?: Record<string, string>;
+    workers?: number;
+    redisUrl?: string;
+    target?: RedisTarget;
+  } = {},
 ): Promise<System> {
-  const target: RedisTarget = options.target ?? (options.redisUrl === undefined ? currentTarget() : { kind: 'standalone', url: options.redisUrl });
+  const target: RedisTarget =
+    options.target ??
+    (options.redisUrl === undefined ? currentTarget() : { kind: 'standalone', url: options.redisUrl });
   const keyPrefix = randomPrefix();
   const observerFile = join(mkdtempSync(join(tmpdir(), 'cq-observer-')), 'heartbeats.log');
   const common = { ...targetEnv(target), KEY_PREFIX: keyPrefix };
@@ -58,7 +66,11 @@ export async function startSystem(
     ...options.workerEnv,
   };
   const workers: Started[] = [];
-  const addWorker = async (id: string, env: Record<string, string> = {}, startOptions: StartOptions = {}): Promise<Started> => {
+  const addWorker = async (
+    id: string,
+    env: Record<string, string> = {},
+    startOptions: StartOptions = {},
+  ): Promise<Started> => {
     const worker = await startWorker({ ...workerEnv, ...env, WORKER_ID: id }, startOptions);
     workers.push(worker);
     return worker;

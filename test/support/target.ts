@@ -19,7 +19,9 @@ export function currentTarget(): RedisTarget {
  * queue is split into three shards, one per master.
  */
 export function targetEnv(target: RedisTarget): Record<string, string> {
-  return target.kind === 'cluster' ? { REDIS_CLUSTER_NODES: target.seeds, SPAWN_QUEUE_SHARDS: '3' } : { REDIS_URL: target.url };
+  return target.kind === 'cluster'
+    ? { REDIS_CLUSTER_NODES: target.seeds, SPAWN_QUEUE_SHARDS: '3' }
+    : { REDIS_URL: target.url };
 }
 
 /** A client of the test's own for `target` (close it with `disconnect()`). */

@@ -5,13 +5,19 @@ describe('HTTP edges', async () => {
   const api = await startTestApi();
 
   it('413 for a body over 64 KiB, 400 for malformed JSON, 415 for a non-JSON body, 404 JSON for unknown routes', async () => {
-    const big = await send(api.baseUrl, 'POST', '/v1/tokens', { body: JSON.stringify({ userId: 'a', metadata: { x: 'y'.repeat(70_000) } }), headers: jsonHeaders() });
+    const big = await send(api.baseUrl, 'POST', '/v1/tokens', {
+      body: JSON.stringify({ userId: 'a', metadata: { x: 'y'.repeat(70_000) } }),
+      headers: jsonHeaders(),
+    });
     expect(big.status).toBe(413);
     expect(big.body.error.code).toBe('payload_too_large');
     const malformed = await send(api.baseUrl, 'POST', '/v1/spawn', { body: '{"token": ', headers: jsonHeaders(false) });
     expect(malformed.status).toBe(400);
     expect(malformed.body.error.code).toBe('invalid_json');
-    const text = await send(api.baseUrl, 'POST', '/v1/spawn', { body: 'token=abc', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const text = await send(api.baseUrl, 'POST', '/v1/spawn', {
+      body: 'token=abc',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(text.status).toBe(415);
     expect(text.body.error.code).toBe('unsupported_media_type');
     const missing = await send(api.baseUrl, 'GET', '/v2/nothing');
@@ -33,15 +39,27 @@ describe('HTTP edges', async () => {
     const doc = await send(api.baseUrl, 'GET', '/openapi.json');
     expect(doc.body.openapi).toMatch(/^3\./);
     expect(Object.keys(doc.body.paths)).toEqual(
-      expect.arrayContaining(['/v1/tokens', '/v1/spawn', '/v1/users/{userId}/session', '/v1/users/{userId}/history', '/healthz', '/readyz']),
+      expect.arrayContaining([
+        '/v1/tokens',
+        '/v1/spawn',
+        '/v1/users/{userId}/session',
+        '/v1/users/{userId}/history',
+        '/healthz',
+        '/readyz',
+      ]),
     );
-    expect(doc.body.paths['/v1/tokens'].post.requestBody.content['application/json'].schema.required).toEqual(['userId']);
+    expect(doc.body.paths['/v1/tokens'].post.requestBody.content['application/json'].schema.required).toEqual([
+      'userId',
+    ]);
   });
 
   it('never logs a service key or a token', async () => {
     const issued = await api.client.issueToken({ userId: 'secretive' });
     await api.client.spawn(issued.token);
-    await send(api.baseUrl, 'POST', '/v1/tokens', { body: '{"userId":"x"}', headers: { ...jsonHeaders(false), authorization: 'Bearer not-the-key-but-secret' } });
+    await send(api.baseUrl, 'POST', '/v1/tokens', {
+      body: '{"userId":"x"}',
+      headers: { ...jsonHeaders(false), authorization: 'Bearer not-the-key-but-secret' },
+    });
     const text = JSON.stringify(api.logs);
     expect(api.logs.length).toBeGreaterThan(0);
     expect(text).not.toContain(issued.token);

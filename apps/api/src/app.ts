@@ -1,7 +1,12 @@
 import swagger from '@fastify/swagger';
 import type { Socket } from 'node:net';
 import Fastify, { type ConnectionError } from 'fastify';
-import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import {
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { ApiConfig } from './config.js';
 import { errorsPlugin } from './plugins/errors.js';
@@ -37,14 +42,18 @@ function clientErrorHandler(err: ConnectionError, socket: Socket): void {
   const body = JSON.stringify({
     error: tooLarge
       ? { code: 'invalid_request', message: 'The request headers are too large.' }
-      : { code: 'invalid_request', message: 'The request is not valid HTTP (check the path for unencoded characters).' },
+      : {
+          code: 'invalid_request',
+          message: 'The request is not valid HTTP (check the path for unencoded characters).',
+        },
   });
   // Node hands over the raw bytes as a Buffer (Fastify's typings say {type, data}).
   const raw = err.rawPacket as unknown;
   const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from((raw as { data?: number[] } | undefined)?.data ?? []);
   const head = bytes.subarray(0, 5).toString('latin1') === 'HEAD ';
   socket.end(
-    `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
+    `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
   );
 }
 
@@ -90,7 +99,11 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(servicesPlugin, { config: options.config, sweep: options.sweep ?? true });
   await app.register(swagger, {
     openapi: {
-      info: { title: 'worker-coordinator API', version: '1.0.0', description: 'Hands out worker sessions to users, one at a time per user.' },
+      info: {
+        title: 'worker-coordinator API',
+        version: '1.0.0',
+        description: 'Hands out worker sessions to users, one at a time per user.',
+      },
       components: { securitySchemes: { serviceKey: { type: 'http', scheme: 'bearer' } } },
     },
     transform: jsonSchemaTransform,

@@ -10,7 +10,10 @@ export interface ApiConfig extends CommonConfig {
   port: number;
   /** Service keys; clients send `Authorization: Bearer <key>`. Required. */
   apiKeys: string[];
-  /** Coordinator policy: TOKEN_TTL_MS, TOKEN_LIMIT, TOKEN_WINDOW_MS, SPAWN_INTERVAL_MS, SPAWN_BURST, MAX_LIFETIME_MS, PENDING_TIMEOUT_MS. */
+  /**
+   * Coordinator policy: TOKEN_TTL_MS, TOKEN_LIMIT, TOKEN_WINDOW_MS, SPAWN_INTERVAL_MS, SPAWN_BURST,
+   * MAX_LIFETIME_MS, PENDING_TIMEOUT_MS.
+   */
   policy: Policy;
   /** Milliseconds between sweeps for overdue sessions. @defaultValue 5000 */
   sweepIntervalMs: number;
@@ -27,14 +30,20 @@ export interface ApiConfig extends CommonConfig {
 const apiKeysVar = z
   .string({ error: 'is not set: set it to one or more comma-separated service keys' })
   .transform((raw, ctx) => {
-    const keys = raw.split(',').map((k) => k.trim()).filter((k) => k !== '');
+    const keys = raw
+      .split(',')
+      .map((k) => k.trim())
+      .filter((k) => k !== '');
     if (keys.length === 0) {
       ctx.addIssue({ code: 'custom', message: 'is empty: set at least one key' });
       return z.NEVER;
     }
     const short = keys.find((k) => k.length < 16);
     if (short !== undefined) {
-      ctx.addIssue({ code: 'custom', message: 'holds a key shorter than 16 characters: use long random keys (e.g. openssl rand -hex 24)' });
+      ctx.addIssue({
+        code: 'custom',
+        message: 'holds a key shorter than 16 characters: use long random keys (e.g. openssl rand -hex 24)',
+      });
       return z.NEVER;
     }
     return keys;

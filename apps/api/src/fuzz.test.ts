@@ -18,11 +18,32 @@ function prng(seed: number): () => number {
 
 const SEED = 20261121;
 
-function fuzzCases(count: number): Array<{ method: string; path: string; headers: Record<string, string>; body?: string }> {
+function fuzzCases(
+  count: number,
+): Array<{ method: string; path: string; headers: Record<string, string>; body?: string }> {
   const random = prng(SEED);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const int = (n: number) => Math.floor(random() * n);
-  const weird = ['', ' ', '\u0000', 'é', '😀', '\u202e', '%', '%zz', '..', '../..', '{', '}', '"', "'", '\\', '<script>', 'a'.repeat(300), '𝕏'.repeat(50)];
+  const weird = [
+    '',
+    ' ',
+    '\u0000',
+    'é',
+    '😀',
+    '\u202e',
+    '%',
+    '%zz',
+    '..',
+    '../..',
+    '{',
+    '}',
+    '"',
+    "'",
+    '\\',
+    '<script>',
+    'a'.repeat(300),
+    '𝕏'.repeat(50),
+  ];
   const values = (): unknown =>
     pick<() => unknown>([
       () => null,
@@ -38,7 +59,8 @@ function fuzzCases(count: number): Array<{ method: string; path: string; headers
       () => [pick(weird), int(10)],
       () => ({ [pick(weird)]: pick(weird) }),
     ])();
-  const nested = (depth: number): string => (random() < 0.5 ? '['.repeat(depth) + ']'.repeat(depth) : '{"a":'.repeat(depth) + '1' + '}'.repeat(depth));
+  const nested = (depth: number): string =>
+    random() < 0.5 ? '['.repeat(depth) + ']'.repeat(depth) : '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
   const bodies = (): string | undefined =>
     pick<() => string | undefined>([
       () => undefined,
@@ -60,7 +82,21 @@ function fuzzCases(count: number): Array<{ method: string; path: string; headers
       () => JSON.stringify({ userId: 'fuzz', [`unknown${int(100)}`]: values() }),
       () => JSON.stringify({ userId: 'fuzz', ttlMs: values() }),
       () => JSON.stringify({ userId: 'fuzz', lifetimeMs: pick([0, -1, 1.5, 1e300, '10', null, 1e12]) }),
-      () => JSON.stringify({ userId: 'fuzz', metadata: pick([[], 'x', 5, null, { deep: JSON.parse(nested(40).replace(/\[/g, '[').length > 0 ? '{"a":'.repeat(40) + '1' + '}'.repeat(40) : '{}') }]) }),
+      () =>
+        JSON.stringify({
+          userId: 'fuzz',
+          metadata: pick([
+            [],
+            'x',
+            5,
+            null,
+            {
+              deep: JSON.parse(
+                nested(40).replace(/\[/g, '[').length > 0 ? '{"a":'.repeat(40) + '1' + '}'.repeat(40) : '{}',
+              ),
+            },
+          ]),
+        }),
       () => JSON.stringify({ userId: 'f'.repeat(129) }),
       () => 'x'.repeat(70_000),
       () => Buffer.from([0xff, 0xfe, 0x00, 0x41]).toString('latin1'),
@@ -79,9 +115,26 @@ function fuzzCases(count: number): Array<{ method: string; path: string; headers
     '/%2e%2e/%2e%2e/etc/passwd',
     () => '/' + 'a/'.repeat(int(500)),
   ];
-  const contentTypes = ['application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml', '', 'application/json; charset=latin1'];
+  const contentTypes = [
+    'application/json',
+    'application/json; charset=utf-8',
+    'text/plain',
+    'application/x-www-form-urlencoded',
+    'multipart/form-data; boundary=x',
+    'application/xml',
+    '',
+    'application/json; charset=latin1',
+  ];
   // Every request with the real key is malformed by construction, so none of them may change anything.
-  const auths = ['', 'Bearer', 'Bearer ', `Bearer ${TEST_API_KEY}x`, 'Basic Zm9vOmJhcg==', `bearer ${'k'.repeat(9000)}`, `Bearer ${TEST_API_KEY}`];
+  const auths = [
+    '',
+    'Bearer',
+    'Bearer ',
+    `Bearer ${TEST_API_KEY}x`,
+    'Basic Zm9vOmJhcg==',
+    `bearer ${'k'.repeat(9000)}`,
+    `Bearer ${TEST_API_KEY}`,
+  ];
   return Array.from({ length: count }, () => {
     const method = pick(['GET', 'POST', 'POST', 'POST', 'DELETE', 'PUT', 'PATCH', 'OPTIONS', 'HEAD']);
     const chosen = pick(paths);
@@ -105,7 +158,10 @@ function fuzzCases(count: number): Array<{ method: string; path: string; headers
  * client then reports the closed socket instead of the status. Those count as -1; the test checks
  * the server's own log for errors instead, and that it still answers.
  */
-function raw(baseUrl: string, c: { method: string; path: string; headers: Record<string, string>; body?: string }): Promise<number> {
+function raw(
+  baseUrl: string,
+  c: { method: string; path: string; headers: Record<string, string>; body?: string },
+): Promise<number> {
   const url = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     // Node's client refuses characters outside U+0021..U+00FF in a path; send those percent-encoded.
@@ -113,17 +169,26 @@ function raw(baseUrl: string, c: { method: string; path: string; headers: Record
     // A kept-alive connection of its own per request: the server then reads a body it did not need
     // before answering, instead of closing on it, and a socket it closed (after a 413) is never reused.
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    const req = request({ host: url.hostname, port: url.port, method: c.method, path, headers: c.headers, agent }, (res) => {
-      res.resume();
-      res.on('end', () => {
-        agent.destroy();
-        resolve(res.statusCode ?? 0);
-      });
-    });
+    const req = request(
+      { host: url.hostname, port: url.port, method: c.method, path, headers: c.headers, agent },
+      (res) => {
+        res.resume();
+        res.on('end', () => {
+          agent.destroy();
+          resolve(res.statusCode ?? 0);
+        });
+      },
+    );
     req.on('error', (err: NodeJS.ErrnoException) => {
       agent.destroy();
-      if (['ECONNRESET', 'EPIPE', 'HPE_CLOSED_CONNECTION'].includes(err.code ?? '') && (c.body ?? '').length > 0) resolve(-1);
-      else reject(new Error(`${err.code} for ${c.method} ${c.path.slice(0, 80)} ${JSON.stringify(c.headers).slice(0, 200)} body ${(c.body ?? '').length}: ${(c.body ?? '').slice(0, 60)}`));
+      if (['ECONNRESET', 'EPIPE', 'HPE_CLOSED_CONNECTION'].includes(err.code ?? '') && (c.body ?? '').length > 0)
+        resolve(-1);
+      else
+        reject(
+          new Error(
+            `${err.code} for ${c.method} ${c.path.slice(0, 80)} ${JSON.stringify(c.headers).slice(0, 200)} body ${(c.body ?? '').length}: ${(c.body ?? '').slice(0, 60)}`,
+          ),
+        );
     });
     if (c.body !== undefined) req.end(c.body);
     else req.end();

@@ -50,7 +50,12 @@ export class HttpError extends Error {
   /** Extra fields for the body's `error` object (e.g. `sessionId`, `retryAfterMs`). */
   readonly details: Record<string, unknown>;
 
-  constructor(code: HttpErrorCode, message?: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+  constructor(
+    code: HttpErrorCode,
+    message?: string,
+    details: Record<string, unknown> = {},
+    options?: { cause?: unknown },
+  ) {
     super(message ?? httpErrors[code].message, options);
     this.code = code;
     this.status = httpErrors[code].status;
@@ -59,7 +64,11 @@ export class HttpError extends Error {
 }
 
 /** The body of every error answer. */
-export function errorBody(code: HttpErrorCode, message: string, details: Record<string, unknown> = {}): { error: { code: string; message: string } & Record<string, unknown> } {
+export function errorBody(
+  code: HttpErrorCode,
+  message: string,
+  details: Record<string, unknown> = {},
+): { error: { code: string; message: string } & Record<string, unknown> } {
   return { error: { code, message, ...details } };
 }
 
@@ -67,6 +76,11 @@ export function errorBody(code: HttpErrorCode, message: string, details: Record<
  * Answers with an error without throwing: the hot rejection paths (403, 409, 429) skip the cost of an
  * exception and the error handler.
  */
-export function sendError<R extends FastifyReply>(reply: R, code: HttpErrorCode, message?: string, details: Record<string, unknown> = {}): R {
+export function sendError<R extends FastifyReply>(
+  reply: R,
+  code: HttpErrorCode,
+  message?: string,
+  details: Record<string, unknown> = {},
+): R {
   return reply.code(httpErrors[code].status).send(errorBody(code, message ?? httpErrors[code].message, details)) as R;
 }

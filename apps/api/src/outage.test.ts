@@ -1,16 +1,23 @@
 import { startRedisServer } from '@cq/test-harness';
 import { afterAll, describe, expect, it } from 'vitest';
 import { jsonHeaders, send, startTestApi } from './test-support/app.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 describe('Redis outage', async () => {
   const server = await startRedisServer();
   afterAll(() => server.stop());
-  const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' }, { redisUrl: server.url });
+  const api = await startTestApi(
+    { TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' },
+    { redisUrl: server.url },
+  );
 
   const timed = async (method: string, path: string, body?: unknown, auth = true) => {
     const start = performance.now();
     const headers = body === undefined ? { authorization: jsonHeaders(auth).authorization ?? '' } : jsonHeaders(auth);
-    const res = await send(api.baseUrl, method, path, { ...(body === undefined ? {} : { body: JSON.stringify(body) }), headers });
+    const res = await send(api.baseUrl, method, path, {
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      headers,
+    });
     return { ...res, ms: performance.now() - start };
   };
 
@@ -38,11 +45,14 @@ describe('Redis outage', async () => {
     const deadline = performance.now() + 10_000;
     while ((await send(api.baseUrl, 'GET', '/readyz')).status !== 200) {
       if (performance.now() > deadline) throw new Error('the API did not reconnect within 10 s');
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
     // The server restarted without persistence: the old token is gone; a new one works end to end.
     const fresh = await api.client.issueToken({ userId: 'outage' });
-    const spawned = await send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token: fresh.token }), headers: jsonHeaders(false) });
+    const spawned = await send(api.baseUrl, 'POST', '/v1/spawn', {
+      body: JSON.stringify({ token: fresh.token }),
+      headers: jsonHeaders(false),
+    });
     expect(spawned.status).toBe(202);
   });
 
@@ -59,7 +69,7 @@ describe('Redis outage', async () => {
     const deadline = performance.now() + 10_000;
     while ((await send(api.baseUrl, 'GET', '/readyz')).status !== 200) {
       if (performance.now() > deadline) throw new Error('the API did not recover within 10 s');
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
     expect((await timed('POST', '/v1/tokens', { userId: 'hung' })).status).toBe(201);
   });

@@ -2,6 +2,7 @@ import { watchClient } from '@cq/test-harness';
 import type { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { jsonHeaders, send, startTestApi } from './test-support/app.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 describe('spawn rejection paths', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '60000' });
@@ -11,7 +12,8 @@ describe('spawn rejection paths', async () => {
     await watch.stop();
     await queueWatch.stop();
   });
-  const spawn = (token: string) => send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token }), headers: jsonHeaders(false) });
+  const spawn = (token: string) =>
+    send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token }), headers: jsonHeaders(false) });
 
   async function commandsFor(run: () => Promise<unknown>): Promise<string[]> {
     await watch.settle();
@@ -47,7 +49,11 @@ describe('guessing tokens from one address', async () => {
   const api = await startTestApi({ SPAWN_FAILURE_LIMIT: '3', SPAWN_FAILURE_WINDOW_MS: '800' });
   const watch = await watchClient(api.app.redis as Redis, inject('redisUrl'));
   afterAll(() => watch.stop());
-  const guess = () => send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token: `v1.${Buffer.from('victim').toString('base64url')}.${'B'.repeat(43)}` }), headers: jsonHeaders(false) });
+  const guess = () =>
+    send(api.baseUrl, 'POST', '/v1/spawn', {
+      body: JSON.stringify({ token: `v1.${Buffer.from('victim').toString('base64url')}.${'B'.repeat(43)}` }),
+      headers: jsonHeaders(false),
+    });
 
   it('is refused with 429 once over the limit, without a Redis round trip, until the window has passed', async () => {
     for (let i = 0; i < 3; i++) expect((await guess()).status).toBe(403);
@@ -60,7 +66,7 @@ describe('guessing tokens from one address', async () => {
     expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(blocked.headers.get('ratelimit-policy')).toBe('"spawn-failures";q=3;w=1');
     expect(watch.seen.length - before).toBe(0);
-    await new Promise((resolve) => setTimeout(resolve, blocked.body.error.retryAfterMs)); // the claim is about this wait
+    await sleep(blocked.body.error.retryAfterMs); // the claim is about this wait
     expect((await guess()).status).toBe(403);
   });
 });

@@ -22,8 +22,14 @@ export const userIdSchema = z
 
 const metadataSchema = z
   .record(z.string(), z.unknown())
-  .refine((value) => depthWithin(value, MAX_METADATA_DEPTH), `metadata must be nested at most ${MAX_METADATA_DEPTH} levels deep`)
-  .refine((value) => Buffer.byteLength(JSON.stringify(value)) <= MAX_METADATA_BYTES, `metadata must be at most ${MAX_METADATA_BYTES} bytes as JSON`)
+  .refine(
+    (value) => depthWithin(value, MAX_METADATA_DEPTH),
+    `metadata must be nested at most ${MAX_METADATA_DEPTH} levels deep`,
+  )
+  .refine(
+    (value) => Buffer.byteLength(JSON.stringify(value)) <= MAX_METADATA_BYTES,
+    `metadata must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
+  )
   .describe('Carried to the session as SESSION_METADATA (at most 4 KiB as JSON)');
 
 const positiveMs = z.number().int().positive();
@@ -32,7 +38,10 @@ export const issueTokenBody = z
   .object({
     userId: userIdSchema,
     metadata: metadataSchema.optional(),
-    ttlMs: positiveMs.max(30 * 24 * 3_600_000).optional().describe('Life of the unused token, ms (default TOKEN_TTL_MS)'),
+    ttlMs: positiveMs
+      .max(30 * 24 * 3_600_000)
+      .optional()
+      .describe('Life of the unused token, ms (default TOKEN_TTL_MS)'),
     lifetimeMs: positiveMs.optional().describe('Lifetime of the session it admits, ms; at most MAX_LIFETIME_MS'),
   })
   .strict();
@@ -66,7 +75,11 @@ export const sessionView = z.object({
   deadline: z.string().optional(),
 });
 
-export const stopAccepted = z.object({ sessionId: z.string(), userId: z.string(), state: z.enum(['stopping', 'stopped']) });
+export const stopAccepted = z.object({
+  sessionId: z.string(),
+  userId: z.string(),
+  state: z.enum(['stopping', 'stopped']),
+});
 
 export const historyView = z.object({
   sessions: z.array(

@@ -14,7 +14,14 @@ describe('security', async () => {
   it('every route that reveals or changes state refuses a request without a valid service key', async () => {
     const routes = api.app.routeTable.filter((r) => r.method !== 'HEAD' && !PUBLIC.has(`${r.method} ${r.url}`));
     expect(routes.length).toBeGreaterThan(10);
-    expect(routes.map((r) => r.url)).toEqual(expect.arrayContaining(['/v1/tokens', '/v1/users/:userId/session', '/v1/users/:userId/history', '/dashboard/api/state']));
+    expect(routes.map((r) => r.url)).toEqual(
+      expect.arrayContaining([
+        '/v1/tokens',
+        '/v1/users/:userId/session',
+        '/v1/users/:userId/history',
+        '/dashboard/api/state',
+      ]),
+    );
     const wrongKey = 'wrong-key-0123456789abcdef';
     for (const { method, url } of routes) {
       const path = url.replace(/:\w+/g, 'someone').replace(/\*$/, 'js/main.js');
@@ -24,10 +31,18 @@ describe('security', async () => {
         { authorization: `Bearer ${wrongKey}` },
         { authorization: `Basic ${Buffer.from(`user:${wrongKey}`).toString('base64')}` },
         // The dashboard takes Basic only; the API's routes take Bearer only.
-        dashboard ? { authorization: `Bearer ${TEST_API_KEY}` } : { authorization: `Basic ${Buffer.from(`user:${TEST_API_KEY}`).toString('base64')}` },
+        dashboard
+          ? { authorization: `Bearer ${TEST_API_KEY}` }
+          : { authorization: `Basic ${Buffer.from(`user:${TEST_API_KEY}`).toString('base64')}` },
       ];
       for (const headers of attempts) {
-        const res = await send(api.baseUrl, method, path, { headers: { ...headers, ...(method === 'GET' || method === 'DELETE' ? {} : { 'content-type': 'application/json' }) }, ...(method === 'GET' || method === 'DELETE' ? {} : { body: '{"userId":"someone"}' }) });
+        const res = await send(api.baseUrl, method, path, {
+          headers: {
+            ...headers,
+            ...(method === 'GET' || method === 'DELETE' ? {} : { 'content-type': 'application/json' }),
+          },
+          ...(method === 'GET' || method === 'DELETE' ? {} : { body: '{"userId":"someone"}' }),
+        });
         expect(res.status, `${method} ${path} ${JSON.stringify(headers)}`).toBe(401);
       }
     }
@@ -35,7 +50,8 @@ describe('security', async () => {
 
   it('Redis holds no token secret anywhere: only SHA-256 digests', async () => {
     const tokens: string[] = [];
-    for (let i = 0; i < 5; i++) tokens.push((await api.client.issueToken({ userId: `secret-${i}`, metadata: { n: i } })).token);
+    for (let i = 0; i < 5; i++)
+      tokens.push((await api.client.issueToken({ userId: `secret-${i}`, metadata: { n: i } })).token);
     await api.client.spawn(tokens[0]!);
     await api.client.spawn(tokens[1]!);
     await api.client.stopSession('secret-1');

@@ -1,8 +1,16 @@
 import type { Keys, RedisClient } from '@cq/coordinator';
 import { wrapRedisError } from '@cq/coordinator';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The outcomes counted per minute for the dashboard's chart. */
-export const statFields = ['admitted', 'token_invalid', 'session_exists', 'throttled', 'tokens_issued', 'tokens_throttled'] as const;
+export const statFields = [
+  'admitted',
+  'token_invalid',
+  'session_exists',
+  'throttled',
+  'tokens_issued',
+  'tokens_throttled',
+] as const;
 /** One counted outcome. */
 export type StatField = (typeof statFields)[number];
 
@@ -103,6 +111,6 @@ export class StatsRecorder {
   /** Stops the timer and makes one last, bounded flush. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
-    await Promise.race([this.flush(), new Promise((resolve) => setTimeout(resolve, 1000))]);
+    await Promise.race([this.flush(), sleep(1000)]);
   }
 }

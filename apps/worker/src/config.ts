@@ -28,7 +28,11 @@ const workerEnvShape = {
     .optional()
     .transform((raw) => (raw === undefined || raw.trim() === '' ? undefined : raw)),
   SESSION_GRACE_MS: intVar(5000, 0, 3_600_000),
-  WORKER_ID: stringVar(`${hostname()}:${process.pid}`, /^[A-Za-z0-9._:@-]{1,128}$/, '1 to 128 characters of A-Z a-z 0-9 . _ : @ -'),
+  WORKER_ID: stringVar(
+    `${hostname()}:${process.pid}`,
+    /^[A-Za-z0-9._:@-]{1,128}$/,
+    '1 to 128 characters of A-Z a-z 0-9 . _ : @ -',
+  ),
 };
 
 /** Parses a worker host's environment; throws a one-line ConfigError naming the first bad variable. */

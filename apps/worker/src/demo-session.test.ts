@@ -4,10 +4,19 @@ import { describe, expect, it } from 'vitest';
 import { demoSessionPath } from './session-process.js';
 
 /** Runs the demo session with `metadata`; resolves with its exit code, output and run time. */
-function demo(metadata: string | undefined, signalAfterMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string; err: string; ms: number }> {
+function demo(
+  metadata: string | undefined,
+  signalAfterMs?: number,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string; err: string; ms: number }> {
   const started = performance.now();
   const child = spawn('/bin/sh', [demoSessionPath], {
-    env: { PATH: process.env['PATH'] ?? '', USER_ID: 'alice', SESSION_ID: 's-1', FENCE: '7', ...(metadata === undefined ? {} : { SESSION_METADATA: metadata }) },
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      USER_ID: 'alice',
+      SESSION_ID: 's-1',
+      FENCE: '7',
+      ...(metadata === undefined ? {} : { SESSION_METADATA: metadata }),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -15,7 +24,13 @@ function demo(metadata: string | undefined, signalAfterMs?: number): Promise<{ c
   child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
   if (signalAfterMs !== undefined) setTimeout(() => child.kill('SIGTERM'), signalAfterMs);
-  return once(child, 'close').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null, out, err, ms: performance.now() - started }));
+  return once(child, 'close').then(([code, signal]) => ({
+    code: code as number | null,
+    signal: signal as NodeJS.Signals | null,
+    out,
+    err,
+    ms: performance.now() - started,
+  }));
 }
 
 describe('the built-in demo session (a POSIX shell script)', () => {

@@ -1,4 +1,10 @@
 export { WorkerHost, type WorkerHostOptions } from './worker-host.js';
 export { SessionRunner, leaseMarginMs, type RunOutcome, type SessionRunnerOptions } from './session-runner.js';
-export { RuntimeLauncher, type LaunchSpec, type SessionExit, type SessionHandle, type SessionLauncher } from './session-process.js';
+export {
+  RuntimeLauncher,
+  type LaunchSpec,
+  type SessionExit,
+  type SessionHandle,
+  type SessionLauncher,
+} from './session-process.js';
 export { loadWorkerConfig, type WorkerConfig } from './config.js';

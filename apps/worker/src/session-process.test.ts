@@ -33,7 +33,10 @@ function groupMembers(pgid: number): number[] {
 /** The runtime as built (a separate Node.js process cannot run the TypeScript source). */
 const builtRuntime = fileURLToPath(new URL('../dist/session-runtime.js', import.meta.url));
 const logs: Array<Record<string, unknown>> = [];
-const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
+const logger = pino(
+  { level: 'debug' },
+  { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
+);
 const launchers: RuntimeLauncher[] = [];
 afterEach(async () => {
   await Promise.all(launchers.splice(0).map((l) => l.close()));
@@ -49,7 +52,11 @@ async function launcher(command: string): Promise<RuntimeLauncher> {
 }
 
 /** Launches with a lease that holds `holdsMs` from now and a deadline far away; collects output. */
-function launch(l: RuntimeLauncher, holdsMs: number, extra: Partial<LaunchSpec> = {}): { handle: SessionHandle; output: string[] } {
+function launch(
+  l: RuntimeLauncher,
+  holdsMs: number,
+  extra: Partial<LaunchSpec> = {},
+): { handle: SessionHandle; output: string[] } {
   const output: string[] = [];
   const handle = l.launch({
     sessionEnv: { SESSION_ID: 's', USER_ID: 'u', FENCE: '1', DEADLINE: '0', SESSION_METADATA: '{}' },
@@ -127,7 +134,9 @@ describe('the session runtime', () => {
     process.kill(first, 'SIGKILL');
     for (const s of sessions) expect(await s.handle.exited).toEqual({ exitCode: 137, cause: 'runtime_lost' });
     await until(() => pids.every((pid) => groupMembers(pid).length === 0), 1000, 'the groups are gone');
-    expect(logs.some((line) => line['msg'] === 'session runtime died; its sessions are killed and end as lost')).toBe(true);
+    expect(logs.some((line) => line['msg'] === 'session runtime died; its sessions are killed and end as lost')).toBe(
+      true,
+    );
     await until(() => l.runtimePid !== undefined && l.runtimePid !== first, 2000, 'a new runtime');
     const next = launch(l, 60_000);
     await pidOf(next.output);
@@ -154,7 +163,11 @@ describe('the session runtime', () => {
     const l = new RuntimeLauncher('true', logger, '/nonexistent/session-runtime.js');
     launchers.push(l);
     await l.open();
-    await until(() => logs.some((line) => line['msg'] === 'session runtime died; its sessions are killed and end as lost'), 2000, 'the runtime died');
+    await until(
+      () => logs.some((line) => line['msg'] === 'session runtime died; its sessions are killed and end as lost'),
+      2000,
+      'the runtime died',
+    );
     expect(await launch(l, 60_000).handle.exited).toEqual({ exitCode: 127, cause: 'spawn_failed' });
     expect(logs.filter((line) => line['msg'] === 'session runtime started').length).toBe(1);
   });

@@ -160,7 +160,10 @@ export class RuntimeLauncher implements SessionLauncher {
         running.spec.onOutput(message.stream, message.line);
         break;
       case 'dropped':
-        this.#logger.warn({ sessionId: running.spec.sessionEnv['SESSION_ID'], lines: message.lines }, 'session output dropped while the host did not read it');
+        this.#logger.warn(
+          { sessionId: running.spec.sessionEnv['SESSION_ID'], lines: message.lines },
+          'session output dropped while the host did not read it',
+        );
         break;
       case 'exit':
         running.settle({ exitCode: message.code, ...(message.cause === undefined ? {} : { cause: message.cause }) });
@@ -173,14 +176,18 @@ export class RuntimeLauncher implements SessionLauncher {
     this.#runtime = undefined;
     this.#ready = undefined;
     if (this.#sessions.size === 0 && this.#closing) return;
-    this.#logger.error({ code, signal, sessions: this.#sessions.size }, 'session runtime died; its sessions are killed and end as lost');
+    this.#logger.error(
+      { code, signal, sessions: this.#sessions.size },
+      'session runtime died; its sessions are killed and end as lost',
+    );
     for (const running of [...this.#sessions.values()]) {
       this.#killGroup(running);
       running.settle({ exitCode: 137, cause: 'runtime_lost' });
     }
     if (this.#closing) return;
     // A runtime that dies young is started again after a growing pause (0.5 s, doubling, at most 30 s).
-    this.#backoffMs = performance.now() - this.#startedAt < 1000 ? Math.min(Math.max(500, this.#backoffMs * 2), 30_000) : 0;
+    this.#backoffMs =
+      performance.now() - this.#startedAt < 1000 ? Math.min(Math.max(500, this.#backoffMs * 2), 30_000) : 0;
     this.#retryAt = performance.now() + this.#backoffMs;
     this.#retry = setTimeout(() => this.#ensure(), this.#backoffMs);
     this.#retry.unref();
@@ -223,10 +230,21 @@ export class RuntimeLauncher implements SessionLauncher {
     };
     this.#sessions.set(id, running);
     if (this.#ensure() === undefined) {
-      this.#logger.error({ retryInMs: Math.round(this.#retryAt - performance.now()) }, 'the session runtime keeps dying; the session cannot start');
+      this.#logger.error(
+        { retryInMs: Math.round(this.#retryAt - performance.now()) },
+        'the session runtime keeps dying; the session cannot start',
+      );
       running.settle({ exitCode: 127, cause: 'spawn_failed' });
     }
-    this.#send({ t: 'start', id, command: this.#command, env, graceMs: spec.graceMs, deadlineAt: toMonotonic(spec.deadlineAt), killBy: toMonotonic(spec.holdsUntil) });
+    this.#send({
+      t: 'start',
+      id,
+      command: this.#command,
+      env,
+      graceMs: spec.graceMs,
+      deadlineAt: toMonotonic(spec.deadlineAt),
+      killBy: toMonotonic(spec.holdsUntil),
+    });
 
     /**
      * The host's own kill, for when the runtime does not act: SIGKILL to the group, and the session
@@ -237,7 +255,10 @@ export class RuntimeLauncher implements SessionLauncher {
       if (running.pid === undefined) {
         // The runtime never said where the session runs: only its death (and the leaders'
         // parent-death signal) can end it; its exit handler settles every session it ran.
-        this.#logger.error({ sessionId: spec.sessionEnv['SESSION_ID'] }, 'the session runtime does not answer; killing it');
+        this.#logger.error(
+          { sessionId: spec.sessionEnv['SESSION_ID'] },
+          'the session runtime does not answer; killing it',
+        );
         this.#runtime?.kill('SIGKILL');
         return;
       }

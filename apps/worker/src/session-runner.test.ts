@@ -1,10 +1,10 @@
 import { Coordinator } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
-import { deletePrefix, randomPrefix } from '@cq/test-harness';
-import { Redis } from 'ioredis';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { isolatedRedis } from '@cq/test-harness';
+import { describe, expect, inject, it } from 'vitest';
 import type { LaunchSpec, SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 import { SessionRunner } from './session-runner.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** An in-process session: ends when told to, recording how it was asked to stop. */
 class FakeSession implements SessionHandle {
@@ -32,13 +32,12 @@ class FakeSession implements SessionHandle {
 }
 
 function harness() {
-  const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
-  const keyPrefix = randomPrefix();
-  afterAll(async () => {
-    await deletePrefix(redis, keyPrefix);
-    redis.disconnect();
+  const { redis, keyPrefix } = isolatedRedis(inject('redisUrl'));
+  const coordinator = new Coordinator({
+    redis,
+    keyPrefix,
+    policy: { tokenLimit: 1000, spawnIntervalMs: 1, spawnBurst: 1000 },
   });
-  const coordinator = new Coordinator({ redis, keyPrefix, policy: { tokenLimit: 1000, spawnIntervalMs: 1, spawnBurst: 1000 } });
   const sessions: FakeSession[] = [];
   const launcher: SessionLauncher = {
     launch: (spec) => {
@@ -47,7 +46,14 @@ function harness() {
       return session;
     },
   };
-  const runner = new SessionRunner({ coordinator, launcher, workerId: 'unit-host', leaseMs: 3000, graceMs: 100, logger: createLogger({ level: 'silent', name: 'test' }) });
+  const runner = new SessionRunner({
+    coordinator,
+    launcher,
+    workerId: 'unit-host',
+    leaseMs: 3000,
+    graceMs: 100,
+    logger: createLogger({ level: 'silent', name: 'test' }),
+  });
   const admit = async (userId: string, lifetimeMs?: number) => {
     const issued = await coordinator.tokens.issue(userId, lifetimeMs === undefined ? {} : { lifetimeMs });
     if (issued.outcome !== 'issued') throw new Error('throttled');
@@ -56,7 +62,7 @@ function harness() {
     return admitted;
   };
   const until = async (check: () => boolean) => {
-    while (!check()) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (!check()) await sleep(5);
   };
   return { coordinator, sessions, runner, admit, until };
 }
@@ -70,7 +76,12 @@ describe('session runner', () => {
     const run = runner.run(a, noShutdown);
     await until(() => sessions.length === 1);
     const env = sessions[0]!.spec.sessionEnv;
-    expect(env).toMatchObject({ SESSION_ID: a.sessionId, USER_ID: 'runner-a', FENCE: String(a.fence), SESSION_METADATA: '{}' });
+    expect(env).toMatchObject({
+      SESSION_ID: a.sessionId,
+      USER_ID: 'runner-a',
+      FENCE: String(a.fence),
+      SESSION_METADATA: '{}',
+    });
     expect(Number(env['DEADLINE'])).toBeGreaterThan(Date.now() + 55_000);
     sessions[0]!.finish(0);
     expect(await run).toEqual({ ran: true, state: 'completed', exitCode: 0, recorded: true });
@@ -127,7 +138,11 @@ describe('session runner', () => {
   });
 
   it('a session the runtime ended without its lease, or lost with the runtime, is recorded as lost; at its deadline, as expired', async () => {
-    for (const [cause, state] of [['lease', 'lost'], ['runtime_lost', 'lost'], ['deadline', 'expired']] as const) {
+    for (const [cause, state] of [
+      ['lease', 'lost'],
+      ['runtime_lost', 'lost'],
+      ['deadline', 'expired'],
+    ] as const) {
       const userId = `runner-cause-${cause}`;
       const run = runner.run(await admit(userId, 60_000), noShutdown);
       await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === userId));

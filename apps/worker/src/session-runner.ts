@@ -1,7 +1,14 @@
-import { UnavailableError, type Claim, type Coordinator, type LeaseLostError, type TerminalState } from '@cq/coordinator';
+import {
+  UnavailableError,
+  type Claim,
+  type Coordinator,
+  type LeaseLostError,
+  type TerminalState,
+} from '@cq/coordinator';
 import type { SpawnJob } from '@cq/spawn-handoff';
 import type { Logger } from 'pino';
-import type { SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
+import type { SessionExit, SessionLauncher } from './session-process.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Options of {@link SessionRunner}. */
 export interface SessionRunnerOptions {
@@ -72,27 +79,27 @@ export class SessionRunner {
 
   async #runClaimed(claim: Claim, shutdown: AbortSignal, log: Logger): Promise<RunOutcome> {
     const { coordinator, launcher, graceMs, leaseMs } = this.#options;
-    let handle: SessionHandle | undefined;
     let reason: TerminalState | undefined;
     const stop = (why: TerminalState, how: 'terminate' | 'kill', detail: string): void => {
       if (reason === undefined) {
         reason = why;
         log.info({ why, how }, detail);
       }
-      if (how === 'kill') handle?.kill();
-      else handle?.terminate();
+      if (how === 'kill') handle.kill();
+      else handle.terminate();
     };
 
     // The keepalive first: the session starts knowing until when its lease holds, and learns of
     // each renewal that moves that instant.
     const keepalive = coordinator.sessions.keepalive(claim, {
       marginMs: this.#options.leaseMarginMs ?? leaseMarginMs(leaseMs),
-      onRenewed: () => handle?.leaseHolds(keepalive.holdsUntil),
+      // Called after a renewal, so after the launch below.
+      onRenewed: () => handle.leaseHolds(keepalive.holdsUntil),
       onStopRequested: () => stop('stopped', 'terminate', 'stop requested through the API'),
       onError: (err) => log.warn({ err: { message: (err as Error).message } }, 'lease renewal failed; retrying'),
     });
     const deadlineAt = claim.sentAt + claim.deadline - claim.startedAt;
-    handle = launcher.launch({
+    const handle = launcher.launch({
       sessionEnv: {
         SESSION_ID: claim.sessionId,
         USER_ID: claim.userId,
@@ -115,7 +122,10 @@ export class SessionRunner {
     };
     keepalive.signal.addEventListener('abort', onLeaseLost, { once: true });
     if (keepalive.signal.aborted) onLeaseLost();
-    const deadlineTimer = setTimeout(() => stop('expired', 'terminate', 'lifetime cap reached'), Math.max(0, deadlineAt - performance.now()));
+    const deadlineTimer = setTimeout(
+      () => stop('expired', 'terminate', 'lifetime cap reached'),
+      Math.max(0, deadlineAt - performance.now()),
+    );
     const onShutdown = (): void => stop('stopped', 'terminate', 'host shutting down');
     shutdown.addEventListener('abort', onShutdown, { once: true });
     if (shutdown.aborted) onShutdown();
@@ -127,7 +137,12 @@ export class SessionRunner {
     shutdown.removeEventListener('abort', onShutdown);
 
     if (reason === undefined && exit.cause !== undefined && exit.cause !== 'spawn_failed') {
-      log.warn({ cause: exit.cause }, exit.cause === 'deadline' ? 'the session runtime ended the session at its deadline' : 'the session was killed without its lease');
+      log.warn(
+        { cause: exit.cause },
+        exit.cause === 'deadline'
+          ? 'the session runtime ended the session at its deadline'
+          : 'the session was killed without its lease',
+      );
     }
     const state: TerminalState = reason ?? stateOf(exit);
     const { exitCode } = exit;
@@ -144,10 +159,13 @@ export class SessionRunner {
         return await this.#options.coordinator.sessions.finish(claim, state, exitCode);
       } catch (err) {
         if (!(err instanceof UnavailableError) || performance.now() + delay > giveUpAt) {
-          log.error({ err: { message: (err as Error).message } }, 'could not record the end; the sweep will end it as lost');
+          log.error(
+            { err: { message: (err as Error).message } },
+            'could not record the end; the sweep will end it as lost',
+          );
           return false;
         }
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await sleep(delay);
       }
     }
   }

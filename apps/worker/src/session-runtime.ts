@@ -46,7 +46,8 @@ let unsent = 0;
 
 /** PR_SET_PDEATHSIG through util-linux's setpriv, when it is there and knows the option. */
 const pdeathsig: readonly string[] =
-  process.platform === 'linux' && spawnSync('setpriv', ['--pdeathsig', 'KILL', '--', 'true'], { stdio: 'ignore' }).status === 0
+  process.platform === 'linux' &&
+  spawnSync('setpriv', ['--pdeathsig', 'KILL', '--', 'true'], { stdio: 'ignore' }).status === 0
     ? ['setpriv', '--pdeathsig', 'KILL', '--']
     : [];
 
@@ -112,7 +113,11 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
   const argv = [...pdeathsig, ...order.command];
   let child: ChildProcess;
   try {
-    child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...order.env } });
+    child = spawn(argv[0]!, argv.slice(1), {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...order.env },
+    });
   } catch (err) {
     process.stderr.write(`session runtime: could not start session ${order.id}: ${(err as Error).message}\n`);
     send({ t: 'exit', id: order.id, code: 127, cause: 'spawn_failed' });
@@ -138,7 +143,9 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
     session.cause ??= 'spawn_failed';
     ended(session, 127);
   });
-  child.on('exit', (code, signal) => ended(session, code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0))));
+  child.on('exit', (code, signal) =>
+    ended(session, code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0))),
+  );
   if (child.pid === undefined) return; // 'error' follows
   send({ t: 'started', id: order.id, pid: child.pid });
   for (const stream of ['stdout', 'stderr'] as const) {

@@ -63,9 +63,17 @@ export class WorkerHost {
     // Every running session listens for the shutdown: as many listeners as slots is expected.
     setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
     this.#stalledIntervalMs = options.stalledIntervalMs ?? 10_000;
-    this.#coordinatorRedis = createRedis(this.#config, 'requests', { logger: this.#logger, name: `cq-worker:${this.#config.workerId}` });
+    this.#coordinatorRedis = createRedis(this.#config, 'requests', {
+      logger: this.#logger,
+      name: `cq-worker:${this.#config.workerId}`,
+    });
     const replicaWait = replicaWaitOf(this.#config, this.#logger);
-    this.#coordinator = new Coordinator({ redis: this.#coordinatorRedis, keyPrefix: this.#config.keyPrefix, timeoutMs: REQUEST_TIMEOUT_MS, ...(replicaWait === undefined ? {} : { replicaWait }) });
+    this.#coordinator = new Coordinator({
+      redis: this.#coordinatorRedis,
+      keyPrefix: this.#config.keyPrefix,
+      timeoutMs: REQUEST_TIMEOUT_MS,
+      ...(replicaWait === undefined ? {} : { replicaWait }),
+    });
     this.#launcher = options.launcher ?? new RuntimeLauncher(this.#config.sessionCommand, this.#logger);
     this.#runner = new SessionRunner({
       coordinator: this.#coordinator,
@@ -101,11 +109,15 @@ export class WorkerHost {
     const apiShards = await this.#coordinatorRedis.get(this.#coordinator.keys.queueShards()).catch(() => null);
     if (apiShards !== null && Number(apiShards) !== this.#config.spawnQueueShards) {
       throw new ConfigError(
-        `SPAWN_QUEUE_SHARDS is ${this.#config.spawnQueueShards} here but the API on KEY_PREFIX "${this.#config.keyPrefix}" uses ${apiShards}: set the same value on every API instance and worker host`,
+        `SPAWN_QUEUE_SHARDS is ${this.#config.spawnQueueShards} here but the API on KEY_PREFIX ` +
+          `"${this.#config.keyPrefix}" uses ${apiShards}: set the same value on every API instance and worker host`,
       );
     }
     await this.#launcher.open?.();
-    const connection = createRedis(this.#config, 'blocking', { logger: this.#logger, name: `cq-worker-queue:${this.#config.workerId}` });
+    const connection = createRedis(this.#config, 'blocking', {
+      logger: this.#logger,
+      name: `cq-worker-queue:${this.#config.workerId}`,
+    });
     this.#queueRedis = connection;
     // One worker per shard, each allowed every slot: BullMQ keeps each within SLOTS, and #process
     // keeps their sum within SLOTS (with one shard that check never trips).
@@ -120,7 +132,10 @@ export class WorkerHost {
     });
     const beat = (this.#beat = (): void => {
       this.#coordinator.workers
-        .heartbeat({ workerId: this.#config.workerId, slots: this.#config.slots, busy: this.#busy, startedAt: this.#startedAt }, this.#heartbeatMs * 3)
+        .heartbeat(
+          { workerId: this.#config.workerId, slots: this.#config.slots, busy: this.#busy, startedAt: this.#startedAt },
+          this.#heartbeatMs * 3,
+        )
         .catch((err: unknown) => this.#logger.debug({ err: { message: (err as Error).message } }, 'heartbeat failed'));
     });
     beat();
@@ -184,7 +199,10 @@ export class WorkerHost {
     let timer: NodeJS.Timeout | undefined;
     const closed =
       closing === undefined ||
-      (await Promise.race([closing.then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), bound)))]));
+      (await Promise.race([
+        closing.then(() => true),
+        new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), bound))),
+      ]));
     clearTimeout(timer);
     if (!closed) {
       this.#logger.warn({ waitedMs: bound }, 'could not finish cleanly (is Redis reachable?); closing anyway');
@@ -195,7 +213,8 @@ export class WorkerHost {
     }
     await this.#launcher.close?.();
     await bounded(this.#coordinator.close(), 500);
-    if (this.#coordinatorRedis.status === 'ready') await this.#coordinatorRedis.quit().catch(() => this.#coordinatorRedis.disconnect());
+    if (this.#coordinatorRedis.status === 'ready')
+      await this.#coordinatorRedis.quit().catch(() => this.#coordinatorRedis.disconnect());
     else this.#coordinatorRedis.disconnect();
   }
 }

@@ -7,7 +7,9 @@ describe('cli formatting', () => {
   it('says throttled with the retry time in whole seconds, rounded up', () => {
     expect(describeError(new ThrottledError(429, 'throttled', 'x', undefined, 6001))).toBe('throttled: retry in 7 s');
     expect(describeError(new ThrottledError(429, 'throttled', 'x', undefined, 10))).toBe('throttled: retry in 1 s');
-    expect(describeError(new SessionExistsError(409, 'session_exists', 'x', undefined, 'abc'))).toBe('session_exists: the user already has session abc');
+    expect(describeError(new SessionExistsError(409, 'session_exists', 'x', undefined, 'abc'))).toBe(
+      'session_exists: the user already has session abc',
+    );
   });
 
   it('maps error answers to exit codes', () => {
@@ -17,7 +19,17 @@ describe('cli formatting', () => {
   });
 
   it('formats durations and tables', () => {
-    expect([duration(850), duration(12_500), duration(185_000), duration(-5)]).toEqual(['850 ms', '12.5 s', '3 min 5 s', '0 s']);
-    expect(table([['A', 'BB'], ['ccc', 'd']])).toBe('A    BB\nccc  d');
+    expect([duration(850), duration(12_500), duration(185_000), duration(-5)]).toEqual([
+      '850 ms',
+      '12.5 s',
+      '3 min 5 s',
+      '0 s',
+    ]);
+    expect(
+      table([
+        ['A', 'BB'],
+        ['ccc', 'd'],
+      ]),
+    ).toBe('A    BB\nccc  d');
   });
 });

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { ApiError, CoordinatorClient, NoSessionError, type EndedSession, type LiveSession } from '@cq/client';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
 import { describeError, duration, table } from './format.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const USAGE = `cq: drive the worker coordinator's HTTP API
 
@@ -28,7 +29,13 @@ exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 
 `;
 
 /** Exit codes of `watch` for the state the session ended in. */
-const endCodes: Record<EndedSession['state'], number> = { completed: 0, failed: 10, expired: 11, stopped: 12, lost: 13 };
+const endCodes: Record<EndedSession['state'], number> = {
+  completed: 0,
+  failed: 10,
+  expired: 11,
+  stopped: 12,
+  lost: 13,
+};
 
 class UsageError extends Error {}
 
@@ -52,7 +59,8 @@ function parseMetadata(value: string | undefined): Record<string, unknown> | und
   } catch {
     throw new UsageError(`--metadata must be a JSON object (got ${value})`);
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError('--metadata must be a JSON object');
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new UsageError('--metadata must be a JSON object');
   return parsed as Record<string, unknown>;
 }
 
@@ -88,20 +96,25 @@ async function watch(ctx: Context, userId: string): Promise<number> {
       ctx.out(line);
       last = line.replace(/[\d.]+ (ms|s|min)/g, '');
     }
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await sleep(500);
   }
   if (tty) process.stdout.write('\n');
   const history = await ctx.client.history(userId);
   // Nothing live when we first looked: the user's last session may have ended a moment ago (or long
   // before); report how it ended rather than "no session".
   const ended = sessionId === undefined ? history[0] : history.find((h) => h.sessionId === sessionId);
-  if (sessionId === undefined && ended === undefined) throw new NoSessionError(404, 'no_session', `User ${userId} has no live or ended session.`, undefined);
+  if (sessionId === undefined && ended === undefined)
+    throw new NoSessionError(404, 'no_session', `User ${userId} has no live or ended session.`, undefined);
   if (ended === undefined) {
     print(ctx, { userId, sessionId, state: 'replaced' }, `${userId}: session ${sessionId} was replaced by a newer one`);
     return exitCodes.ok;
   }
   const when = sessionId === undefined ? ` at ${ended.endedAt}` : '';
-  print(ctx, { userId, ...ended }, `${userId}: ${ended.state}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}, session ${ended.sessionId}${when}`);
+  print(
+    ctx,
+    { userId, ...ended },
+    `${userId}: ${ended.state}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}, session ${ended.sessionId}${when}`,
+  );
   return endCodes[ended.state];
 }
 
@@ -112,13 +125,20 @@ async function demo(ctx: Context, users: number): Promise<number> {
     events.push(value);
     if (ctx.json) ctx.out(JSON.stringify(value));
   };
-  const names = Array.from({ length: users }, (_, i) => `demo-${['alice', 'bob', 'carol', 'dave', 'erin', 'frank'][i % 6]}${i >= 6 ? i : ''}`);
+  const names = Array.from(
+    { length: users },
+    (_, i) => `demo-${['alice', 'bob', 'carol', 'dave', 'erin', 'frank'][i % 6]}${i >= 6 ? i : ''}`,
+  );
   say(`spawning a session for ${names.join(', ')}; the last one is capped at 3 s of lifetime and will expire`);
   const sessions = new Map<string, string>();
   for (const [i, userId] of names.entries()) {
     const last = i === names.length - 1;
     try {
-      const { token } = await ctx.client.issueToken({ userId, metadata: { durationMs: last ? 60_000 : 3000 + 1000 * i }, ...(last ? { lifetimeMs: 3000 } : {}) });
+      const { token } = await ctx.client.issueToken({
+        userId,
+        metadata: { durationMs: last ? 60_000 : 3000 + 1000 * i },
+        ...(last ? { lifetimeMs: 3000 } : {}),
+      });
       const admitted = await ctx.client.spawn(token);
       sessions.set(userId, admitted.sessionId);
       event({ userId, event: 'admitted', sessionId: admitted.sessionId, fence: admitted.fence });
@@ -142,10 +162,12 @@ async function demo(ctx: Context, users: number): Promise<number> {
     say(`stopping ${second}, then asking again as soon as it has ended (the spawn throttle applies):`);
     await ctx.client.stopSession(second).catch(() => undefined);
     for (let i = 0; i < 100 && (await ctx.client.findSession(second))?.sessionId === sessions.get(second); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     try {
-      const admitted = await ctx.client.spawn((await ctx.client.issueToken({ userId: second, metadata: { durationMs: 2000 } })).token);
+      const admitted = await ctx.client.spawn(
+        (await ctx.client.issueToken({ userId: second, metadata: { durationMs: 2000 } })).token,
+      );
       sessions.set(second, admitted.sessionId);
       say(`  ${second}: admitted again, fence ${admitted.fence} (the throttle was already open)`);
     } catch (err) {
@@ -175,7 +197,7 @@ async function demo(ctx: Context, users: number): Promise<number> {
         say(`  ${userId}: ${ended.state}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}`);
       }
     }
-    if (pending.size > 0) await new Promise((resolve) => setTimeout(resolve, 300));
+    if (pending.size > 0) await sleep(300);
   }
   if (pending.size > 0) {
     say(`still running after 2 minutes: ${[...pending].join(', ')} (are worker hosts running?)`);
@@ -185,7 +207,10 @@ async function demo(ctx: Context, users: number): Promise<number> {
   return exitCodes.ok;
 }
 
-export async function main(argv: string[], out: (line: string) => void = (line) => process.stdout.write(`${line}\n`)): Promise<number> {
+export async function main(
+  argv: string[],
+  out: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
+): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({
@@ -215,7 +240,11 @@ export async function main(argv: string[], out: (line: string) => void = (line) 
   }
   const baseUrl = values.url ?? process.env['CQ_API_URL'] ?? 'http://127.0.0.1:3000';
   const apiKey = values.key ?? process.env['CQ_API_KEY'];
-  const ctx: Context = { client: new CoordinatorClient({ baseUrl, ...(apiKey === undefined ? {} : { apiKey }) }), json: values.json, out };
+  const ctx: Context = {
+    client: new CoordinatorClient({ baseUrl, ...(apiKey === undefined ? {} : { apiKey }) }),
+    json: values.json,
+    out,
+  };
   const need = (what: string): string => {
     if (argument === undefined) throw new UsageError(`${command} needs ${what}`);
     return argument;
@@ -226,7 +255,12 @@ export async function main(argv: string[], out: (line: string) => void = (line) 
         const metadata = parseMetadata(values.metadata);
         const ttlMs = parseIntOption(values.ttl, 'ttl');
         const lifetimeMs = parseIntOption(values.lifetime, 'lifetime');
-        const issued = await ctx.client.issueToken({ userId: need('a user id'), ...(metadata ? { metadata } : {}), ...(ttlMs ? { ttlMs } : {}), ...(lifetimeMs ? { lifetimeMs } : {}) });
+        const issued = await ctx.client.issueToken({
+          userId: need('a user id'),
+          ...(metadata ? { metadata } : {}),
+          ...(ttlMs ? { ttlMs } : {}),
+          ...(lifetimeMs ? { lifetimeMs } : {}),
+        });
         print(ctx, issued, issued.token);
         return exitCodes.ok;
       }
@@ -235,11 +269,21 @@ export async function main(argv: string[], out: (line: string) => void = (line) 
         if (values.user !== undefined) {
           const metadata = parseMetadata(values.metadata);
           const lifetimeMs = parseIntOption(values.lifetime, 'lifetime');
-          token = (await ctx.client.issueToken({ userId: values.user, ...(metadata ? { metadata } : {}), ...(lifetimeMs ? { lifetimeMs } : {}) })).token;
+          token = (
+            await ctx.client.issueToken({
+              userId: values.user,
+              ...(metadata ? { metadata } : {}),
+              ...(lifetimeMs ? { lifetimeMs } : {}),
+            })
+          ).token;
         }
         if (token === undefined) throw new UsageError('spawn needs a token, or --user <userId>');
         const admitted = await ctx.client.spawn(token);
-        print(ctx, admitted, `${admitted.userId}: admitted, fence ${admitted.fence}, session ${admitted.sessionId}, lifetime ${duration(admitted.lifetimeMs)}`);
+        print(
+          ctx,
+          admitted,
+          `${admitted.userId}: admitted, fence ${admitted.fence}, session ${admitted.sessionId}, lifetime ${duration(admitted.lifetimeMs)}`,
+        );
         return exitCodes.ok;
       }
       case 'status': {
@@ -260,7 +304,14 @@ export async function main(argv: string[], out: (line: string) => void = (line) 
           ctx.out(
             table([
               ['ENDED', 'STATE', 'FENCE', 'EXIT', 'WORKER', 'SESSION'],
-              ...sessions.map((s) => [s.endedAt, s.state, String(s.fence), s.exitCode === undefined ? '-' : String(s.exitCode), s.workerId ?? '-', s.sessionId]),
+              ...sessions.map((s) => [
+                s.endedAt,
+                s.state,
+                String(s.fence),
+                s.exitCode === undefined ? '-' : String(s.exitCode),
+                s.workerId ?? '-',
+                s.sessionId,
+              ]),
             ]),
           );
         return exitCodes.ok;
@@ -280,7 +331,10 @@ export async function main(argv: string[], out: (line: string) => void = (line) 
       process.stderr.write(`cq: ${err.message}\n\n${USAGE}`);
       return exitCodes.usage;
     }
-    if (ctx.json && err instanceof ApiError) process.stderr.write(`${JSON.stringify({ error: { code: err.code, message: err.message, status: err.status } })}\n`);
+    if (ctx.json && err instanceof ApiError)
+      process.stderr.write(
+        `${JSON.stringify({ error: { code: err.code, message: err.message, status: err.status } })}\n`,
+      );
     else process.stderr.write(`${describeError(err)}\n`);
     return exitCodeOf(err);
   }

@@ -42,7 +42,12 @@ export class CoordinatorClient {
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
     } catch (err) {
-      throw new UnavailableError(0, 'unreachable', `The API at ${this.#baseUrl} could not be reached: ${(err as Error).message}`, undefined);
+      throw new UnavailableError(
+        0,
+        'unreachable',
+        `The API at ${this.#baseUrl} could not be reached: ${(err as Error).message}`,
+        undefined,
+      );
     }
     const text = await response.text();
     let parsed: unknown;
@@ -87,7 +92,10 @@ export class CoordinatorClient {
 
   /** `GET /v1/users/{userId}/history`: ended sessions, newest first. */
   async history(userId: string): Promise<EndedSession[]> {
-    const body = await this.#request<{ sessions: EndedSession[] }>('GET', `/v1/users/${encodeURIComponent(userId)}/history`);
+    const body = await this.#request<{ sessions: EndedSession[] }>(
+      'GET',
+      `/v1/users/${encodeURIComponent(userId)}/history`,
+    );
     return body.sessions;
   }
 

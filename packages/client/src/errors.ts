@@ -55,7 +55,9 @@ export class UnavailableError extends ApiError {
 
 /** Builds the typed error for an error answer. */
 export function toApiError(status: number, body: unknown, headers: Headers): ApiError {
-  const error = (body as { error?: { code?: unknown; message?: unknown; retryAfterMs?: unknown; sessionId?: unknown } } | undefined)?.error;
+  const error = (
+    body as { error?: { code?: unknown; message?: unknown; retryAfterMs?: unknown; sessionId?: unknown } } | undefined
+  )?.error;
   const code = typeof error?.code === 'string' ? error.code : `http_${status}`;
   const message = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
   switch (code) {

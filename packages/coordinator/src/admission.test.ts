@@ -2,7 +2,11 @@ import { describe, expect, it } from 'vitest';
 import type { Coordinator } from './coordinator.js';
 import { connectionPool, coordinatorsOn, elapse, testCoordinator } from './test-support/setup.js';
 
-async function token(c: Coordinator, userId: string, options: Parameters<Coordinator['tokens']['issue']>[1] = {}): Promise<string> {
+async function token(
+  c: Coordinator,
+  userId: string,
+  options: Parameters<Coordinator['tokens']['issue']>[1] = {},
+): Promise<string> {
   const issued = await c.tokens.issue(userId, options);
   if (issued.outcome !== 'issued') throw new Error(`token for ${userId} was throttled`);
   return issued.token;
@@ -17,7 +21,13 @@ describe('admission', () => {
   it('admits a valid token once, as a pending session with a fence and the token metadata', async () => {
     const t = await token(coordinator, 'first', { metadata: { durationMs: 10 }, lifetimeMs: 5000 });
     const admitted = await sessions.admit(t);
-    expect(admitted).toMatchObject({ outcome: 'admitted', userId: 'first', fence: 1, lifetimeMs: 5000, metadata: { durationMs: 10 } });
+    expect(admitted).toMatchObject({
+      outcome: 'admitted',
+      userId: 'first',
+      fence: 1,
+      lifetimeMs: 5000,
+      metadata: { durationMs: 10 },
+    });
     expect(await sessions.get('first')).toMatchObject({ state: 'pending', fence: 1, lifetimeMs: 5000 });
     expect(await sessions.admit(t)).toEqual({ outcome: 'token_invalid' });
   });
@@ -29,7 +39,12 @@ describe('admission', () => {
     if (first.outcome !== 'admitted') throw new Error('not admitted');
     // Live session and throttle closed: the session wins.
     const b = await token(coordinator, user);
-    expect(await sessions.admit(b)).toEqual({ outcome: 'session_exists', userId: user, sessionId: first.sessionId, state: 'pending' });
+    expect(await sessions.admit(b)).toEqual({
+      outcome: 'session_exists',
+      userId: user,
+      sessionId: first.sessionId,
+      state: 'pending',
+    });
     // Invalid token and live session: the token wins.
     expect(await sessions.admit(a)).toEqual({ outcome: 'token_invalid' });
     // Session gone, throttle closed: throttled with advice; the token stays valid.
@@ -86,7 +101,10 @@ describe('an admission whose answer was lost', () => {
   it('cancelled before it arrives: the late copy does nothing and the token stays valid', async () => {
     const t = await token(coordinator, 'late-copy');
     const sessionId = crypto.randomUUID();
-    expect(await coordinator.sessions.cancelAdmission(t, sessionId)).toEqual({ cancelled: false, tokenRestored: false });
+    expect(await coordinator.sessions.cancelAdmission(t, sessionId)).toEqual({
+      cancelled: false,
+      tokenRestored: false,
+    });
     expect(await coordinator.sessions.admit(t, {}, sessionId)).toEqual({ outcome: 'token_invalid' });
     expect(await coordinator.sessions.get('late-copy')).toBeUndefined();
     expect(await coordinator.sessions.admit(t)).toMatchObject({ outcome: 'admitted' });
@@ -102,7 +120,9 @@ describe('an admission whose answer was lost', () => {
 });
 
 describe('session records', () => {
-  const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, historyLength: 3 } });
+  const coordinator = testCoordinator({
+    policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, historyLength: 3 },
+  });
   const sessions = coordinator.sessions;
 
   async function admit(user: string, options = {}) {
@@ -119,7 +139,12 @@ describe('session records', () => {
     expect(claim.deadline - claim.startedAt).toBe(60_000);
     expect(claim.metadata).toEqual({ x: 1 });
     const live = await sessions.get('life');
-    expect(live).toMatchObject({ state: 'running', workerId: 'host-a', fence: admitted.fence, deadline: claim.deadline });
+    expect(live).toMatchObject({
+      state: 'running',
+      workerId: 'host-a',
+      fence: admitted.fence,
+      deadline: claim.deadline,
+    });
     expect(await coordinator.redis.pttl(coordinator.keys.user('life').lease)).toBeGreaterThan(4000);
     const renewed = await sessions.renew(claim);
     expect(renewed).toMatchObject({ ok: true, stopRequested: false });
@@ -127,7 +152,14 @@ describe('session records', () => {
     expect(await sessions.get('life')).toBeUndefined();
     expect(await coordinator.redis.exists(coordinator.keys.user('life').lease)).toBe(0);
     const [entry] = await sessions.history('life');
-    expect(entry).toMatchObject({ sessionId: admitted.sessionId, fence: admitted.fence, state: 'completed', workerId: 'host-a', exitCode: 0, startedAt: claim.startedAt });
+    expect(entry).toMatchObject({
+      sessionId: admitted.sessionId,
+      fence: admitted.fence,
+      state: 'completed',
+      workerId: 'host-a',
+      exitCode: 0,
+      startedAt: claim.startedAt,
+    });
     expect(await sessions.finish(claim, 'failed', 1)).toBe(false);
   });
 
@@ -135,7 +167,10 @@ describe('session records', () => {
     const admitted = await admit('once');
     expect((await sessions.claim({ ...admitted, fence: admitted.fence + 1 }, worker)).claimed).toBe(false);
     expect((await sessions.claim(admitted, worker)).claimed).toBe(true);
-    expect(await sessions.claim(admitted, { ...worker, workerId: 'host-b' })).toEqual({ claimed: false, reason: 'stale' });
+    expect(await sessions.claim(admitted, { ...worker, workerId: 'host-b' })).toEqual({
+      claimed: false,
+      reason: 'stale',
+    });
   });
 
   it('a stop request reaches the owner at its next renewal; asking again changes nothing', async () => {
@@ -154,7 +189,10 @@ describe('session records', () => {
     const admitted = await admit('early-stop');
     expect(await sessions.requestStop('early-stop')).toEqual({ outcome: 'stopped', sessionId: admitted.sessionId });
     expect(await sessions.claim(admitted, worker)).toEqual({ claimed: false, reason: 'stale' });
-    expect((await sessions.history('early-stop'))[0]).toMatchObject({ state: 'stopped', sessionId: admitted.sessionId });
+    expect((await sessions.history('early-stop'))[0]).toMatchObject({
+      state: 'stopped',
+      sessionId: admitted.sessionId,
+    });
   });
 
   it('history keeps the newest entries up to its cap', async () => {
@@ -194,7 +232,9 @@ describe('session records', () => {
 });
 
 describe('sweep', () => {
-  const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, pendingTimeoutMs: 150 } });
+  const coordinator = testCoordinator({
+    policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, pendingTimeoutMs: 150 },
+  });
   const sessions = coordinator.sessions;
   const sweeper = coordinator.sweeper();
 
@@ -209,7 +249,11 @@ describe('sweep', () => {
     const result = await sweeper.sweepOnce();
     expect(result.lost).toBe(2);
     expect((await sessions.history('unclaimed'))[0]).toMatchObject({ state: 'lost', sessionId: pending.sessionId });
-    expect((await sessions.history('abandoned'))[0]).toMatchObject({ state: 'lost', sessionId: running.sessionId, workerId: 'host-a' });
+    expect((await sessions.history('abandoned'))[0]).toMatchObject({
+      state: 'lost',
+      sessionId: running.sessionId,
+      workerId: 'host-a',
+    });
     expect(await sessions.get('unclaimed')).toBeUndefined();
     // A late claim of the timed-out job starts nothing.
     expect(await sessions.claim(pending, worker)).toEqual({ claimed: false, reason: 'stale' });
@@ -257,7 +301,10 @@ describe('reading a session', () => {
     expect((await coordinator.sessions.get('dead-host'))?.state).toBe('running');
     await elapse(120); // the host "died": its lease is not renewed
     expect(await coordinator.sessions.get('dead-host')).toBeUndefined();
-    expect((await coordinator.sessions.history('dead-host'))[0]).toMatchObject({ state: 'lost', sessionId: admitted.sessionId });
+    expect((await coordinator.sessions.history('dead-host'))[0]).toMatchObject({
+      state: 'lost',
+      sessionId: admitted.sessionId,
+    });
   });
 });
 

@@ -29,7 +29,10 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['sessions.finish', () => c.sessions.finish(state['c'].claim, 'stopped', 0)],
     ['sessions.history', () => c.sessions.history('slot-user')],
     ['sessions.admit (rejected: throttled)', () => c.sessions.admit(state['t3'].token)],
-    ['leases.acquire', async () => (state['l'] = await c.leases.acquire('slot-resource', { leaseMs: 1000, maxLifetimeMs: 5000 }))],
+    [
+      'leases.acquire',
+      async () => (state['l'] = await c.leases.acquire('slot-resource', { leaseMs: 1000, maxLifetimeMs: 5000 })),
+    ],
     ['leases.renew', () => c.leases.renew(state['l'].lease)],
     ['leases.release', () => c.leases.release(state['l'].lease)],
     ['gcra.check', () => c.gcraLimiter({ name: 'g', intervalMs: 100 }).check('x')],
@@ -60,7 +63,9 @@ describe('one round trip, one slot', () => {
     const sha1 = (text: string): string => createHash('sha1').update(text).digest('hex');
     const scriptBySha = new Map([...loadScripts().values()].map((s) => [sha1(s.lua), s.name]));
     // MONITOR shows an EVAL's script text escaped; its opening sentence is enough to name it.
-    const scriptByOpening = [...loadScripts().values()].map((s) => [s.lua.split('\n')[1]!.trim().slice(0, 60), s.name] as const);
+    const scriptByOpening = [...loadScripts().values()].map(
+      (s) => [s.lua.split('\n')[1]!.trim().slice(0, 60), s.name] as const,
+    );
     const ran = new Set<string>();
     const ops = operations(coordinator);
     for (const [name, run] of ops) {
@@ -69,13 +74,17 @@ describe('one round trip, one slot', () => {
       await run();
       await watch.settle();
       const sent = watch.seen.slice(before);
-      expect(sent.map((s) => s.args[0]), name).toHaveLength(1);
+      expect(
+        sent.map((s) => s.args[0]),
+        name,
+      ).toHaveLength(1);
       const command = sent[0]!.args[0]!.toLowerCase();
       // ioredis sends EVAL the first time a connection runs a script, EVALSHA after: one command either way.
       const scripted = command === 'eval' || command === 'evalsha';
       expect(scripted ? 'script' : command, name).toBe(name === 'sessions.history' ? 'lrange' : 'script');
       if (command === 'evalsha') ran.add(scriptBySha.get(sent[0]!.args[1]!) ?? 'unknown');
-      if (command === 'eval') ran.add(scriptByOpening.find(([opening]) => sent[0]!.args[1]!.includes(opening))?.[1] ?? 'unknown');
+      if (command === 'eval')
+        ran.add(scriptByOpening.find(([opening]) => sent[0]!.args[1]!.includes(opening))?.[1] ?? 'unknown');
       const keys = keysOf(sent[0]!);
       expect(keys.length, name).toBeGreaterThan(0);
       const slots = new Set(keys.map(slotOf));
@@ -84,4 +93,3 @@ describe('one round trip, one slot', () => {
     expect([...ran].sort(), 'every script was exercised').toEqual([...scriptNames].sort());
   });
 });
-

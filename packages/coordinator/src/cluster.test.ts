@@ -33,7 +33,11 @@ describe('on Redis Cluster (3 masters, 3 replicas) with REDIS_WAIT_REPLICAS=1', 
       redis: client,
       keyPrefix: 'clu',
       policy: { spawnIntervalMs: 1, spawnBurst: 100 },
-      replicaWait: { replicas: 1, timeoutMs: 1000, onShortfall: (script, acknowledged) => shortfalls.push([script, acknowledged]) },
+      replicaWait: {
+        replicas: 1,
+        timeoutMs: 1000,
+        onShortfall: (script, acknowledged) => shortfalls.push([script, acknowledged]),
+      },
     });
   });
   afterAll(async () => {

@@ -72,7 +72,11 @@ export class Coordinator {
   constructor(options: CoordinatorOptions) {
     this.policy = Object.freeze(resolvePolicy(options.policy));
     this.keys = new Keys(options.keyPrefix ?? 'cq');
-    this.#context = { redis: options.redis, scripts: new Scripts(options.redis, options.scriptsDir, options.replicaWait, options.timeoutMs), keys: this.keys };
+    this.#context = {
+      redis: options.redis,
+      scripts: new Scripts(options.redis, options.scriptsDir, options.replicaWait, options.timeoutMs),
+      keys: this.keys,
+    };
     this.tokens = new TokenStore(this.#context, this.policy);
     this.sessions = new SessionStore(this.#context, this.policy);
     this.leases = new LeaseManager(this.#context);

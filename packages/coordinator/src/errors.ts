@@ -103,5 +103,8 @@ export function unexpectedReply(script: string, reply: readonly unknown[]): Coor
   const code = replyCode(reply);
   const known = errorOfScriptCode[code];
   if (known === undefined) return new ScriptReplyError(script, reply);
-  return new CoordinatorError(known, `Script ${script} answered ${ScriptCode[code]}, which its caller does not handle: ${errorCodes[known].message}`);
+  return new CoordinatorError(
+    known,
+    `Script ${script} answered ${ScriptCode[code]}, which its caller does not handle: ${errorCodes[known].message}`,
+  );
 }

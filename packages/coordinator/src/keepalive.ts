@@ -114,7 +114,12 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
       const answer = await this.#options.renew();
       if (this.#stopped) return;
       if (!answer.ok) {
-        this.#abort(answer.reason, answer.reason === 'deadline_reached' ? 'The lease reached its hard deadline.' : 'The lease is held by someone else or has expired.');
+        this.#abort(
+          answer.reason,
+          answer.reason === 'deadline_reached'
+            ? 'The lease reached its hard deadline.'
+            : 'The lease is held by someone else or has expired.',
+        );
         return;
       }
       this.#expiresAt = sentAt + answer.ttlMs;

@@ -142,6 +142,8 @@ export class Keys {
 }
 
 function assertShard(index: number, count: number): void {
-  if (!Number.isInteger(count) || count < 1 || count > SLOT_COUNT) throw new RangeError(`shard count must be an integer from 1 to ${SLOT_COUNT} (got ${count})`);
-  if (!Number.isInteger(index) || index < 0 || index >= count) throw new RangeError(`shard index must be an integer from 0 to ${count - 1} (got ${index})`);
+  if (!Number.isInteger(count) || count < 1 || count > SLOT_COUNT)
+    throw new RangeError(`shard count must be an integer from 1 to ${SLOT_COUNT} (got ${count})`);
+  if (!Number.isInteger(index) || index < 0 || index >= count)
+    throw new RangeError(`shard index must be an integer from 0 to ${count - 1} (got ${index})`);
 }

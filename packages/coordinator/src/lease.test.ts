@@ -61,9 +61,16 @@ describe('leases', () => {
   });
 
   it('300 simultaneous acquires from separate clients: exactly one owner', async () => {
-    const others = Array.from({ length: 30 }, () => new Coordinator({ redis: new Redis(coordinator.redis.options), keyPrefix: coordinator.keys.prefix }));
+    const others = Array.from(
+      { length: 30 },
+      () => new Coordinator({ redis: new Redis(coordinator.redis.options), keyPrefix: coordinator.keys.prefix }),
+    );
     onTestFinished(() => others.forEach((c) => c.redis.disconnect()));
-    const outcomes = await Promise.all(Array.from({ length: 300 }, (_, i) => others[i % 30]!.leases.acquire('contended', { leaseMs: 10_000, maxLifetimeMs: 10_000 })));
+    const outcomes = await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        others[i % 30]!.leases.acquire('contended', { leaseMs: 10_000, maxLifetimeMs: 10_000 }),
+      ),
+    );
     expect(outcomes.filter((o) => o.acquired)).toHaveLength(1);
   });
 });

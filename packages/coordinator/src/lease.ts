@@ -33,12 +33,12 @@ export interface Lease {
 }
 
 /** What {@link LeaseManager.renew} answers: when renewed, also the new expiry (epoch ms, Redis clock). */
-export type LeaseRenewAnswer = (RenewAnswer & { readonly ok: true; readonly expiresAt: number }) | (RenewAnswer & { readonly ok: false });
+export type LeaseRenewAnswer =
+  (RenewAnswer & { readonly ok: true; readonly expiresAt: number }) | (RenewAnswer & { readonly ok: false });
 
 /** What {@link LeaseManager.acquire} answers. */
 export type AcquireOutcome =
-  | { readonly acquired: true; readonly lease: Lease }
-  | { readonly acquired: false; readonly retryAfterMs: number };
+  { readonly acquired: true; readonly lease: Lease } | { readonly acquired: false; readonly retryAfterMs: number };
 
 /**
  * Leases (locks) in Redis: `SET NX PX` semantics with a fencing token issued in the same script,
@@ -58,12 +58,21 @@ export class LeaseManager {
     const keys = this.#context.keys.lease(resource);
     const owner = options.owner ?? randomUUID();
     const sentAt = performance.now();
-    const reply = await this.#context.scripts.run('acquireLease', [keys.lease, keys.fence], [owner, options.leaseMs, options.maxLifetimeMs]);
+    const reply = await this.#context.scripts.run(
+      'acquireLease',
+      [keys.lease, keys.fence],
+      [owner, options.leaseMs, options.maxLifetimeMs],
+    );
     if (replyCode(reply) === ScriptCode.LeaseHeld) return { acquired: false, retryAfterMs: Number(reply[1]) };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('acquireLease', reply);
     return {
       acquired: true,
-      lease: { resource, owner, fence: Number(reply[1]), expiresAt: Number(reply[2]), deadline: Number(reply[3]),
+      lease: {
+        resource,
+        owner,
+        fence: Number(reply[1]),
+        expiresAt: Number(reply[2]),
+        deadline: Number(reply[3]),
         leaseMs: options.leaseMs,
         maxLifetimeMs: options.maxLifetimeMs,
         sentAt,
@@ -73,7 +82,11 @@ export class LeaseManager {
 
   /** Renews `lease` for another `leaseMs` (never past its deadline). One round trip. */
   async renew(lease: Lease, leaseMs: number = lease.leaseMs): Promise<LeaseRenewAnswer> {
-    const reply = await this.#context.scripts.run('renewLease', [this.#context.keys.lease(lease.resource).lease], [lease.owner, leaseMs]);
+    const reply = await this.#context.scripts.run(
+      'renewLease',
+      [this.#context.keys.lease(lease.resource).lease],
+      [lease.owner, leaseMs],
+    );
     if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
     if (replyCode(reply) === ScriptCode.DeadlineReached) return { ok: false, reason: 'deadline_reached' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('renewLease', reply);
@@ -83,7 +96,11 @@ export class LeaseManager {
 
   /** Releases `lease` if it is still this owner's (compare-and-delete). True when it was. One round trip. */
   async release(lease: Lease): Promise<boolean> {
-    const reply = await this.#context.scripts.run('releaseLease', [this.#context.keys.lease(lease.resource).lease], [lease.owner]);
+    const reply = await this.#context.scripts.run(
+      'releaseLease',
+      [this.#context.keys.lease(lease.resource).lease],
+      [lease.owner],
+    );
     return replyCode(reply) === ScriptCode.Ok;
   }
 
@@ -91,7 +108,10 @@ export class LeaseManager {
    * Renews `lease` every `intervalMs` (a third of the lease by default) until stopped; the returned
    * keepalive's signal aborts as soon as the lease is lost.
    */
-  keepalive(lease: Lease, options: { intervalMs?: number; onError?: (err: unknown) => void } = {}): Keepalive<LeaseRenewAnswer> {
+  keepalive(
+    lease: Lease,
+    options: { intervalMs?: number; onError?: (err: unknown) => void } = {},
+  ): Keepalive<LeaseRenewAnswer> {
     const elapsed = performance.now() - lease.sentAt;
     return new Keepalive<LeaseRenewAnswer>({
       renew: () => this.renew(lease),

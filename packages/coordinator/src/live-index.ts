@@ -24,7 +24,10 @@ export interface IndexSnapshot {
  * Reads the per-slot indexes (live sessions and recent endings) of every cluster slot in pipelined
  * batches: 2 × 16384 cheap commands, never a keyspace scan.
  */
-export async function readIndex(context: Context, options: { batchSize?: number; endedPerSlot?: number } = {}): Promise<IndexSnapshot> {
+export async function readIndex(
+  context: Context,
+  options: { batchSize?: number; endedPerSlot?: number } = {},
+): Promise<IndexSnapshot> {
   const { redis, keys } = context;
   const batchSize = options.batchSize ?? 2048;
   const endedPerSlot = options.endedPerSlot ?? 20;
@@ -36,11 +39,18 @@ export async function readIndex(context: Context, options: { batchSize?: number;
       let replies: Array<[string[], string[]]>;
       if ('nodes' in redis) {
         replies = await Promise.all(
-          slots.map(async (slot) => [await redis.zrange(keys.shard(slot), 0, -1, 'WITHSCORES'), await redis.lrange(keys.ended(slot), 0, endedPerSlot - 1)] as [string[], string[]]),
+          slots.map(
+            async (slot) =>
+              [
+                await redis.zrange(keys.shard(slot), 0, -1, 'WITHSCORES'),
+                await redis.lrange(keys.ended(slot), 0, endedPerSlot - 1),
+              ] as [string[], string[]],
+          ),
         );
       } else {
         const pipeline = redis.pipeline();
-        for (const slot of slots) pipeline.zrange(keys.shard(slot), 0, -1, 'WITHSCORES').lrange(keys.ended(slot), 0, endedPerSlot - 1);
+        for (const slot of slots)
+          pipeline.zrange(keys.shard(slot), 0, -1, 'WITHSCORES').lrange(keys.ended(slot), 0, endedPerSlot - 1);
         const results = (await pipeline.exec()) ?? [];
         replies = slots.map((_, i) => {
           const [zErr, z] = results[2 * i]!;
@@ -51,7 +61,8 @@ export async function readIndex(context: Context, options: { batchSize?: number;
         });
       }
       for (const [members, endings] of replies) {
-        for (let i = 0; i + 1 < members.length; i += 2) live.push({ userId: members[i]!, dueAt: Number(members[i + 1]) });
+        for (let i = 0; i + 1 < members.length; i += 2)
+          live.push({ userId: members[i]!, dueAt: Number(members[i + 1]) });
         for (const json of endings) ended.push(JSON.parse(json) as RecentEnding);
       }
     }

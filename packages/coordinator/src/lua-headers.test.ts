@@ -41,7 +41,8 @@ describe('lua script headers', () => {
 
     const keys = documented(input!, 'KEYS');
     expect(keys).toEqual(Array.from({ length: numberOfKeys }, (_, i) => i + 1));
-    for (const n of used(body, 'KEYS')) expect(n, `KEYS[${n}] is used but the name says ${numberOfKeys}`).toBeLessThanOrEqual(numberOfKeys);
+    for (const n of used(body, 'KEYS'))
+      expect(n, `KEYS[${n}] is used but the name says ${numberOfKeys}`).toBeLessThanOrEqual(numberOfKeys);
 
     const argv = documented(input!, 'ARGV');
     expect(argv, 'ARGV documented in order from 1').toEqual(Array.from({ length: argv.length }, (_, i) => i + 1));

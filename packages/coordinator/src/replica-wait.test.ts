@@ -14,7 +14,10 @@ describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT)
   let coordinator: Coordinator;
   const shortfalls: Array<[ScriptName, number]> = [];
   // WAIT with no write of the client's own answers at once; a real write proves the replica acknowledges.
-  const acknowledged = async (): Promise<boolean> => (await masterClient.set('probe', '1'), (await masterClient.wait(1, 100)) === 1);
+  const acknowledged = async (): Promise<boolean> => (
+    await masterClient.set('probe', '1'),
+    (await masterClient.wait(1, 100)) === 1
+  );
 
   beforeAll(async () => {
     // No 5 s pause before the first full sync (the default of repl-diskless-sync-delay).
@@ -27,7 +30,11 @@ describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT)
       redis: masterClient,
       keyPrefix: 'wait',
       policy: { spawnIntervalMs: 1, spawnBurst: 100 },
-      replicaWait: { replicas: 1, timeoutMs: WAIT_MS, onShortfall: (script, acknowledged) => shortfalls.push([script, acknowledged]) },
+      replicaWait: {
+        replicas: 1,
+        timeoutMs: WAIT_MS,
+        onShortfall: (script, acknowledged) => shortfalls.push([script, acknowledged]),
+      },
     });
   });
   afterAll(async () => {

@@ -88,14 +88,21 @@ export function loadScripts(dir: string = defaultScriptsDir): Map<string, Script
   try {
     files = readdirSync(dir);
   } catch (cause) {
-    throw new Error(`Lua scripts not found in ${dir}: pass scriptsDir pointing to the repository's lua/ folder`, { cause });
+    throw new Error(`Lua scripts not found in ${dir}: pass scriptsDir pointing to the repository's lua/ folder`, {
+      cause,
+    });
   }
   const scripts = new Map<string, ScriptSource>();
   for (const name of files) {
     const match = FILE_NAME.exec(name);
     if (match === null) continue;
     const file = join(dir, name);
-    scripts.set(match[1]!, { name: match[1]!, numberOfKeys: Number(match[2]), file, lua: expand(file, new Set([file])) });
+    scripts.set(match[1]!, {
+      name: match[1]!,
+      numberOfKeys: Number(match[2]),
+      file,
+      lua: expand(file, new Set([file])),
+    });
   }
   const missing = scriptNames.filter((name) => !scripts.has(name));
   if (missing.length > 0) throw new Error(`Lua scripts missing from ${dir}: ${missing.join(', ')}`);
@@ -142,7 +149,8 @@ export class Scripts {
     this.#timeoutMs = timeoutMs;
     this.#sources = scriptsDir === undefined ? (cached ??= loadScripts()) : loadScripts(scriptsDir);
     this.#wait = wait !== undefined && wait.replicas > 0 ? wait : undefined;
-    for (const source of this.#sources.values()) this.#sha.set(source.name, createHash('sha1').update(source.lua).digest('hex'));
+    for (const source of this.#sources.values())
+      this.#sha.set(source.name, createHash('sha1').update(source.lua).digest('hex'));
     for (const source of this.#sources.values()) {
       if (typeof (redis as unknown as Record<string, unknown>)[source.name] === 'function') continue;
       redis.defineCommand(source.name, { numberOfKeys: source.numberOfKeys, lua: source.lua });
@@ -155,7 +163,14 @@ export class Scripts {
     const pool = this.#waitPool ?? [];
     this.#waitPool = undefined;
     await Promise.all(
-      pool.map(({ connection }) => (connection.status === 'ready' ? connection.quit().then(() => {}, () => connection.disconnect()) : connection.disconnect())),
+      pool.map(({ connection }) =>
+        connection.status === 'ready'
+          ? connection.quit().then(
+              () => {},
+              () => connection.disconnect(),
+            )
+          : connection.disconnect(),
+      ),
     );
   }
 
@@ -199,7 +214,10 @@ export class Scripts {
   #waiters(wait: ReplicaWait): Array<{ connection: RedisClient; inFlight: number }> {
     if (this.#closed) throw new Error('the coordinator is closed');
     this.#waitPool ??= Array.from({ length: Math.max(1, wait.connections ?? 8) }, () => {
-      const connection = 'refreshSlotsCache' in this.#redis ? this.#redis.duplicate(undefined, { enableOfflineQueue: true }) : this.#redis.duplicate({ enableOfflineQueue: true });
+      const connection =
+        'refreshSlotsCache' in this.#redis
+          ? this.#redis.duplicate(undefined, { enableOfflineQueue: true })
+          : this.#redis.duplicate({ enableOfflineQueue: true });
       // Failures reach the caller through its command; the client given to us reports outages.
       connection.on('error', () => {});
       return { connection, inFlight: 0 };
@@ -213,7 +231,13 @@ export class Scripts {
    * pipeline goes to the pooled connection with the fewest calls in flight, since a `WAIT` holds its
    * connection. EVALSHA first; on NOSCRIPT, EVAL with the same `WAIT` behind it.
    */
-  async #runAndWait(name: ScriptName, source: ScriptSource, keys: readonly string[], args: ReadonlyArray<string | number>, wait: ReplicaWait): Promise<unknown> {
+  async #runAndWait(
+    name: ScriptName,
+    source: ScriptSource,
+    keys: readonly string[],
+    args: ReadonlyArray<string | number>,
+    wait: ReplicaWait,
+  ): Promise<unknown> {
     const waiter = this.#waiters(wait).reduce((least, w) => (w.inFlight < least.inFlight ? w : least));
     const { connection } = waiter;
     const send = async (command: 'evalsha' | 'eval'): Promise<[Error | null, unknown][]> => {

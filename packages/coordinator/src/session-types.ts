@@ -2,7 +2,16 @@ import type { RateLimitResult } from './limiters/rate-limit.js';
 import type { Metadata } from './tokens.js';
 
 /** Every state of a session (see the contract). */
-export const sessionStates = ['pending', 'running', 'stopping', 'completed', 'failed', 'expired', 'stopped', 'lost'] as const;
+export const sessionStates = [
+  'pending',
+  'running',
+  'stopping',
+  'completed',
+  'failed',
+  'expired',
+  'stopped',
+  'lost',
+] as const;
 /** A state of a session. */
 export type SessionState = (typeof sessionStates)[number];
 /** The states a session ends in. */
@@ -68,7 +77,12 @@ export type AdmitOutcome =
       readonly rate: RateLimitResult;
     }
   | { readonly outcome: 'token_invalid' }
-  | { readonly outcome: 'session_exists'; readonly userId: string; readonly sessionId: string; readonly state: LiveState }
+  | {
+      readonly outcome: 'session_exists';
+      readonly userId: string;
+      readonly sessionId: string;
+      readonly state: LiveState;
+    }
   | { readonly outcome: 'throttled'; readonly userId: string; readonly rate: RateLimitResult };
 
 /** What a worker host needs to know to claim a session (the spawn job's payload). */
@@ -102,5 +116,4 @@ export type ClaimOutcome =
 
 /** What {@link SessionStore.requestStop} answers. */
 export type StopOutcome =
-  | { readonly outcome: 'stopped' | 'stopping'; readonly sessionId: string }
-  | { readonly outcome: 'no_session' };
+  { readonly outcome: 'stopped' | 'stopping'; readonly sessionId: string } | { readonly outcome: 'no_session' };

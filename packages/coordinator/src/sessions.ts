@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
-import { Keepalive, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
+import { Keepalive, type RenewAnswer } from './keepalive.js';
 import { parseRateReply } from './limiters/rate-limit.js';
 import type { Policy } from './options.js';
 import { wrapRedisError } from './scripts.js';
@@ -65,7 +65,11 @@ export class SessionStore {
    * consume the token, take the next fence, record the session as `pending`. All or nothing, one round
    * trip; a malformed token is refused without one.
    */
-  async admit(token: string, overrides: Partial<AdmitPolicy> = {}, sessionId: string = randomUUID()): Promise<AdmitOutcome> {
+  async admit(
+    token: string,
+    overrides: Partial<AdmitPolicy> = {},
+    sessionId: string = randomUUID(),
+  ): Promise<AdmitOutcome> {
     const parsed = parseToken(token);
     if (parsed === undefined) return { outcome: 'token_invalid' };
     const policy: AdmitPolicy = {
@@ -89,7 +93,15 @@ export class SessionStore {
         keys.ended,
         this.#context.keys.cancelledAdmission(userId, sessionId),
       ],
-      [sessionId, userId, policy.spawnIntervalMs, policy.spawnBurst, policy.maxLifetimeMs, policy.pendingTimeoutMs, this.#policy.historyLength],
+      [
+        sessionId,
+        userId,
+        policy.spawnIntervalMs,
+        policy.spawnBurst,
+        policy.maxLifetimeMs,
+        policy.pendingTimeoutMs,
+        this.#policy.historyLength,
+      ],
     );
     switch (replyCode(reply)) {
       case ScriptCode.Ok:
@@ -101,7 +113,13 @@ export class SessionStore {
           lifetimeMs: Number(reply[2]),
           metadata: parseMetadata(String(reply[3])),
           pendingDeadline: Number(reply[4]),
-          rate: { allowed: true, limit: Number(reply[5]), remaining: Number(reply[6]), retryAfterMs: 0, resetAfterMs: Number(reply[7]) },
+          rate: {
+            allowed: true,
+            limit: Number(reply[5]),
+            remaining: Number(reply[6]),
+            retryAfterMs: 0,
+            resetAfterMs: Number(reply[7]),
+          },
         };
       case ScriptCode.TokenInvalid:
       case ScriptCode.Cancelled: // this admission had been cancelled: a late copy of a timed-out call
@@ -128,7 +146,13 @@ export class SessionStore {
     const keys = this.#context.keys.user(parsed.userId);
     const reply = await this.#context.scripts.run(
       'cancelAdmission',
-      [keys.session, this.#context.keys.token(parsed.userId, parsed.digest), keys.spawnThrottle, keys.shard, this.#context.keys.cancelledAdmission(parsed.userId, sessionId)],
+      [
+        keys.session,
+        this.#context.keys.token(parsed.userId, parsed.digest),
+        keys.spawnThrottle,
+        keys.shard,
+        this.#context.keys.cancelledAdmission(parsed.userId, sessionId),
+      ],
       [sessionId, parsed.userId, CANCELLED_ADMISSION_TTL_MS],
     );
     if (replyCode(reply) === ScriptCode.Stale) return { cancelled: false, tokenRestored: false };
@@ -150,7 +174,16 @@ export class SessionStore {
     const reply = await this.#context.scripts.run(
       'claimSession',
       [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
-      [ref.sessionId, ref.fence, owner, options.workerId, options.leaseMs, options.graceMs, ref.userId, this.#policy.historyLength],
+      [
+        ref.sessionId,
+        ref.fence,
+        owner,
+        options.workerId,
+        options.leaseMs,
+        options.graceMs,
+        ref.userId,
+        this.#policy.historyLength,
+      ],
     );
     if (replyCode(reply) === ScriptCode.Stale) return { claimed: false, reason: 'stale' };
     if (replyCode(reply) === ScriptCode.PendingTimeout) return { claimed: false, reason: 'pending_timeout' };
@@ -177,7 +210,11 @@ export class SessionStore {
   /** The owner renews the session lease and learns whether a stop was requested. One round trip. */
   async renew(claim: Claim): Promise<SessionRenewAnswer> {
     const keys = this.#context.keys.user(claim.userId);
-    const reply = await this.#context.scripts.run('renewSession', [keys.lease, keys.session, keys.shard], [claim.owner, claim.leaseMs, claim.userId]);
+    const reply = await this.#context.scripts.run(
+      'renewSession',
+      [keys.lease, keys.session, keys.shard],
+      [claim.owner, claim.leaseMs, claim.userId],
+    );
     if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
     if (replyCode(reply) === ScriptCode.DeadlineReached) return { ok: false, reason: 'deadline_reached' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('renewSession', reply);
@@ -194,7 +231,7 @@ export class SessionStore {
     claim: Claim,
     options: {
       intervalMs?: number;
-      /** See {@link KeepaliveOptions.marginMs}. */
+      /** Safety margin, ms: the signal aborts this long before the lease could run out. @defaultValue 0 */
       marginMs?: number;
       onStopRequested?: () => void;
       onRenewed?: (answer: SessionRenewAnswer & { ok: true }) => void;
@@ -226,7 +263,11 @@ export class SessionStore {
    */
   async requestStop(userId: string): Promise<StopOutcome> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('requestStop', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run(
+      'requestStop',
+      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
+      [userId, this.#policy.historyLength],
+    );
     if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('requestStop', reply);
     return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
@@ -237,7 +278,8 @@ export class SessionStore {
    * the session had already ended (for example as `lost`): then nothing is changed. One round trip.
    */
   async finish(claim: Claim, state: TerminalState, exitCode?: number): Promise<boolean> {
-    if (!(terminalStates as readonly string[]).includes(state)) throw new InvalidArgumentError(`state must be one of ${terminalStates.join(', ')}`);
+    if (!(terminalStates as readonly string[]).includes(state))
+      throw new InvalidArgumentError(`state must be one of ${terminalStates.join(', ')}`);
     if (exitCode !== undefined) assertInteger(exitCode, 'exitCode', -(2 ** 31), 2 ** 31);
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
@@ -256,7 +298,11 @@ export class SessionStore {
    */
   async sweepUser(userId: string): Promise<boolean> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('sweepSession', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run(
+      'sweepSession',
+      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
+      [userId, this.#policy.historyLength],
+    );
     return replyCode(reply) === ScriptCode.Ok;
   }
 
@@ -266,7 +312,11 @@ export class SessionStore {
    */
   async get(userId: string): Promise<SessionView | undefined> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('readSession', [keys.session, keys.lease, keys.history, keys.shard, keys.ended], [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run(
+      'readSession',
+      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
+      [userId, this.#policy.historyLength],
+    );
     if (replyCode(reply) === ScriptCode.NoSession) return undefined;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('readSession', reply);
     const h: Record<string, string> = {};

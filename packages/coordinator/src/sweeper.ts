@@ -44,7 +44,8 @@ export interface SweepResult {
 export class Sweeper {
   readonly #context: Context;
   readonly #sessions: SessionStore;
-  readonly #options: Required<Omit<SweeperOptions, 'onError' | 'onSwept'>> & Pick<SweeperOptions, 'onError' | 'onSwept'>;
+  readonly #options: Required<Omit<SweeperOptions, 'onError' | 'onSwept'>> &
+    Pick<SweeperOptions, 'onError' | 'onSwept'>;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
 
@@ -66,10 +67,17 @@ export class Sweeper {
         const batch = shards.slice(i, i + this.#options.batchSize);
         const replies =
           'nodes' in redis
-            ? await Promise.all(batch.map((shard) => redis.zrangebyscore(shard, '-inf', now, 'LIMIT', 0, this.#options.perShard)))
-            : ((await batch
-                .reduce((pipeline, shard) => pipeline.zrangebyscore(shard, '-inf', now, 'LIMIT', 0, this.#options.perShard), redis.pipeline())
-                .exec()) ?? []).map(([err, users]) => {
+            ? await Promise.all(
+                batch.map((shard) => redis.zrangebyscore(shard, '-inf', now, 'LIMIT', 0, this.#options.perShard)),
+              )
+            : (
+                (await batch
+                  .reduce(
+                    (pipeline, shard) => pipeline.zrangebyscore(shard, '-inf', now, 'LIMIT', 0, this.#options.perShard),
+                    redis.pipeline(),
+                  )
+                  .exec()) ?? []
+              ).map(([err, users]) => {
                 if (err) throw err;
                 return users as string[];
               });

@@ -28,7 +28,10 @@ describe('one-time tokens', () => {
     for (const key of keys) {
       expect(key).not.toContain(secret);
       const type = await coordinator.redis.type(key);
-      const dump = type === 'hash' ? JSON.stringify(await coordinator.redis.hgetall(key)) : JSON.stringify(await coordinator.redis.zrange(key, 0, -1));
+      const dump =
+        type === 'hash'
+          ? JSON.stringify(await coordinator.redis.hgetall(key))
+          : JSON.stringify(await coordinator.redis.zrange(key, 0, -1));
       expect(dump).not.toContain(secret);
     }
     const pttl = await coordinator.redis.pttl(tokenKeys[0]!);
@@ -60,7 +63,15 @@ describe('one-time tokens', () => {
     // A client that never connects: any command would hang or fail, so an answer proves no call was made.
     const offline = new Redis({ lazyConnect: true, enableOfflineQueue: false, port: 1 });
     const noRedis = new Coordinator({ redis: offline, keyPrefix: coordinator.keys.prefix });
-    const malformed = ['', 'v1', 'v1..', 'v2.YWxpY2U.' + 'a'.repeat(43), 'v1.YWxpY2U.short', 'v1.e30.' + 'a'.repeat(43), 'v1.YWxpY2U.' + 'a'.repeat(43) + '!'];
+    const malformed = [
+      '',
+      'v1',
+      'v1..',
+      'v2.YWxpY2U.' + 'a'.repeat(43),
+      'v1.YWxpY2U.short',
+      'v1.e30.' + 'a'.repeat(43),
+      'v1.YWxpY2U.' + 'a'.repeat(43) + '!',
+    ];
     for (const token of malformed) expect(await noRedis.tokens.consume(token), token).toEqual({ consumed: false });
     expect(await noRedis.sessions.admit('not a token')).toEqual({ outcome: 'token_invalid' });
     expect(offline.status).toBe('wait');
@@ -71,15 +82,21 @@ describe('one-time tokens', () => {
     if (issued.outcome !== 'issued') throw new Error('not issued');
     const consumers = coordinatorsOn(connectionPool(50), coordinator);
     await Promise.all(consumers.map((c) => c.redis.ping()));
-    const answers = await Promise.all(Array.from({ length: 1000 }, (_, i) => consumers[i % consumers.length]!.tokens.consume(issued.token)));
+    const answers = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => consumers[i % consumers.length]!.tokens.consume(issued.token)),
+    );
     expect(answers.filter((a) => a.consumed)).toHaveLength(1);
     expect(answers.filter((a) => !a.consumed)).toHaveLength(999);
   });
 
   it('refuses bad metadata, ttl and lifetime before touching Redis', async () => {
-    await expect(coordinator.tokens.issue('bad', { metadata: { big: 'x'.repeat(5000) } })).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(coordinator.tokens.issue('bad', { metadata: { big: 'x'.repeat(5000) } })).rejects.toMatchObject({
+      code: 'invalid_argument',
+    });
     await expect(coordinator.tokens.issue('bad', { ttlMs: 0 })).rejects.toMatchObject({ code: 'invalid_argument' });
-    await expect(coordinator.tokens.issue('bad', { lifetimeMs: coordinator.policy.maxLifetimeMs + 1 })).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(
+      coordinator.tokens.issue('bad', { lifetimeMs: coordinator.policy.maxLifetimeMs + 1 }),
+    ).rejects.toMatchObject({ code: 'invalid_argument' });
     await expect(coordinator.tokens.issue('bad user!', {})).rejects.toMatchObject({ code: 'invalid_argument' });
     expect(await coordinator.redis.exists(coordinator.keys.user('bad').tokenRate)).toBe(0);
   });

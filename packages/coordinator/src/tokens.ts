@@ -58,12 +58,24 @@ export interface IssueOptions {
 
 /** What {@link TokenStore.issue} answers. */
 export type IssueOutcome =
-  | { readonly outcome: 'issued'; readonly token: string; readonly userId: string; readonly expiresAt: number; readonly rate: RateLimitResult }
+  | {
+      readonly outcome: 'issued';
+      readonly token: string;
+      readonly userId: string;
+      readonly expiresAt: number;
+      readonly rate: RateLimitResult;
+    }
   | { readonly outcome: 'throttled'; readonly userId: string; readonly rate: RateLimitResult };
 
 /** What {@link TokenStore.consume} answers. */
 export type ConsumeOutcome =
-  | { readonly consumed: true; readonly userId: string; readonly metadata: Metadata; readonly lifetimeMs?: number; readonly expiresAt: number }
+  | {
+      readonly consumed: true;
+      readonly userId: string;
+      readonly metadata: Metadata;
+      readonly lifetimeMs?: number;
+      readonly expiresAt: number;
+    }
   | { readonly consumed: false };
 
 /** Serialises metadata and checks its size; throws {@link InvalidArgumentError} when it is not acceptable. */
@@ -102,7 +114,8 @@ export class TokenStore {
     assertUserId(userId);
     const ttlMs = options.ttlMs ?? this.#policy.tokenTtlMs;
     assertInteger(ttlMs, 'ttlMs', 1, MAX_TOKEN_TTL_MS);
-    if (options.lifetimeMs !== undefined) assertInteger(options.lifetimeMs, 'lifetimeMs', 1, this.#policy.maxLifetimeMs);
+    if (options.lifetimeMs !== undefined)
+      assertInteger(options.lifetimeMs, 'lifetimeMs', 1, this.#policy.maxLifetimeMs);
     const metadata = encodeMetadata(options.metadata);
     const { token, parsed } = createToken(userId);
     const reply = await this.#context.scripts.run(
@@ -111,7 +124,8 @@ export class TokenStore {
       [ttlMs, options.lifetimeMs ?? '', metadata, this.#policy.tokenLimit, this.#policy.tokenWindowMs],
     );
     const rate = parseRateReply([replyCode(reply) === ScriptCode.Ok ? 1 : 0, ...reply.slice(2)], 'issueToken');
-    if (replyCode(reply) === ScriptCode.Ok) return { outcome: 'issued', token, userId, expiresAt: Number(reply[1]), rate };
+    if (replyCode(reply) === ScriptCode.Ok)
+      return { outcome: 'issued', token, userId, expiresAt: Number(reply[1]), rate };
     if (replyCode(reply) === ScriptCode.Throttled) return { outcome: 'throttled', userId, rate };
     throw unexpectedReply('issueToken', reply);
   }

@@ -36,7 +36,11 @@ export class WorkerRegistry {
     assertName(beat.workerId, 'WORKER_ID');
     assertInteger(ttlMs, 'ttlMs', 1);
     const { keys, scripts } = this.#context;
-    const reply = await scripts.run('heartbeatWorker', [keys.worker(beat.workerId), keys.workers()], [beat.workerId, beat.slots, beat.busy, beat.startedAt, ttlMs, 1]);
+    const reply = await scripts.run(
+      'heartbeatWorker',
+      [keys.worker(beat.workerId), keys.workers()],
+      [beat.workerId, beat.slots, beat.busy, beat.startedAt, ttlMs, 1],
+    );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
   }
 
@@ -54,7 +58,13 @@ export class WorkerRegistry {
       const records = await Promise.all(ids.map((id) => redis.hgetall(keys.worker(id))));
       return records
         .filter((r) => r['id'] !== undefined)
-        .map((r) => ({ workerId: r['id']!, slots: Number(r['slots']), busy: Number(r['busy']), startedAt: Number(r['startedAt']), seenAt: Number(r['seenAt']) }));
+        .map((r) => ({
+          workerId: r['id']!,
+          slots: Number(r['slots']),
+          busy: Number(r['busy']),
+          startedAt: Number(r['startedAt']),
+          seenAt: Number(r['seenAt']),
+        }));
     } catch (err) {
       throw wrapRedisError(err);
     }

@@ -16,7 +16,11 @@ describe('common configuration', () => {
 
   it('reads cluster nodes, TLS URLs and levels', () => {
     const config = commonConfig(
-      parseEnv(commonEnvShape, { REDIS_URL: 'rediss://u:p@h:6380', REDIS_CLUSTER_NODES: '10.0.0.1:7000, [::1]:7001', LOG_LEVEL: 'debug' }),
+      parseEnv(commonEnvShape, {
+        REDIS_URL: 'rediss://u:p@h:6380',
+        REDIS_CLUSTER_NODES: '10.0.0.1:7000, [::1]:7001',
+        LOG_LEVEL: 'debug',
+      }),
     );
     expect(config.redisClusterNodes).toEqual([
       { host: '10.0.0.1', port: 7000 },

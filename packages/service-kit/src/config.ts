@@ -49,7 +49,10 @@ export function redisUrlVar(defaultValue: string) {
       try {
         url = new URL(value);
       } catch {
-        ctx.addIssue({ code: 'custom', message: 'must be a URL such as redis://127.0.0.1:6379 or rediss://user:password@host:6380' });
+        ctx.addIssue({
+          code: 'custom',
+          message: 'must be a URL such as redis://127.0.0.1:6379 or rediss://user:password@host:6380',
+        });
         return z.NEVER;
       }
       if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {

@@ -10,7 +10,14 @@ export {
   stringVar,
   type CommonConfig,
 } from './config.js';
-export { REQUEST_TIMEOUT_MS, createRedis, waitUntilReady, type ConnectionLogger, type ConnectionRole, type CreateRedisOptions } from './redis.js';
+export {
+  REQUEST_TIMEOUT_MS,
+  createRedis,
+  waitUntilReady,
+  type ConnectionLogger,
+  type ConnectionRole,
+  type CreateRedisOptions,
+} from './redis.js';
 export { createLogger, redactedPaths } from './logger.js';
 export { replicaWaitOf } from './replica-wait.js';
 export { runUntilSignal } from './shutdown.js';

@@ -56,7 +56,11 @@ function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOp
  * A Redis client for `config`: a Cluster client when `REDIS_CLUSTER_NODES` is set, else a standalone
  * one for `REDIS_URL` (`rediss://` for TLS; user and password in the URL).
  */
-export function createRedis(config: CommonConfig, role: ConnectionRole, options: CreateRedisOptions = {}): Redis | Cluster {
+export function createRedis(
+  config: CommonConfig,
+  role: ConnectionRole,
+  options: CreateRedisOptions = {},
+): Redis | Cluster {
   const redisOptions = roleOptions(role, options);
   let client: Redis | Cluster;
   if (config.redisClusterNodes !== undefined) {

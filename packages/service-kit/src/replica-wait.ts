@@ -27,7 +27,13 @@ export function replicaWaitOf(
       const now = performance.now();
       if (now - loggedAt < LOG_EVERY_MS) return;
       logger.warn(
-        { script, acknowledged, wanted: config.redisWaitReplicas, timeoutMs: config.redisWaitTimeoutMs, shortfalls: since },
+        {
+          script,
+          acknowledged,
+          wanted: config.redisWaitReplicas,
+          timeoutMs: config.redisWaitTimeoutMs,
+          shortfalls: since,
+        },
         'writes not acknowledged by REDIS_WAIT_REPLICAS replicas in time; a failover now could lose them',
       );
       loggedAt = now;

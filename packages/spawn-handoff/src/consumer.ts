@@ -3,6 +3,7 @@ import { WaitingError, Worker, type Job } from 'bullmq';
 import type { SpawnLogger } from './logger.js';
 import { spawnJobSchema, type SpawnJob } from './job.js';
 import { spawnQueueShards } from './shards.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Options of {@link spawnConsumers}. */
 export interface SpawnConsumerOptions<R> {
@@ -34,7 +35,10 @@ export function spawnConsumers<R>(options: SpawnConsumerOptions<R>): Worker[] {
       async (job, token): Promise<R | { ran: false; reason: 'invalid_payload' }> => {
         const payload = spawnJobSchema.safeParse(job.data);
         if (!payload.success) {
-          log.warn({ jobId: job.id, issue: payload.error.issues[0]?.message }, 'spawn job has an invalid payload; dropped');
+          log.warn(
+            { jobId: job.id, issue: payload.error.issues[0]?.message },
+            'spawn job has an invalid payload; dropped',
+          );
           return { ran: false, reason: 'invalid_payload' };
         }
         return options.run(payload.data, job, token);
@@ -69,10 +73,13 @@ export async function handBack(job: Job, token: string | undefined, log: SpawnLo
       break;
     } catch (err) {
       if (attempt >= 3) {
-        log.warn({ jobId: job.id, err: { message: (err as Error).message } }, 'could not hand the job back; it returns when its lock runs out');
+        log.warn(
+          { jobId: job.id, err: { message: (err as Error).message } },
+          'could not hand the job back; it returns when its lock runs out',
+        );
         break;
       }
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await sleep(500);
     }
   }
   throw new WaitingError();

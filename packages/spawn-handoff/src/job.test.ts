@@ -9,6 +9,8 @@ describe('spawn queue', () => {
   });
 
   it('refuses a payload with unknown fields', () => {
-    expect(spawnJobSchema.safeParse({ userId: 'a', sessionId: crypto.randomUUID(), fence: 1, extra: 1 }).success).toBe(false);
+    expect(spawnJobSchema.safeParse({ userId: 'a', sessionId: crypto.randomUUID(), fence: 1, extra: 1 }).success).toBe(
+      false,
+    );
   });
 });

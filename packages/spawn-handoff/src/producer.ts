@@ -33,7 +33,10 @@ export class SpawnQueues implements SpawnProducer {
 
   /** Adds the session's job; its id derives from user and fence, so adding it twice adds it once. */
   async enqueue(job: SpawnJob): Promise<void> {
-    await this.forUser(job.userId).add(SPAWN_JOB, job, { ...spawnJobOptions, jobId: spawnJobId(job.userId, job.fence) });
+    await this.forUser(job.userId).add(SPAWN_JOB, job, {
+      ...spawnJobOptions,
+      jobId: spawnJobId(job.userId, job.fence),
+    });
   }
 
   /** Closes every shard (the shared connection is the caller's). */

@@ -1,5 +1,6 @@
 import { UnavailableError, type SessionStore } from '@cq/coordinator';
 import type { SpawnLogger } from './logger.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How long an unanswered admission is retried for, ms (the tombstone lives 10 minutes). */
 const GIVE_UP_MS = 9 * 60_000;
@@ -43,11 +44,15 @@ export class AdmissionReconciler {
         try {
           const result = await this.#sessions.cancelAdmission(token, sessionId);
           this.#pending.delete(sessionId);
-          if (result.cancelled) this.#log.info({ sessionId }, 'admission lost to a timeout was rolled back; the token is valid again');
+          if (result.cancelled)
+            this.#log.info({ sessionId }, 'admission lost to a timeout was rolled back; the token is valid again');
         } catch (err) {
           if (!(err instanceof UnavailableError) || performance.now() - since > GIVE_UP_MS) {
             this.#pending.delete(sessionId);
-            this.#log.error({ sessionId, err: { message: (err as Error).message } }, 'could not reconcile an admission');
+            this.#log.error(
+              { sessionId, err: { message: (err as Error).message } },
+              'could not reconcile an admission',
+            );
           }
           if (err instanceof UnavailableError) break; // Redis still away: try again at the next tick
         }
@@ -65,6 +70,6 @@ export class AdmissionReconciler {
   async close(): Promise<void> {
     clearInterval(this.#timer);
     this.#timer = undefined;
-    if (this.#pending.size > 0) await Promise.race([this.run(), new Promise((resolve) => setTimeout(resolve, 1000))]);
+    if (this.#pending.size > 0) await Promise.race([this.run(), sleep(1000)]);
   }
 }

@@ -1,5 +1,5 @@
 import { Coordinator, UnavailableError } from '@cq/coordinator';
-import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { isolatedRedis } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, inject, it, vi } from 'vitest';
@@ -8,13 +8,12 @@ import type { SpawnProducer } from './producer.js';
 import { AdmissionReconciler } from './reconciler.js';
 import { SpawnService } from './spawn-service.js';
 
-const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
-const keyPrefix = randomPrefix();
-afterAll(async () => {
-  await deletePrefix(redis, keyPrefix);
-  redis.disconnect();
+const { redis, keyPrefix } = isolatedRedis(inject('redisUrl'));
+const coordinator = new Coordinator({
+  redis,
+  keyPrefix,
+  policy: { tokenLimit: 1000, spawnIntervalMs: 1, spawnBurst: 1000 },
 });
-const coordinator = new Coordinator({ redis, keyPrefix, policy: { tokenLimit: 1000, spawnIntervalMs: 1, spawnBurst: 1000 } });
 const log = pino({ level: 'silent' });
 
 /** A queue whose answer the test decides: taken, refused, or never answered. */
@@ -42,7 +41,13 @@ const tokenFor = async (userId: string): Promise<string> => {
 
 describe('the spawn saga: admit → enqueue → roll back → reconcile', () => {
   const producer = new FakeProducer();
-  const service = new SpawnService({ sessions: coordinator.sessions, producer, log, answerWithinMs: 300, stepMinMs: 50 });
+  const service = new SpawnService({
+    sessions: coordinator.sessions,
+    producer,
+    log,
+    answerWithinMs: 300,
+    stepMinMs: 50,
+  });
   afterAll(() => service.close());
   afterEach(() => {
     producer.mode = 'take';
@@ -52,7 +57,11 @@ describe('the spawn saga: admit → enqueue → roll back → reconcile', () => 
     const token = await tokenFor('saga-a');
     const outcome = await service.spawn(token);
     expect(outcome).toMatchObject({ outcome: 'admitted', userId: 'saga-a', fence: 1, confirmedByWorker: false });
-    expect(producer.jobs.at(-1)).toEqual({ userId: 'saga-a', sessionId: (outcome as { sessionId: string }).sessionId, fence: 1 });
+    expect(producer.jobs.at(-1)).toEqual({
+      userId: 'saga-a',
+      sessionId: (outcome as { sessionId: string }).sessionId,
+      fence: 1,
+    });
     expect(await service.spawn(token)).toEqual({ outcome: 'token_invalid' });
   });
 
@@ -60,7 +69,10 @@ describe('the spawn saga: admit → enqueue → roll back → reconcile', () => 
     const before = producer.jobs.length;
     expect(await service.spawn('v1.bm9ib2R5.' + 'A'.repeat(43))).toEqual({ outcome: 'token_invalid' });
     await service.spawn(await tokenFor('saga-b'));
-    expect(await service.spawn(await tokenFor('saga-b'))).toMatchObject({ outcome: 'session_exists', userId: 'saga-b' });
+    expect(await service.spawn(await tokenFor('saga-b'))).toMatchObject({
+      outcome: 'session_exists',
+      userId: 'saga-b',
+    });
     expect(producer.jobs.length).toBe(before + 1);
   });
 
@@ -86,13 +98,25 @@ describe('the spawn saga: admit → enqueue → roll back → reconcile', () => 
   it('an enqueue whose answer is lost after a worker host took the job: admitted, confirmed by the worker', async () => {
     const token = await tokenFor('saga-e');
     producer.mode = 'take-then-hang';
-    producer.onTaken = async (job) => void (await coordinator.sessions.claim(job, { workerId: 'w', leaseMs: 5000, graceMs: 100 }));
-    expect(await service.spawn(token)).toMatchObject({ outcome: 'admitted', userId: 'saga-e', confirmedByWorker: true });
+    producer.onTaken = async (job) =>
+      void (await coordinator.sessions.claim(job, { workerId: 'w', leaseMs: 5000, graceMs: 100 }));
+    expect(await service.spawn(token)).toMatchObject({
+      outcome: 'admitted',
+      userId: 'saga-e',
+      confirmedByWorker: true,
+    });
     expect((await coordinator.sessions.get('saga-e'))?.state).toBe('running');
   });
 
   it('an admission Redis could not answer is left to the reconciler and its error rethrown', async () => {
-    const down = new Coordinator({ redis: new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, lazyConnect: true, enableOfflineQueue: false }), keyPrefix });
+    const down = new Coordinator({
+      redis: new Redis('redis://127.0.0.1:1', {
+        maxRetriesPerRequest: 0,
+        lazyConnect: true,
+        enableOfflineQueue: false,
+      }),
+      keyPrefix,
+    });
     const offline = new SpawnService({ sessions: down.sessions, producer, log, answerWithinMs: 300 });
     await expect(offline.spawn(await tokenFor('saga-f'))).rejects.toBeInstanceOf(UnavailableError);
     expect(offline.reconciler.size).toBe(1);

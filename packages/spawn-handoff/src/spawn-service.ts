@@ -4,7 +4,6 @@ import type { SpawnProducer } from './producer.js';
 import type { SpawnLogger } from './logger.js';
 import { AdmissionReconciler } from './reconciler.js';
 
-
 /** Options of {@link SpawnService}. */
 export interface SpawnServiceOptions {
   sessions: Pick<SessionStore, 'admit' | 'cancelAdmission' | 'get'>;
@@ -72,16 +71,26 @@ export class SpawnService {
       throw err;
     }
     if (admission.outcome !== 'admitted') return admission;
-    const log = this.#options.log.child({ userId: admission.userId, sessionId: admission.sessionId, fence: admission.fence });
+    const log = this.#options.log.child({
+      userId: admission.userId,
+      sessionId: admission.sessionId,
+      fence: admission.fence,
+    });
     try {
-      await withTimeout(producer.enqueue({ userId: admission.userId, sessionId: admission.sessionId, fence: admission.fence }), left(), 'enqueue');
+      await withTimeout(
+        producer.enqueue({ userId: admission.userId, sessionId: admission.sessionId, fence: admission.fence }),
+        left(),
+        'enqueue',
+      );
       return { ...admission, confirmedByWorker: false };
     } catch (err) {
       const enqueueError = { message: (err as Error).message };
       // The session could not be handed on: roll the admission back so the token works again.
-      const rollback = await withTimeout(sessions.cancelAdmission(token, admission.sessionId), left(), 'rollback').catch((cause: unknown) =>
-        cause instanceof Error ? cause : new Error(String(cause)),
-      );
+      const rollback = await withTimeout(
+        sessions.cancelAdmission(token, admission.sessionId),
+        left(),
+        'rollback',
+      ).catch((cause: unknown) => (cause instanceof Error ? cause : new Error(String(cause))));
       if (rollback instanceof Error) {
         // Redis is unreachable, or too slow to answer in time: cancel later, if the session is still pending then.
         this.reconciler.add(token, admission.sessionId);
@@ -89,12 +98,17 @@ export class SpawnService {
         return {
           outcome: 'unavailable',
           why: 'deferred',
-          message: 'The spawn queue is unavailable; retry shortly with the same token (once the admission is rolled back it works again).',
+          message:
+            'The spawn queue is unavailable; retry shortly with the same token (once the admission is rolled back it works again).',
         };
       }
       if (rollback.cancelled) {
         log.warn({ err: enqueueError, rollback }, 'enqueue failed; admission rolled back');
-        return { outcome: 'unavailable', why: 'rolled_back', message: 'The spawn queue is unavailable; the token is still valid, retry shortly.' };
+        return {
+          outcome: 'unavailable',
+          why: 'rolled_back',
+          message: 'The spawn queue is unavailable; the token is still valid, retry shortly.',
+        };
       }
       // Not pending any more: the job did reach a worker host (only its answer was lost), or the
       // admission itself was lost in a failover. Answer what Redis holds.
@@ -104,7 +118,8 @@ export class SpawnService {
         return {
           outcome: 'unavailable',
           why: 'unconfirmed',
-          message: 'The spawn queue is unavailable and the admission could not be confirmed; look up the session, or retry with a new token.',
+          message:
+            'The spawn queue is unavailable and the admission could not be confirmed; look up the session, or retry with a new token.',
         };
       }
       log.info({ err: enqueueError }, 'enqueue answer lost, but a worker host already took the session');

@@ -47,7 +47,9 @@ describe('local Redis Cluster', () => {
     expect(await Promise.all(keys.map((k) => client.get(k)))).toEqual(keys.map((k) => `v-${k}`));
 
     // The keys landed on every master.
-    const masters = new Set(await Promise.all([0, 8000, 16383].map(async (slot) => (await cluster.masterOf(slot)).port)));
+    const masters = new Set(
+      await Promise.all([0, 8000, 16383].map(async (slot) => (await cluster.masterOf(slot)).port)),
+    );
     expect(masters.size).toBe(3);
     for (const port of masters) {
       const node = new Redis(port, '127.0.0.1');
@@ -75,7 +77,9 @@ describe('local Redis Cluster', () => {
     const t0 = Date.now();
     await before.halt('SIGKILL');
     // No node has noticed yet: one look says so, and names the halted master.
-    await expect(cluster.waitUntilOk(0)).rejects.toThrow(new RegExp(`not ok within 0 ms: .*halted node\\(s\\) ${before.port}`));
+    await expect(cluster.waitUntilOk(0)).rejects.toThrow(
+      new RegExp(`not ok within 0 ms: .*halted node\\(s\\) ${before.port}`),
+    );
     await cluster.waitUntilOk(20_000);
     const promotedMs = Date.now() - t0;
     const after = await cluster.masterOf(slot);
@@ -91,7 +95,9 @@ describe('local Redis Cluster', () => {
     expect(((await role.role()) as unknown[])[0]).toBe('slave');
     expect(await cluster.masterOf(slot)).toBe(after);
     expect(await client.get(key)).toBe('survives');
-    console.log(`failover: promoted after ${promotedMs} ms, read through Cluster after ${readMs} ms, rejoined as replica after ${rejoinedMs} ms`);
+    console.log(
+      `failover: promoted after ${promotedMs} ms, read through Cluster after ${readMs} ms, rejoined as replica after ${rejoinedMs} ms`,
+    );
   }, 60_000);
 
   it('rejects a slot out of range', async () => {
@@ -123,7 +129,9 @@ describe('startRedisCluster', () => {
       else process.env['REDIS_CLI_BIN'] = saved;
     });
     const before = redisServerPids();
-    await expect(startRedisCluster({ masters: 3, replicasPerMaster: 0 })).rejects.toThrow(/apt-get install redis-server.*REDIS_CLI_BIN/);
+    await expect(startRedisCluster({ masters: 3, replicasPerMaster: 0 })).rejects.toThrow(
+      /apt-get install redis-server.*REDIS_CLI_BIN/,
+    );
     expect([...redisServerPids()].filter((pid) => !before.has(pid))).toEqual([]);
   });
 });

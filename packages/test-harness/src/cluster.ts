@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from './redis-server.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Options of {@link startRedisCluster}. */
 export interface RedisClusterOptions {
@@ -90,7 +91,10 @@ async function portFree(port: number): Promise<boolean> {
 /** The kernel's range of ports for outgoing connections, which a halted node's ports should stay out of. */
 async function ephemeralRange(): Promise<[number, number] | undefined> {
   try {
-    const [low, high] = (await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')).trim().split(/\s+/).map(Number);
+    const [low, high] = (await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8'))
+      .trim()
+      .split(/\s+/)
+      .map(Number);
     return low !== undefined && high !== undefined && low > 0 && high >= low ? [low, high] : undefined;
   } catch {
     return undefined;
@@ -120,19 +124,31 @@ async function clusterPort(taken: Set<number>, ephemeral: [number, number] | und
 
 function nodeArgs(nodeTimeoutMs: number): string[] {
   return [
-    '--cluster-enabled', 'yes',
-    '--cluster-config-file', 'nodes.conf',
-    '--cluster-node-timeout', String(nodeTimeoutMs),
-    '--cluster-announce-ip', HOST,
-    '--cluster-replica-validity-factor', '0',
-    '--appendonly', 'no',
+    '--cluster-enabled',
+    'yes',
+    '--cluster-config-file',
+    'nodes.conf',
+    '--cluster-node-timeout',
+    String(nodeTimeoutMs),
+    '--cluster-announce-ip',
+    HOST,
+    '--cluster-replica-validity-factor',
+    '0',
+    '--appendonly',
+    'no',
     // A replica (also a resumed master that comes back as one) syncs at once instead of after 5 s.
-    '--repl-diskless-sync-delay', '0',
+    '--repl-diskless-sync-delay',
+    '0',
   ];
 }
 
 /** Starts one cluster node, choosing another port pair when someone takes the chosen one first. */
-async function startNode(taken: Set<number>, ephemeral: [number, number] | undefined, nodeTimeoutMs: number, startTimeoutMs: number): Promise<RedisServer> {
+async function startNode(
+  taken: Set<number>,
+  ephemeral: [number, number] | undefined,
+  nodeTimeoutMs: number,
+  startTimeoutMs: number,
+): Promise<RedisServer> {
   for (let attempt = 0; ; attempt++) {
     const port = await clusterPort(taken, ephemeral);
     try {
@@ -147,7 +163,14 @@ async function startNode(taken: Set<number>, ephemeral: [number, number] | undef
 /** Runs `redis-cli --cluster create` and resolves with its output, or rejects with it. */
 function createCluster(ports: readonly number[], replicas: number, timeoutMs: number): Promise<string> {
   const bin = redisCliBinary();
-  const args = ['--cluster', 'create', ...ports.map((p) => `${HOST}:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'];
+  const args = [
+    '--cluster',
+    'create',
+    ...ports.map((p) => `${HOST}:${p}`),
+    '--cluster-replicas',
+    String(replicas),
+    '--cluster-yes',
+  ];
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let output = '';
@@ -161,7 +184,10 @@ function createCluster(ports: readonly number[], replicas: number, timeoutMs: nu
       clearTimeout(timer);
       reject(
         err.code === 'ENOENT'
-          ? new Error(`${bin} not found: install Redis (apt-get install redis-server), set REDIS_CLI_BIN, or set REDIS_CLUSTER_NODES to a running cluster`)
+          ? new Error(
+              `${bin} not found: install Redis (apt-get install redis-server), set REDIS_CLI_BIN, ` +
+                'or set REDIS_CLUSTER_NODES to a running cluster',
+            )
           : err,
       );
     });
@@ -210,8 +236,15 @@ interface SlotRange {
 }
 
 async function clusterSlots(redis: Redis): Promise<SlotRange[]> {
-  const reply = (await redis.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, ...unknown[]], ...unknown[]][];
-  return reply.map(([from, to, master]) => ({ from, to, masterPort: Number(master[1]) })).sort((a, b) => a.from - b.from);
+  const reply = (await redis.call('CLUSTER', 'SLOTS')) as [
+    number,
+    number,
+    [string, number, ...unknown[]],
+    ...unknown[],
+  ][];
+  return reply
+    .map(([from, to, master]) => ({ from, to, masterPort: Number(master[1]) }))
+    .sort((a, b) => a.from - b.from);
 }
 
 /** "0-5460:p1 5461-10922:p2 ...", or what is missing; comparable between nodes. */
@@ -250,7 +283,9 @@ async function viewOf(port: number): Promise<NodeView> {
       const ranges = await clusterSlots(redis);
       const nodes = String(await redis.call('CLUSTER', 'NODES'));
       const replication = String(await redis.call('INFO', 'replication'));
-      const replicaLink = /role:slave/.test(replication) ? (/master_link_status:(\w+)/.exec(replication)?.[1] ?? 'unknown') : undefined;
+      const replicaLink = /role:slave/.test(replication)
+        ? (/master_link_status:(\w+)/.exec(replication)?.[1] ?? 'unknown')
+        : undefined;
       const troubled: number[] = [];
       for (const line of nodes.split('\n')) {
         const [, address, flags, , , , , link] = line.split(' ');
@@ -284,12 +319,15 @@ function unhealthy(views: readonly NodeView[], running: ReadonlySet<number>): st
     const down = v.masterPorts?.filter((p) => !running.has(p)) ?? [];
     if (down.length > 0) return `node ${v.port} still names halted node(s) ${down.join(', ')} as master`;
     const troubled = v.troubled?.filter((p) => running.has(p)) ?? [];
-    if (troubled.length > 0) return `node ${v.port} thinks running node(s) ${troubled.join(', ')} are failing or unreachable`;
-    if (v.replicaLink !== undefined && v.replicaLink !== 'up') return `replica ${v.port} has not synced with its master (master_link_status:${v.replicaLink})`;
+    if (troubled.length > 0)
+      return `node ${v.port} thinks running node(s) ${troubled.join(', ')} are failing or unreachable`;
+    if (v.replicaLink !== undefined && v.replicaLink !== 'up')
+      return `replica ${v.port} has not synced with its master (master_link_status:${v.replicaLink})`;
   }
   const first = views[0]!;
   const other = views.find((v) => v.slots !== first.slots);
-  if (other !== undefined) return `nodes disagree on slot masters: ${first.port} says ${first.slots}, ${other.port} says ${other.slots}`;
+  if (other !== undefined)
+    return `nodes disagree on slot masters: ${first.port} says ${first.slots}, ${other.port} says ${other.slots}`;
   return undefined;
 }
 
@@ -303,7 +341,8 @@ function clusterOf(servers: readonly RedisServer[]): RedisCluster {
     nodes: servers.map((s) => ({ host: HOST, port: s.port })),
 
     masterOf: async (slot) => {
-      if (!Number.isInteger(slot) || slot < 0 || slot >= SLOTS) throw new RangeError(`slot must be an integer in 0–${SLOTS - 1}, got ${slot}`);
+      if (!Number.isInteger(slot) || slot < 0 || slot >= SLOTS)
+        throw new RangeError(`slot must be an integer in 0–${SLOTS - 1}, got ${slot}`);
       const failures: string[] = [];
       for (const server of running()) {
         let ranges: SlotRange[];
@@ -314,12 +353,20 @@ function clusterOf(servers: readonly RedisServer[]): RedisCluster {
           continue;
         }
         const range = ranges.find((r) => r.from <= slot && slot <= r.to);
-        if (range === undefined) throw new Error(`node ${server.port} knows no master of slot ${slot}: ${describeSlots(ranges)}; call waitUntilOk() first`);
+        if (range === undefined)
+          throw new Error(
+            `node ${server.port} knows no master of slot ${slot}: ${describeSlots(ranges)}; call waitUntilOk() first`,
+          );
         const master = byPort(range.masterPort);
-        if (master === undefined) throw new Error(`node ${server.port} names ${range.masterPort}, not a node of this cluster, as master of slot ${slot}`);
+        if (master === undefined)
+          throw new Error(
+            `node ${server.port} names ${range.masterPort}, not a node of this cluster, as master of slot ${slot}`,
+          );
         return master;
       }
-      throw new Error(`no running node answered CLUSTER SLOTS (${failures.join('; ') || 'all nodes are halted'}); resume() a node first`);
+      throw new Error(
+        `no running node answered CLUSTER SLOTS (${failures.join('; ') || 'all nodes are halted'}); resume() a node first`,
+      );
     },
 
     waitUntilOk: async (timeoutMs = 30_000) => {
@@ -330,10 +377,14 @@ function clusterOf(servers: readonly RedisServer[]): RedisCluster {
         const problem = unhealthy(views, new Set(live.map((s) => s.port)));
         if (problem === undefined) return;
         if (Date.now() >= deadline) {
-          const seen = views.map((v) => (v.error !== undefined ? `  ${v.port}: ${v.error}` : `  ${v.port}: cluster_state:${v.state} slots ${v.slots}`));
+          const seen = views.map((v) =>
+            v.error !== undefined
+              ? `  ${v.port}: ${v.error}`
+              : `  ${v.port}: cluster_state:${v.state} slots ${v.slots}`,
+          );
           throw new Error(`Redis Cluster not ok within ${timeoutMs} ms: ${problem}\nlast seen:\n${seen.join('\n')}`);
         }
-        await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+        await sleep(POLL_MS);
       }
     },
 
@@ -354,15 +405,19 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   const replicas = options.replicasPerMaster ?? 1;
   const nodeTimeoutMs = options.nodeTimeoutMs ?? 1000;
   const startTimeoutMs = options.startTimeoutMs ?? 30_000;
-  if (!Number.isInteger(masters) || masters < 3) throw new RangeError(`a Redis Cluster needs at least 3 masters, got masters: ${masters}`);
-  if (!Number.isInteger(replicas) || replicas < 0) throw new RangeError(`replicasPerMaster must be an integer ≥ 0, got ${replicas}`);
+  if (!Number.isInteger(masters) || masters < 3)
+    throw new RangeError(`a Redis Cluster needs at least 3 masters, got masters: ${masters}`);
+  if (!Number.isInteger(replicas) || replicas < 0)
+    throw new RangeError(`replicasPerMaster must be an integer ≥ 0, got ${replicas}`);
   const deadline = Date.now() + startTimeoutMs;
   const remaining = (): number => Math.max(1, deadline - Date.now());
 
   const ephemeral = await ephemeralRange();
   const taken = new Set<number>();
   const count = masters * (1 + replicas);
-  const started = await Promise.allSettled(Array.from({ length: count }, () => startNode(taken, ephemeral, nodeTimeoutMs, remaining())));
+  const started = await Promise.allSettled(
+    Array.from({ length: count }, () => startNode(taken, ephemeral, nodeTimeoutMs, remaining())),
+  );
   const servers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const cluster = clusterOf(servers);
   try {

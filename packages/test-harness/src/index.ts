@@ -1,5 +1,11 @@
 export { acquireRedis, type TestRedis } from './redis.js';
-export { startRedisServer, freePort, redisServerBinary, type RedisServer, type RedisServerOptions } from './redis-server.js';
+export {
+  startRedisServer,
+  freePort,
+  redisServerBinary,
+  type RedisServer,
+  type RedisServerOptions,
+} from './redis-server.js';
 export {
   startRedisCluster,
   redisCliBinary,
@@ -7,7 +13,7 @@ export {
   type RedisClusterOptions,
   type ClusterNodeAddress,
 } from './cluster.js';
-export { randomPrefix, deletePrefix } from './prefix.js';
+export { randomPrefix, deletePrefix, isolatedRedis } from './prefix.js';
 export type { HarnessProvided } from './provided.js';
 export { watchClient, type Seen } from './monitor.js';
 export { until } from './until.js';

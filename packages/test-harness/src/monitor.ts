@@ -10,7 +10,10 @@ export interface Seen {
  * Records the commands Redis receives from one client (by its local address), leaving out those run
  * inside scripts, which MONITOR reports with the source `lua`. Used to count round trips.
  */
-export async function watchClient(client: Redis, url: string): Promise<{ seen: Seen[]; settle(): Promise<void>; stop(): Promise<void> }> {
+export async function watchClient(
+  client: Redis,
+  url: string,
+): Promise<{ seen: Seen[]; settle(): Promise<void>; stop(): Promise<void> }> {
   if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
   const port = client.stream.localPort;
   const seen: Seen[] = [];

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { Redis as IORedis, type Redis } from 'ioredis';
+import { afterAll } from 'vitest';
 
 /** A random key prefix, so test files can share one Redis and run in parallel. */
 export function randomPrefix(label = 't'): string {
@@ -16,4 +17,18 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<number
     if (keys.length > 0) deleted += await redis.unlink(...keys);
   } while (cursor !== '0');
   return deleted;
+}
+
+/**
+ * A connection of the test file's own to `url` and a random key prefix, both cleaned up after the
+ * file's tests (the prefix's keys deleted, the connection closed).
+ */
+export function isolatedRedis(url: string): { redis: Redis; keyPrefix: string } {
+  const redis = new IORedis(url, { maxRetriesPerRequest: 1 });
+  const keyPrefix = randomPrefix();
+  afterAll(async () => {
+    if (redis.status === 'ready') await deletePrefix(redis, keyPrefix);
+    redis.disconnect();
+  });
+  return { redis, keyPrefix };
 }

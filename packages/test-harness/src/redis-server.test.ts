@@ -10,7 +10,11 @@ describe('local redis-server', () => {
     const server = await startRedisServer();
     onTestFinished(() => server.stop());
     expect(server.url).toMatch(/^redis:\/\/127\.0\.0\.1:\d+$/);
-    const redis = new Redis(server.url, { maxRetriesPerRequest: 0, retryStrategy: () => 50, enableOfflineQueue: false });
+    const redis = new Redis(server.url, {
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => 50,
+      enableOfflineQueue: false,
+    });
     redis.on('error', () => {});
     onTestFinished(() => redis.disconnect());
     await new Promise((resolve) => redis.once('ready', resolve));

@@ -63,17 +63,30 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
-function launch(bin: string, port: number, dir: string, args: readonly string[], timeoutMs: number): Promise<ChildProcess> {
+function launch(
+  bin: string,
+  port: number,
+  dir: string,
+  args: readonly string[],
+  timeoutMs: number,
+): Promise<ChildProcess> {
   const child = spawn(
     bin,
     [
-      '--port', String(port),
-      '--bind', '127.0.0.1',
-      '--dir', dir,
-      '--save', '',
-      '--appendonly', 'no',
-      '--daemonize', 'no',
-      '--logfile', '',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--daemonize',
+      'no',
+      '--logfile',
+      '',
       ...args,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },

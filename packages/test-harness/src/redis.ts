@@ -18,7 +18,11 @@ async function fromTestcontainers(): Promise<TestRedis | undefined> {
   try {
     const { RedisContainer } = await import('@testcontainers/redis');
     const container = await new RedisContainer('redis:7-alpine').start();
-    return { url: container.getConnectionUrl(), source: 'testcontainers', stop: async () => void (await container.stop()) };
+    return {
+      url: container.getConnectionUrl(),
+      source: 'testcontainers',
+      stop: async () => void (await container.stop()),
+    };
   } catch {
     // No engine behind the socket: fall through to the local binary.
     return undefined;

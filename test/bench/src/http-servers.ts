@@ -19,7 +19,12 @@ const config = loadApiConfig({
   // The benchmark measures the Redis-backed 403 path, not the per-address guard that blocks a guesser.
   SPAWN_FAILURE_LIMIT: '1000000000',
 });
-const api = await buildApp({ config, logger: createLogger({ level: 'silent', name: 'bench-api' }), sweep: false, defaultMetrics: false });
+const api = await buildApp({
+  config,
+  logger: createLogger({ level: 'silent', name: 'bench-api' }),
+  sweep: false,
+  defaultMetrics: false,
+});
 await api.listen({ host: '127.0.0.1', port: 0 });
 
 const bare = Fastify({ logger: false, bodyLimit: 64 * 1024 });
@@ -36,8 +41,11 @@ await coordinator.sessions.admit(first.token);
 await coordinator.sessions.requestStop('throttled-user');
 redis.disconnect();
 
-const url = (server: { server: { address(): unknown } }): string => `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
-process.stdout.write(`${JSON.stringify({ apiUrl: url(api), bareUrl: url(bare), throttledToken: second.token, apiKey: 'bench-key-0123456789abcdef' })}\n`);
+const url = (server: { server: { address(): unknown } }): string =>
+  `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
+process.stdout.write(
+  `${JSON.stringify({ apiUrl: url(api), bareUrl: url(bare), throttledToken: second.token, apiKey: 'bench-key-0123456789abcdef' })}\n`,
+);
 process.on('SIGTERM', () => {
   void Promise.all([api.close(), bare.close()]).then(() => process.exit(0));
 });

@@ -26,12 +26,20 @@ const RUNS = quick ? 1 : 3;
 const SECONDS = quick ? 1 : 4;
 const KEYS = 100_000;
 const out = (line = ''): void => void process.stdout.write(`${line}\n`);
-const fmt = (n: number, digits = 0): string => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–');
+const fmt = (n: number, digits = 0): string =>
+  Number.isFinite(n)
+    ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : '–';
 const ratio = (a: number, b: number): string => `${(a / b).toFixed(2)}×`;
 
 const server = await benchRedis();
 const results: Record<string, unknown> = {
-  machine: { cpu: cpus()[0]?.model, cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
+  machine: {
+    cpu: cpus()[0]?.model,
+    cores: cpus().length,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+  },
   quick,
   runs: RUNS,
 };
@@ -54,10 +62,22 @@ try {
   await ours.preload();
   const theirsRedis = client();
   const limiters: Record<string, (id: string) => Promise<unknown>> = {
-    'ours: GCRA': ((l) => (id: string) => l.check(id))(ours.gcraLimiter({ name: 'gcra', intervalMs: 1, burst: 1000 })),
-    'ours: fixed window': ((l) => (id: string) => l.check(id))(ours.fixedWindowLimiter({ name: 'fixed', limit: 1_000_000, windowMs: 60_000 })),
-    'ours: sliding window': ((l) => (id: string) => l.check(id))(ours.slidingWindowLimiter({ name: 'sliding', limit: 1000, windowMs: 60_000 })),
-    'rate-limiter-flexible': ((l) => (id: string) => l.consume(id))(new RateLimiterRedis({ storeClient: theirsRedis, keyPrefix: 'rlf', points: 1_000_000, duration: 60 })),
+    'ours: GCRA': (
+      (l) => (id: string) =>
+        l.check(id)
+    )(ours.gcraLimiter({ name: 'gcra', intervalMs: 1, burst: 1000 })),
+    'ours: fixed window': (
+      (l) => (id: string) =>
+        l.check(id)
+    )(ours.fixedWindowLimiter({ name: 'fixed', limit: 1_000_000, windowMs: 60_000 })),
+    'ours: sliding window': (
+      (l) => (id: string) =>
+        l.check(id)
+    )(ours.slidingWindowLimiter({ name: 'sliding', limit: 1000, windowMs: 60_000 })),
+    'rate-limiter-flexible': (
+      (l) => (id: string) =>
+        l.consume(id)
+    )(new RateLimiterRedis({ storeClient: theirsRedis, keyPrefix: 'rlf', points: 1_000_000, duration: 60 })),
   };
   const limiterRows: Array<Record<string, unknown>> = [];
   const gcraScript = loadScripts().get('gcra')!;
@@ -65,24 +85,46 @@ try {
   for (const callers of [1, 50, 200]) {
     const samples: Record<string, Sample> = {};
     for (const [name, check] of Object.entries(limiters)) {
-      samples[name] = await medianOf(RUNS, () => measure(callers, SECONDS * 1000, (caller, i) => check(`u${(caller * 7919 + i * 104_729) % KEYS}`)));
+      samples[name] = await medianOf(RUNS, () =>
+        measure(callers, SECONDS * 1000, (caller, i) => check(`u${(caller * 7919 + i * 104_729) % KEYS}`)),
+      );
     }
-    const limit = await redisBenchmark(server.port, callers, quick ? 50_000 : 200_000, ['EVALSHA', gcraSha, '1', 'bench:rl:gcra:{__rand_int__}', '1', '1000']);
+    const limit = await redisBenchmark(server.port, callers, quick ? 50_000 : 200_000, [
+      'EVALSHA',
+      gcraSha,
+      '1',
+      'bench:rl:gcra:{__rand_int__}',
+      '1',
+      '1000',
+    ]);
     const flexible = samples['rate-limiter-flexible']!;
     for (const [name, s] of Object.entries(samples)) {
-      out(`| ${callers} | ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name === 'rate-limiter-flexible' ? '1.00×' : ratio(s.opsPerSec, flexible.opsPerSec)} |`);
+      out(
+        `| ${callers} | ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name === 'rate-limiter-flexible' ? '1.00×' : ratio(s.opsPerSec, flexible.opsPerSec)} |`,
+      );
       limiterRows.push({ callers, limiter: name, ...s });
-      if (callers >= 50 && name.startsWith('ours')) target(`${name} at ${callers} callers ≥ 1.5× rate-limiter-flexible`, s.opsPerSec / flexible.opsPerSec, 1.5);
+      if (callers >= 50 && name.startsWith('ours'))
+        target(`${name} at ${callers} callers ≥ 1.5× rate-limiter-flexible`, s.opsPerSec / flexible.opsPerSec, 1.5);
     }
-    out(`| ${callers} | limit: redis-benchmark, our GCRA by EVALSHA | ${fmt(limit.rps)} | ${fmt(limit.p50, 2)} | ${fmt(limit.p99, 2)} | ${ratio(limit.rps, flexible.opsPerSec)} |`);
-    limiterRows.push({ callers, limiter: 'redis-benchmark GCRA EVALSHA', opsPerSec: limit.rps, p50: limit.p50, p99: limit.p99 });
+    out(
+      `| ${callers} | limit: redis-benchmark, our GCRA by EVALSHA | ${fmt(limit.rps)} | ${fmt(limit.p50, 2)} | ${fmt(limit.p99, 2)} | ${ratio(limit.rps, flexible.opsPerSec)} |`,
+    );
+    limiterRows.push({
+      callers,
+      limiter: 'redis-benchmark GCRA EVALSHA',
+      opsPerSec: limit.rps,
+      p50: limit.p50,
+      p99: limit.p99,
+    });
   }
   results['limiters'] = limiterRows;
   out();
 
   // 2. Locks ------------------------------------------------------------------------------------
   const LOCK_CALLERS = 50;
-  out(`## Locks: acquire + release pairs (${LOCK_CALLERS} callers, one resource each, median of ${RUNS} × ${SECONDS} s)`);
+  out(
+    `## Locks: acquire + release pairs (${LOCK_CALLERS} callers, one resource each, median of ${RUNS} × ${SECONDS} s)`,
+  );
   out();
   out('| lock | pairs/s | p50 ms | p99 ms | ours vs it |');
   out('| --- | ---: | ---: | ---: | ---: |');
@@ -99,15 +141,22 @@ try {
       await lock.release();
     },
     "redis-semaphore's Mutex": async (caller) => {
-      const mutex = new Mutex(semaphoreClient, `mutex-${caller}`, { lockTimeout: 10_000, refreshInterval: 0, acquireAttemptsLimit: 1 });
+      const mutex = new Mutex(semaphoreClient, `mutex-${caller}`, {
+        lockTimeout: 10_000,
+        refreshInterval: 0,
+        acquireAttemptsLimit: 1,
+      });
       if (await mutex.tryAcquire()) await mutex.release();
     },
   };
   const lockSamples: Record<string, Sample> = {};
-  for (const [name, pair] of Object.entries(locks)) lockSamples[name] = await medianOf(RUNS, () => measure(LOCK_CALLERS, SECONDS * 1000, (caller) => pair(caller)));
+  for (const [name, pair] of Object.entries(locks))
+    lockSamples[name] = await medianOf(RUNS, () => measure(LOCK_CALLERS, SECONDS * 1000, (caller) => pair(caller)));
   const oursLock = lockSamples['ours: lease (fenced)']!;
   for (const [name, s] of Object.entries(lockSamples)) {
-    out(`| ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name.startsWith('ours') ? '–' : ratio(oursLock.opsPerSec, s.opsPerSec)} |`);
+    out(
+      `| ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name.startsWith('ours') ? '–' : ratio(oursLock.opsPerSec, s.opsPerSec)} |`,
+    );
     if (!name.startsWith('ours')) target(`lock pairs/s ≥ 1.5× ${name}`, oursLock.opsPerSec / s.opsPerSec, 1.5);
   }
   results['locks'] = lockSamples;
@@ -125,7 +174,12 @@ try {
   });
   const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
   const servers = JSON.parse(line) as { apiUrl: string; bareUrl: string; throttledToken: string; apiKey: string };
-  const cannon = async (url: string, body: string, headers: Record<string, string>, randomUser = false): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
+  const cannon = async (
+    url: string,
+    body: string,
+    headers: Record<string, string>,
+    randomUser = false,
+  ): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
     const result = await autocannon({
       url,
       method: 'POST',
@@ -133,16 +187,39 @@ try {
       duration: quick ? 2 : 6,
       headers: { 'content-type': 'application/json', ...headers },
       body,
-      ...(randomUser ? { requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, body: JSON.stringify({ userId: `bench-${Math.floor(Math.random() * 1e9)}` }) }) }] } : {}),
+      ...(randomUser
+        ? {
+            requests: [
+              {
+                setupRequest: (req: autocannon.Request) => ({
+                  ...req,
+                  body: JSON.stringify({ userId: `bench-${Math.floor(Math.random() * 1e9)}` }),
+                }),
+              },
+            ],
+          }
+        : {}),
     });
-    const statuses: Record<string, number> = { '2xx': result['2xx'], '4xx': result['4xx'], '5xx': result['5xx'], errors: result.errors };
+    const statuses: Record<string, number> = {
+      '2xx': result['2xx'],
+      '4xx': result['4xx'],
+      '5xx': result['5xx'],
+      errors: result.errors,
+    };
     return { rps: result.requests.average, p99: result.latency.p99, statuses };
   };
   const routes: Record<string, () => Promise<{ rps: number; p99: number; statuses: Record<string, number> }>> = {
     'bare Fastify route answering {}': () => cannon(`${servers.bareUrl}/bare`, JSON.stringify({ token: 'x' }), {}),
-    'POST /v1/spawn, invalid token (403)': () => cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: `v1.${Buffer.from('bench-user').toString('base64url')}.${'A'.repeat(43)}` }), {}),
-    'POST /v1/spawn, throttled (429)': () => cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.throttledToken }), {}),
-    'POST /v1/tokens (201)': () => cannon(`${servers.apiUrl}/v1/tokens`, '', { authorization: `Bearer ${servers.apiKey}` }, true),
+    'POST /v1/spawn, invalid token (403)': () =>
+      cannon(
+        `${servers.apiUrl}/v1/spawn`,
+        JSON.stringify({ token: `v1.${Buffer.from('bench-user').toString('base64url')}.${'A'.repeat(43)}` }),
+        {},
+      ),
+    'POST /v1/spawn, throttled (429)': () =>
+      cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.throttledToken }), {}),
+    'POST /v1/tokens (201)': () =>
+      cannon(`${servers.apiUrl}/v1/tokens`, '', { authorization: `Bearer ${servers.apiKey}` }, true),
   };
   out('| route | req/s | p99 ms | vs bare route | answers |');
   out('| --- | ---: | ---: | ---: | --- |');
@@ -154,7 +231,12 @@ try {
     runs.sort((a, b) => a.rps - b.rps);
     const r = runs[Math.floor(runs.length / 2)]!;
     if (name.startsWith('bare')) bareRps = r.rps;
-    out(`| ${name} | ${fmt(r.rps)} | ${fmt(r.p99, 1)} | ${ratio(r.rps, bareRps)} | ${Object.entries(r.statuses).filter(([, n]) => n > 0).map(([k, n]) => `${k}: ${fmt(n)}`).join(', ')} |`);
+    out(
+      `| ${name} | ${fmt(r.rps)} | ${fmt(r.p99, 1)} | ${ratio(r.rps, bareRps)} | ${Object.entries(r.statuses)
+        .filter(([, n]) => n > 0)
+        .map(([k, n]) => `${k}: ${fmt(n)}`)
+        .join(', ')} |`,
+    );
     httpRows[name] = r;
     if (name.includes('/v1/spawn')) target(`${name} ≥ 60% of the bare route`, r.rps / bareRps, 0.6);
   }
@@ -168,11 +250,21 @@ try {
   const SLOTS = 50;
   out(`## Pipeline: sessions admitted → completed on one in-process worker host, ${SLOTS} slots (median of ${RUNS})`);
   out();
-  const noop: SessionLauncher = { launch: () => ({ exited: Promise.resolve({ exitCode: 0 }), leaseHolds: () => {}, terminate: () => {}, kill: () => {} }) };
+  const noop: SessionLauncher = {
+    launch: () => ({
+      exited: Promise.resolve({ exitCode: 0 }),
+      leaseHolds: () => {},
+      terminate: () => {},
+      kill: () => {},
+    }),
+  };
   // One shard, as SPAWN_QUEUE_SHARDS defaults to; the bare run uses the same queue layout.
   const shardOf = (prefix: string) => spawnQueueShards(prefix, 1)[0]!;
   const completedAll = async (prefix: string, total: number, start: () => Promise<void>): Promise<number> => {
-    const events = new QueueEvents(shardOf(prefix).name, { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: shardOf(prefix).prefix });
+    const events = new QueueEvents(shardOf(prefix).name, {
+      connection: new Redis(server.url, { maxRetriesPerRequest: null }),
+      prefix: shardOf(prefix).prefix,
+    });
     await events.waitUntilReady();
     let done = 0;
     const finished = new Promise<void>((resolve) => events.on('completed', () => void (++done === total && resolve())));
@@ -187,19 +279,40 @@ try {
   const issueTokens = async (coordinator: Coordinator, count: number): Promise<string[]> => {
     const tokens: string[] = [];
     for (let i = 0; i < count; i += 500) {
-      const batch = await Promise.all(Array.from({ length: Math.min(500, count - i) }, (_, j) => coordinator.tokens.issue(`p${i + j}`)));
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(500, count - i) }, (_, j) => coordinator.tokens.issue(`p${i + j}`)),
+      );
       for (const issued of batch) if (issued.outcome === 'issued') tokens.push(issued.token);
     }
     return tokens;
   };
   /** Sessions/s through our whole pipeline on one in-process worker host with `launcher` (default: the session runtime). */
-  const oursPipeline = async (prefix: string, total: number, launcher: SessionLauncher | undefined, sessionCommand?: string): Promise<number> => {
-    const coordinator = new Coordinator({ redis: client(), keyPrefix: prefix, policy: { tokenLimit: 1_000_000, spawnIntervalMs: 1, spawnBurst: 1_000_000 } });
+  const oursPipeline = async (
+    prefix: string,
+    total: number,
+    launcher: SessionLauncher | undefined,
+    sessionCommand?: string,
+  ): Promise<number> => {
+    const coordinator = new Coordinator({
+      redis: client(),
+      keyPrefix: prefix,
+      policy: { tokenLimit: 1_000_000, spawnIntervalMs: 1, spawnBurst: 1_000_000 },
+    });
     const tokens = await issueTokens(coordinator, total);
     const queue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
-    const env: Record<string, string> = { REDIS_URL: server.url, KEY_PREFIX: prefix, SLOTS: String(SLOTS), LOG_LEVEL: 'silent', WORKER_ID: `bench-${prefix}` };
+    const env: Record<string, string> = {
+      REDIS_URL: server.url,
+      KEY_PREFIX: prefix,
+      SLOTS: String(SLOTS),
+      LOG_LEVEL: 'silent',
+      WORKER_ID: `bench-${prefix}`,
+    };
     if (sessionCommand !== undefined) env['SESSION_COMMAND'] = sessionCommand;
-    const host = new WorkerHost({ config: loadWorkerConfig(env), logger: createLogger({ level: 'silent', name: 'bench' }), ...(launcher === undefined ? {} : { launcher }) });
+    const host = new WorkerHost({
+      config: loadWorkerConfig(env),
+      logger: createLogger({ level: 'silent', name: 'bench' }),
+      ...(launcher === undefined ? {} : { launcher }),
+    });
     const rate = await completedAll(prefix, total, async () => {
       await host.start();
       let next = 0;
@@ -209,7 +322,11 @@ try {
             const token = tokens[next++]!;
             const admitted = await coordinator.sessions.admit(token);
             if (admitted.outcome !== 'admitted') throw new Error(`not admitted: ${admitted.outcome}`);
-            await queue.add(SPAWN_JOB, { userId: admitted.userId, sessionId: admitted.sessionId, fence: admitted.fence }, { ...spawnJobOptions, jobId: spawnJobId(admitted.userId, admitted.fence) });
+            await queue.add(
+              SPAWN_JOB,
+              { userId: admitted.userId, sessionId: admitted.sessionId, fence: admitted.fence },
+              { ...spawnJobOptions, jobId: spawnJobId(admitted.userId, admitted.fence) },
+            );
           }
         }),
       );
@@ -223,13 +340,21 @@ try {
     const bareQueue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
     let worker: Worker | undefined;
     const rate = await completedAll(prefix, total, async () => {
-      worker = new Worker(shardOf(prefix).name, job, { connection: new Redis(server.url, { maxRetriesPerRequest: null }), prefix: shardOf(prefix).prefix, concurrency: SLOTS });
+      worker = new Worker(shardOf(prefix).name, job, {
+        connection: new Redis(server.url, { maxRetriesPerRequest: null }),
+        prefix: shardOf(prefix).prefix,
+        concurrency: SLOTS,
+      });
       let next = 0;
       await Promise.all(
         Array.from({ length: SLOTS }, async () => {
           while (next < total) {
             const i = next++;
-            await bareQueue.add(SPAWN_JOB, { userId: `p${i}`, sessionId: crypto.randomUUID(), fence: 1 }, { ...spawnJobOptions, jobId: spawnJobId(`p${i}`, 1) });
+            await bareQueue.add(
+              SPAWN_JOB,
+              { userId: `p${i}`, sessionId: crypto.randomUUID(), fence: 1 },
+              { ...spawnJobOptions, jobId: spawnJobId(`p${i}`, 1) },
+            );
           }
         }),
       );
@@ -239,7 +364,10 @@ try {
     return rate;
   };
   const REAL_SESSIONS = quick ? 300 : 2000;
-  const shExit = (): Promise<unknown> => new Promise((resolve) => spawn('/bin/sh', ['-c', 'exit 0'], { stdio: 'ignore', detached: true }).once('exit', resolve));
+  const shExit = (): Promise<unknown> =>
+    new Promise((resolve) =>
+      spawn('/bin/sh', ['-c', 'exit 0'], { stdio: 'ignore', detached: true }).once('exit', resolve),
+    );
   const pipelineRuns: Array<{ ours: number; bare: number; oursReal: number; bareReal: number }> = [];
   for (let run = 0; run < RUNS; run++) {
     pipelineRuns.push({
@@ -255,13 +383,31 @@ try {
   const real = median((r) => r.oursReal / r.bareReal);
   out('| pipeline | sessions/s | vs its limit |');
   out('| --- | ---: | ---: |');
-  out(`| ours: token → admit → queue → claim → session process \`sh -c 'exit 0'\` (runtime) → finish, ${fmt(REAL_SESSIONS)} sessions | ${fmt(real.oursReal)} | ${ratio(real.oursReal, real.bareReal)} |`);
-  out(`| limit: bare BullMQ, add → a job that spawns \`sh -c 'exit 0'\` and waits for it | ${fmt(real.bareReal)} | 1.00× |`);
-  out(`| in-process launcher (no process started): token → admit → queue → claim → finish, ${fmt(SESSIONS)} sessions | ${fmt(pipe.ours)} | ${ratio(pipe.ours, pipe.bare)} |`);
+  out(
+    `| ours: token → admit → queue → claim → session process \`sh -c 'exit 0'\` (runtime) → finish, ${fmt(REAL_SESSIONS)} sessions | ${fmt(real.oursReal)} | ${ratio(real.oursReal, real.bareReal)} |`,
+  );
+  out(
+    `| limit: bare BullMQ, add → a job that spawns \`sh -c 'exit 0'\` and waits for it | ${fmt(real.bareReal)} | 1.00× |`,
+  );
+  out(
+    `| in-process launcher (no process started): token → admit → queue → claim → finish, ${fmt(SESSIONS)} sessions | ${fmt(pipe.ours)} | ${ratio(pipe.ours, pipe.bare)} |`,
+  );
   out(`| limit: bare BullMQ, add → no-op job | ${fmt(pipe.bare)} | 1.00× |`);
-  target('pipeline with real session processes ≥ 80% of bare BullMQ spawning the same', real.oursReal / real.bareReal, 0.8);
+  target(
+    'pipeline with real session processes ≥ 80% of bare BullMQ spawning the same',
+    real.oursReal / real.bareReal,
+    0.8,
+  );
   target('pipeline, in-process launcher ≥ 80% of bare BullMQ', pipe.ours / pipe.bare, 0.8);
-  results['pipeline'] = { sessions: SESSIONS, realSessions: REAL_SESSIONS, slots: SLOTS, ...pipe, oursReal: real.oursReal, bareReal: real.bareReal, runs: pipelineRuns };
+  results['pipeline'] = {
+    sessions: SESSIONS,
+    realSessions: REAL_SESSIONS,
+    slots: SLOTS,
+    ...pipe,
+    oursReal: real.oursReal,
+    bareReal: real.bareReal,
+    runs: pipelineRuns,
+  };
   out();
 
   // 4b. Sessions on real processes ------------------------------------------------------------------
@@ -270,12 +416,17 @@ try {
   const sessions = await benchSessions(server.url, quick);
   out('| path | callers | samples | p50 ms | p99 ms |');
   out('| --- | ---: | ---: | ---: | ---: |');
-  for (const row of sessions.latency) out(`| ${row.case} | ${row.callers} | ${row.n} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} |`);
+  for (const row of sessions.latency)
+    out(`| ${row.case} | ${row.callers} | ${row.n} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} |`);
   out();
   out('| what | ours | limit | vs limit |');
   out('| --- | ---: | ---: | ---: |');
-  out(`| session starts per second, one host, ${sessions.startsPerSecond.sessions} queued sessions (limit: child_process.spawn in a loop) | ${fmt(sessions.startsPerSecond.ours)} | ${fmt(sessions.startsPerSecond.bare)} | ${ratio(sessions.startsPerSecond.ours, sessions.startsPerSecond.bare)} |`);
-  out(`| host RSS per running session (host + runtime, ${sessions.rssPerSession.sessions} sessions of \`exec sleep 600\`, sessions' own RSS left out) | ${fmt(sessions.rssPerSession.bytes / 2 ** 20, 2)} MiB | – | – |`);
+  out(
+    `| session starts per second, one host, ${sessions.startsPerSecond.sessions} queued sessions (limit: child_process.spawn in a loop) | ${fmt(sessions.startsPerSecond.ours)} | ${fmt(sessions.startsPerSecond.bare)} | ${ratio(sessions.startsPerSecond.ours, sessions.startsPerSecond.bare)} |`,
+  );
+  out(
+    `| host RSS per running session (host + runtime, ${sessions.rssPerSession.sessions} sessions of \`exec sleep 600\`, sessions' own RSS left out) | ${fmt(sessions.rssPerSession.bytes / 2 ** 20, 2)} MiB | – | – |`,
+  );
   const one = sessions.latency.find((r) => r.case.startsWith('ours') && r.callers === 1)!;
   const many = sessions.latency.find((r) => r.case.startsWith('ours') && r.callers > 1)!;
   target('spawn → session started, one caller, p50 ms', one.p50, 10, true);
@@ -292,8 +443,12 @@ try {
   const mem = new Coordinator({ redis: client(), keyPrefix: 'mem', policy: { spawnIntervalMs: 10_000 } });
   const issued = await mem.tokens.issue('memory-user', { metadata: { durationMs: 5000 } });
   if (issued.outcome !== 'issued') throw new Error('not issued');
-  const tokenKey = mem.tokens.keyOf({ userId: 'memory-user', digest: (await import('@cq/coordinator')).parseToken(issued.token)!.digest });
-  const usage = async (key: string): Promise<number> => Number((await mem.redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+  const tokenKey = mem.tokens.keyOf({
+    userId: 'memory-user',
+    digest: (await import('@cq/coordinator')).parseToken(issued.token)!.digest,
+  });
+  const usage = async (key: string): Promise<number> =>
+    Number((await mem.redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
   const tokenBytes = await usage(tokenKey);
   await mem.gcraLimiter({ name: 'm', intervalMs: 10_000 }).check('memory-user');
   const limiterBytes = await usage(mem.keys.limiter('m', 'memory-user'));
@@ -317,20 +472,30 @@ try {
     const limiter = mem.gcraLimiter({ name: 'grow', intervalMs: 1, burst: 1000 });
     for (let i = 0; i < users; i += 10_000) {
       const pipeline = mem.redis.pipeline();
-      for (let j = i; j < Math.min(users, i + 10_000); j++) pipeline.set(mem.keys.limiter('grow', `g${j}`), '0', 'PX', 3_600_000);
+      for (let j = i; j < Math.min(users, i + 10_000); j++)
+        pipeline.set(mem.keys.limiter('grow', `g${j}`), '0', 'PX', 3_600_000);
       await pipeline.exec();
     }
-    growth[users] = await medianOf(RUNS, () => measure(50, SECONDS * 1000, (caller, i) => limiter.check(`g${(caller * 7919 + i * 104_729) % users}`)));
+    growth[users] = await medianOf(RUNS, () =>
+      measure(50, SECONDS * 1000, (caller, i) => limiter.check(`g${(caller * 7919 + i * 104_729) % users}`)),
+    );
   }
   out(`| GCRA checks, 50 callers | ops/s | p99 ms |`);
   out('| --- | ---: | ---: |');
-  for (const [users, s] of Object.entries(growth)) out(`| with ${fmt(Number(users))} users' keys present | ${fmt(s.opsPerSec)} | ${fmt(s.p99, 2)} |`);
-  target(`limiter ops/s with ${fmt(GROW)} users ≥ 90% of that with 1,000`, growth[GROW]!.opsPerSec / growth[1000]!.opsPerSec, 0.9);
+  for (const [users, s] of Object.entries(growth))
+    out(`| with ${fmt(Number(users))} users' keys present | ${fmt(s.opsPerSec)} | ${fmt(s.p99, 2)} |`);
+  target(
+    `limiter ops/s with ${fmt(GROW)} users ≥ 90% of that with 1,000`,
+    growth[GROW]!.opsPerSec / growth[1000]!.opsPerSec,
+    0.9,
+  );
   results['memory'] = { tokenBytes, limiterBytes, sessionBytes, throttleBytes, growth };
   out();
 
   // 6. Replication: the cost of REDIS_WAIT_REPLICAS ---------------------------------------------
-  out(`## Replication: REDIS_WAIT_REPLICAS=0 vs 1, token issue (a coordinator write), one local replica (median of ${RUNS} × ${SECONDS} s)`);
+  out(
+    `## Replication: REDIS_WAIT_REPLICAS=0 vs 1, token issue (a coordinator write), one local replica (median of ${RUNS} × ${SECONDS} s)`,
+  );
   out();
   await client().flushall();
   await client().config('SET', 'repl-diskless-sync-delay', '0');
@@ -346,7 +511,12 @@ try {
     const policy = { tokenLimit: 1_000_000, tokenWindowMs: 1000 };
     const writers = {
       'REDIS_WAIT_REPLICAS=0': new Coordinator({ redis: client(), keyPrefix: 'wait0', policy }),
-      'REDIS_WAIT_REPLICAS=1': new Coordinator({ redis: client(), keyPrefix: 'wait1', policy, replicaWait: { replicas: 1, timeoutMs: 100 } }),
+      'REDIS_WAIT_REPLICAS=1': new Coordinator({
+        redis: client(),
+        keyPrefix: 'wait1',
+        policy,
+        replicaWait: { replicas: 1, timeoutMs: 100 },
+      }),
     };
     out('| callers | setting | ops/s | p50 ms | p99 ms | vs no WAIT |');
     out('| ---: | --- | ---: | ---: | ---: | ---: |');
@@ -355,11 +525,15 @@ try {
       const samples: Record<string, Sample> = {};
       for (const [name, c] of Object.entries(writers)) {
         await c.preload();
-        samples[name] = await medianOf(RUNS, () => measure(callers, SECONDS * 1000, (caller, i) => c.tokens.issue(`w${(caller * 7919 + i * 104_729) % KEYS}`)));
+        samples[name] = await medianOf(RUNS, () =>
+          measure(callers, SECONDS * 1000, (caller, i) => c.tokens.issue(`w${(caller * 7919 + i * 104_729) % KEYS}`)),
+        );
       }
       const base = samples['REDIS_WAIT_REPLICAS=0']!;
       for (const [name, sample] of Object.entries(samples)) {
-        out(`| ${callers} | ${name} | ${fmt(sample.opsPerSec)} | ${fmt(sample.p50, 2)} | ${fmt(sample.p99, 2)} | ${ratio(sample.opsPerSec, base.opsPerSec)} |`);
+        out(
+          `| ${callers} | ${name} | ${fmt(sample.opsPerSec)} | ${fmt(sample.p50, 2)} | ${fmt(sample.p99, 2)} | ${ratio(sample.opsPerSec, base.opsPerSec)} |`,
+        );
         waitRows.push({ callers, setting: name, ...sample });
       }
     }
@@ -373,10 +547,13 @@ try {
   out();
   out('| target | measured | met |');
   out('| --- | ---: | :---: |');
-  for (const t of targets) out(`| ${t.name} | ${t.value.toFixed(2)} (target ${t.atMost ? '≤' : '≥'} ${t.target}) | ${t.met ? 'yes' : 'no'} |`);
+  for (const t of targets)
+    out(`| ${t.name} | ${t.value.toFixed(2)} (target ${t.atMost ? '≤' : '≥'} ${t.target}) | ${t.met ? 'yes' : 'no'} |`);
   results['targets'] = targets;
   out();
-  out(`machine: ${String((results['machine'] as Record<string, unknown>)['cpu'])}, ${cpus().length} cores, Node ${process.version}, Redis ${String((results['machine'] as Record<string, unknown>)['redis'])}${quick ? ' (quick run: 1 run each, shorter; not for comparison)' : ''}`);
+  out(
+    `machine: ${String((results['machine'] as Record<string, unknown>)['cpu'])}, ${cpus().length} cores, Node ${process.version}, Redis ${String((results['machine'] as Record<string, unknown>)['redis'])}${quick ? ' (quick run: 1 run each, shorter; not for comparison)' : ''}`,
+  );
   writeFileSync('bench-results.json', `${JSON.stringify(results, null, 2)}\n`);
   out('wrote bench-results.json');
 } catch (err) {

@@ -17,7 +17,11 @@ function percentile(sorted: Float64Array, q: number): number {
  * Runs `op` from `callers` concurrent loops for `durationMs` (after a warm-up of a tenth of that) and
  * reports throughput and latency.
  */
-export async function measure(callers: number, durationMs: number, op: (caller: number, i: number) => Promise<unknown>): Promise<Sample> {
+export async function measure(
+  callers: number,
+  durationMs: number,
+  op: (caller: number, i: number) => Promise<unknown>,
+): Promise<Sample> {
   const warmUntil = performance.now() + durationMs / 10;
   await Promise.all(
     Array.from({ length: callers }, async (_, caller) => {
@@ -39,7 +43,11 @@ export async function measure(callers: number, durationMs: number, op: (caller: 
   );
   const elapsed = performance.now() - start;
   const sorted = Float64Array.from(latencies).sort();
-  return { opsPerSec: (latencies.length / elapsed) * 1000, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) };
+  return {
+    opsPerSec: (latencies.length / elapsed) * 1000,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+  };
 }
 
 /** The median of several samples, by throughput (their latencies come with it). */

@@ -1,12 +1,23 @@
 // The session start path on real processes: the built API and worker hosts, real HTTP, sessions that
 // write a timestamp when they start; beside the limit, Node's child_process.spawn of the same command.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readSync,
+  watch,
+  writeFileSync,
+  type FSWatcher,
+} from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const API_KEY = 'bench-sessions-key-0123456789';
@@ -30,7 +41,10 @@ process.on('exit', () => {
 });
 
 function startProc(script: string, env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [`${ROOT}${script}`], { env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [`${ROOT}${script}`], {
+    env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   children.add(child);
   child.once('exit', () => children.delete(child));
   const logs: Array<Record<string, unknown>> = [];
@@ -129,13 +143,19 @@ export class Stack {
         {
           method: 'POST',
           agent,
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...(auth ? { authorization: `Bearer ${API_KEY}` } : {}) },
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(payload),
+            ...(auth ? { authorization: `Bearer ${API_KEY}` } : {}),
+          },
         },
         (res) => {
           let text = '';
           res.setEncoding('utf8');
           res.on('data', (chunk: string) => (text += chunk));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as Record<string, unknown> }));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as Record<string, unknown> }),
+          );
         },
       );
       req.on('error', reject);
@@ -159,13 +179,14 @@ export class Stack {
     const fd = openSync(this.file, 'r');
     try {
       const buffer = Buffer.alloc(64 * 1024);
-      for (let n; (n = readSync(fd, buffer, 0, buffer.length, this.#offset)) > 0; ) {
+      for (let n; (n = readSync(fd, buffer, 0, buffer.length, this.#offset)) > 0;) {
         this.#offset += n;
         const lines = (this.#partial + buffer.toString('utf8', 0, n)).split('\n');
         this.#partial = lines.pop()!;
         for (const line of lines) {
           const [user, ns] = line.split(' ');
-          if (user !== undefined && ns !== undefined && !this.#seen.has(user)) this.#seen.set(user, Number(BigInt(ns) / 1000n) / 1000);
+          if (user !== undefined && ns !== undefined && !this.#seen.has(user))
+            this.#seen.set(user, Number(BigInt(ns) / 1000n) / 1000);
         }
       }
     } finally {
@@ -186,7 +207,15 @@ export class Stack {
           if (users.every((u) => seen.has(u))) resolve(seen);
         };
         watcher = watch(this.file, check);
-        timer = setTimeout(() => reject(new Error(`sessions not started within ${timeoutMs} ms: ${users.filter((u) => !this.#seen.has(u)).length} missing`)), timeoutMs);
+        timer = setTimeout(
+          () =>
+            reject(
+              new Error(
+                `sessions not started within ${timeoutMs} ms: ${users.filter((u) => !this.#seen.has(u)).length} missing`,
+              ),
+            ),
+          timeoutMs,
+        );
         check();
       });
     } finally {
@@ -216,7 +245,14 @@ async function bareSpawns(file: string, callers: number, rounds: number): Promis
     const users = Array.from({ length: callers }, (_, i) => `bare-${round}-${i}`);
     const t0 = nowMs();
     const exits = users.map(
-      (userId) => new Promise((resolve) => spawn('/bin/sh', ['-c', command], { env: { PATH: process.env['PATH'] ?? '', USER_ID: userId }, stdio: 'ignore', detached: true }).once('exit', resolve)),
+      (userId) =>
+        new Promise((resolve) =>
+          spawn('/bin/sh', ['-c', command], {
+            env: { PATH: process.env['PATH'] ?? '', USER_ID: userId },
+            stdio: 'ignore',
+            detached: true,
+          }).once('exit', resolve),
+        ),
     );
     await Promise.all(exits);
     const seen = readStarted(file);
@@ -252,7 +288,11 @@ export interface SessionBench {
  * on one host; host RSS per running session. Everything on real processes and real HTTP.
  */
 export async function benchSessions(redisUrl: string, quick: boolean): Promise<SessionBench> {
-  const result: SessionBench = { latency: [], startsPerSecond: { ours: 0, bare: 0, sessions: 0 }, rssPerSession: { bytes: 0, sessions: 0, before: 0, after: 0 } };
+  const result: SessionBench = {
+    latency: [],
+    startsPerSecond: { ours: 0, bare: 0, sessions: 0 },
+    rssPerSession: { bytes: 0, sessions: 0, before: 0, after: 0 },
+  };
 
   // 1. Latency: 2 hosts, sessions that exit at once.
   const SERIAL = quick ? 40 : 200;
@@ -287,15 +327,23 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
       const seen = await latency.waitStarted(users);
       for (const u of users) together.push(seen.get(u)! - t0);
       // Let the sessions end and free their slots before the next round.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     result.latency.push({ case: 'ours: POST /v1/spawn → session started', callers: AT_ONCE, ...percentiles(together) });
   } finally {
     await latency.stop();
   }
   const bareFile = join(mkdtempSync(join(tmpdir(), 'cq-bench-bare-')), 'started.log');
-  result.latency.push({ case: 'limit: child_process.spawn of the same command', callers: 1, ...percentiles(await bareSpawns(bareFile, 1, SERIAL)) });
-  result.latency.push({ case: 'limit: child_process.spawn of the same command', callers: AT_ONCE, ...percentiles(await bareSpawns(bareFile, AT_ONCE, ROUNDS)) });
+  result.latency.push({
+    case: 'limit: child_process.spawn of the same command',
+    callers: 1,
+    ...percentiles(await bareSpawns(bareFile, 1, SERIAL)),
+  });
+  result.latency.push({
+    case: 'limit: child_process.spawn of the same command',
+    callers: AT_ONCE,
+    ...percentiles(await bareSpawns(bareFile, AT_ONCE, ROUNDS)),
+  });
 
   // 2. Host RSS per running session: one host, idle, then 100 sessions of `exec sleep 600`.
   const RUNNING = 100;
@@ -303,14 +351,14 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
   try {
     await memory.startApi();
     const { host, runtimePid } = await memory.addHost('rss-1', RUNNING);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await sleep(1000);
     const tree = (): number => rss(host.child.pid!) + rss(runtimePid);
     const before = tree();
     const users = Array.from({ length: RUNNING }, (_, i) => `rss-${i}`);
     const tokens = await memory.tokens(users);
     await Promise.all(tokens.map((token) => memory.post('/v1/spawn', { token }, false)));
     await memory.waitStarted(users);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await sleep(1000);
     const after = tree();
     result.rssPerSession = { bytes: (after - before) / RUNNING, sessions: RUNNING, before, after };
   } finally {
@@ -324,7 +372,8 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
     await starts.startApi();
     const users = Array.from({ length: STARTS }, (_, i) => `start-${i}`);
     const tokens = await starts.tokens(users);
-    for (let i = 0; i < tokens.length; i += 50) await Promise.all(tokens.slice(i, i + 50).map((token) => starts.post('/v1/spawn', { token }, false)));
+    for (let i = 0; i < tokens.length; i += 50)
+      await Promise.all(tokens.slice(i, i + 50).map((token) => starts.post('/v1/spawn', { token }, false)));
     await starts.addHost('starts-1', STARTS);
     const seen = [...(await starts.waitStarted(users, 60_000)).values()].sort((a, b) => a - b);
     result.startsPerSecond.ours = ((seen.length - 1) * 1000) / (seen.at(-1)! - seen[0]!);
@@ -336,12 +385,17 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
   const loopFile = join(mkdtempSync(join(tmpdir(), 'cq-bench-loop-')), 'started.log');
   const loop: ChildProcess[] = [];
   for (let i = 0; i < STARTS; i++) {
-    loop.push(spawn('/bin/sh', ['-c', `echo "loop-${i} $(date +%s%N)" >> ${loopFile}; exec sleep 600`], { stdio: 'ignore', detached: true }));
+    loop.push(
+      spawn('/bin/sh', ['-c', `echo "loop-${i} $(date +%s%N)" >> ${loopFile}; exec sleep 600`], {
+        stdio: 'ignore',
+        detached: true,
+      }),
+    );
   }
   const giveUp = performance.now() + 30_000;
   while (!existsSync(loopFile) || readStarted(loopFile).size < STARTS) {
     if (performance.now() > giveUp) break;
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await sleep(5);
   }
   const loopTimes = [...readStarted(loopFile).values()].sort((a, b) => a - b);
   result.startsPerSecond.bare = ((loopTimes.length - 1) * 1000) / (loopTimes.at(-1)! - loopTimes[0]!);

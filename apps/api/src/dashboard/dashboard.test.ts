@@ -1,8 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { TEST_API_KEY, send, startTestApi } from '../test-support/app.js';
 
-const queuesHeaders = (res: { headers: Headers }) => ({ frame: res.headers.get('x-frame-options'), sniff: res.headers.get('x-content-type-options') });
-const basic = (password: string, user = 'operator') => ({ authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` });
+const queuesHeaders = (res: { headers: Headers }) => ({
+  frame: res.headers.get('x-frame-options'),
+  sniff: res.headers.get('x-content-type-options'),
+});
+const basic = (password: string, user = 'operator') => ({
+  authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`,
+});
 
 describe('dashboard', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' });
@@ -17,13 +22,22 @@ describe('dashboard', async () => {
     '/dashboard/queues/api/queues',
   ];
 
-  it.each(protectedPaths)('401 with WWW-Authenticate for %s without credentials, with a wrong key, or with a bearer key', async (path) => {
-    for (const headers of [{}, basic('not-a-service-key-000000'), basic(''), { authorization: `Bearer ${TEST_API_KEY}` }, { authorization: 'Basic !!!' }]) {
-      const res = await send(api.baseUrl, 'GET', path, { headers });
-      expect(res.status, `${path} ${JSON.stringify(headers)}`).toBe(401);
-      expect(res.headers.get('www-authenticate')).toMatch(/^Basic realm="worker-coordinator dashboard"/);
-    }
-  });
+  it.each(protectedPaths)(
+    '401 with WWW-Authenticate for %s without credentials, with a wrong key, or with a bearer key',
+    async (path) => {
+      for (const headers of [
+        {},
+        basic('not-a-service-key-000000'),
+        basic(''),
+        { authorization: `Bearer ${TEST_API_KEY}` },
+        { authorization: 'Basic !!!' },
+      ]) {
+        const res = await send(api.baseUrl, 'GET', path, { headers });
+        expect(res.status, `${path} ${JSON.stringify(headers)}`).toBe(401);
+        expect(res.headers.get('www-authenticate')).toMatch(/^Basic realm="worker-coordinator dashboard"/);
+      }
+    },
+  );
 
   it('serves the page, its assets and bull-board with any user name and a service key as password', async () => {
     const page = await send(api.baseUrl, 'GET', '/dashboard', { headers: basic(TEST_API_KEY, 'anyone') });
@@ -33,7 +47,9 @@ describe('dashboard', async () => {
     expect(page.headers.get('x-frame-options')).toBe('DENY');
     expect(page.headers.get('x-content-type-options')).toBe('nosniff');
     expect(page.headers.get('strict-transport-security')).toMatch(/max-age=/);
-    expect(queuesHeaders(await send(api.baseUrl, 'GET', '/dashboard/queues', { headers: basic(TEST_API_KEY) }))).toEqual({ frame: 'DENY', sniff: 'nosniff' });
+    expect(
+      queuesHeaders(await send(api.baseUrl, 'GET', '/dashboard/queues', { headers: basic(TEST_API_KEY) })),
+    ).toEqual({ frame: 'DENY', sniff: 'nosniff' });
     expect(page.body).toContain('Live sessions');
     expect((await send(api.baseUrl, 'GET', '/dashboard/app.js', { headers: basic(TEST_API_KEY) })).status).toBe(200);
     const queues = await send(api.baseUrl, 'GET', '/dashboard/queues', { headers: basic(TEST_API_KEY) });
@@ -57,19 +73,31 @@ describe('dashboard', async () => {
   });
 
   it('queue actions are refused in read-only mode', async () => {
-    const retry = await send(api.baseUrl, 'PUT', '/dashboard/queues/api/queues/spawn/retry/failed', { headers: basic(TEST_API_KEY) });
+    const retry = await send(api.baseUrl, 'PUT', '/dashboard/queues/api/queues/spawn/retry/failed', {
+      headers: basic(TEST_API_KEY),
+    });
     expect(retry.status).toBe(405);
     expect(retry.body).toEqual({ error: { key: 'ERRORS.QUEUE_READ_ONLY' } });
-    const clean = await send(api.baseUrl, 'PUT', '/dashboard/queues/api/queues/spawn/clean/completed', { headers: basic(TEST_API_KEY) });
+    const clean = await send(api.baseUrl, 'PUT', '/dashboard/queues/api/queues/spawn/clean/completed', {
+      headers: basic(TEST_API_KEY),
+    });
     expect(clean.status).toBe(405);
   });
 
   it('the state lists live sessions (filtered, paged), worker hosts, recent endings and the chart', async () => {
-    for (const userId of ['dash-alice', 'dash-bob', 'dash-carol']) await api.client.spawn((await api.client.issueToken({ userId })).token);
+    for (const userId of ['dash-alice', 'dash-bob', 'dash-carol'])
+      await api.client.spawn((await api.client.issueToken({ userId })).token);
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-dave' })).token);
-    const claimed = await api.coordinator.sessions.claim(admitted, { workerId: 'dash-host', leaseMs: 10_000, graceMs: 1000 });
+    const claimed = await api.coordinator.sessions.claim(admitted, {
+      workerId: 'dash-host',
+      leaseMs: 10_000,
+      graceMs: 1000,
+    });
     if (!claimed.claimed) throw new Error('not claimed');
-    await api.coordinator.workers.heartbeat({ workerId: 'dash-host', slots: 4, busy: 1, startedAt: Date.now() }, 10_000);
+    await api.coordinator.workers.heartbeat(
+      { workerId: 'dash-host', slots: 4, busy: 1, startedAt: Date.now() },
+      10_000,
+    );
     await api.client.stopSession('dash-carol');
     await api.app.stats.flush();
 
@@ -79,7 +107,14 @@ describe('dashboard', async () => {
     expect(state.body.live.rows.map((r: { userId: string }) => r.userId)).toEqual(['dash-alice', 'dash-bob']);
     const dave = await send(api.baseUrl, 'GET', '/dashboard/api/state?filter=dave', { headers: basic(TEST_API_KEY) });
     expect(dave.body.live.rows).toEqual([
-      expect.objectContaining({ userId: 'dash-dave', state: 'running', fence: admitted.fence, workerId: 'dash-host', leaseLeftMs: expect.any(Number), lifetimeLeftMs: expect.any(Number) }),
+      expect.objectContaining({
+        userId: 'dash-dave',
+        state: 'running',
+        fence: admitted.fence,
+        workerId: 'dash-host',
+        leaseLeftMs: expect.any(Number),
+        lifetimeLeftMs: expect.any(Number),
+      }),
     ]);
     expect(dave.body.live.rows[0].leaseLeftMs).toBeGreaterThan(5000);
     expect(state.body.workers).toEqual([expect.objectContaining({ workerId: 'dash-host', slots: 4, busy: 1 })]);
@@ -111,7 +146,9 @@ describe('dashboard with a thousand live sessions', async () => {
     expect(page.body.live.total).toBe(1000);
     expect(page.body.live.rows).toHaveLength(50);
     expect(page.body.live.rows[0].userId).toBe('many-0950');
-    const one = await send(api.baseUrl, 'GET', '/dashboard/api/state?filter=many-0123', { headers: basic(TEST_API_KEY) });
+    const one = await send(api.baseUrl, 'GET', '/dashboard/api/state?filter=many-0123', {
+      headers: basic(TEST_API_KEY),
+    });
     expect(one.body.live.rows.map((r: { userId: string }) => r.userId)).toEqual(['many-0123']);
   });
 });

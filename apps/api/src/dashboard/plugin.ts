@@ -14,7 +14,10 @@ export const DASHBOARD_PATH = '/dashboard';
 
 /** Our own pages run no inline script or style, so they get a strict policy. */
 function strictCsp(reply: FastifyReply): FastifyReply {
-  return reply.header('Content-Security-Policy', "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'");
+  return reply.header(
+    'Content-Security-Policy',
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
+  );
 }
 
 const stateQuery = z
@@ -36,17 +39,29 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   scope.addHook('onRequest', requireDashboardKey(app.config.apiKeys));
   // Security headers on every page, asset and data answer under the dashboard. bull-board's page
   // carries inline script, so helmet's default CSP is off here and our own pages set a strict one.
-  await scope.register(helmet, { contentSecurityPolicy: false, frameguard: { action: 'deny' }, referrerPolicy: { policy: 'no-referrer' } });
+  await scope.register(helmet, {
+    contentSecurityPolicy: false,
+    frameguard: { action: 'deny' },
+    referrerPolicy: { policy: 'no-referrer' },
+  });
   scope.addHook('onSend', async (_request, reply, payload) => {
     reply.header('Cache-Control', 'no-store');
     return payload;
   });
 
   const reader = new DashboardStateReader(app.coordinator, app.stats);
-  scope.get('/', { schema: { hide: true } }, async (_request, reply) => strictCsp(reply).type('text/html; charset=utf-8').send(pageHtml));
-  scope.get('/app.js', { schema: { hide: true } }, async (_request, reply) => strictCsp(reply).type('text/javascript; charset=utf-8').send(pageJs));
-  scope.get('/app.css', { schema: { hide: true } }, async (_request, reply) => strictCsp(reply).type('text/css; charset=utf-8').send(pageCss));
-  scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) => reader.read(request.query));
+  scope.get('/', { schema: { hide: true } }, async (_request, reply) =>
+    strictCsp(reply).type('text/html; charset=utf-8').send(pageHtml),
+  );
+  scope.get('/app.js', { schema: { hide: true } }, async (_request, reply) =>
+    strictCsp(reply).type('text/javascript; charset=utf-8').send(pageJs),
+  );
+  scope.get('/app.css', { schema: { hide: true } }, async (_request, reply) =>
+    strictCsp(reply).type('text/css; charset=utf-8').send(pageCss),
+  );
+  scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) =>
+    reader.read(request.query),
+  );
 
   const readOnlyMode = !app.config.dashboardActions;
   const serverAdapter = new FastifyAdapter();
@@ -56,5 +71,8 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
     serverAdapter,
     options: { uiConfig: { boardTitle: 'worker-coordinator queues' } },
   });
-  await scope.register(serverAdapter.registerPlugin(), { prefix: '/queues', basePath: `${DASHBOARD_PATH}/queues` } as never);
+  await scope.register(serverAdapter.registerPlugin(), {
+    prefix: '/queues',
+    basePath: `${DASHBOARD_PATH}/queues`,
+  } as never);
 }

@@ -22,8 +22,23 @@ export interface DashboardState {
   now: number;
   live: { total: number; offset: number; limit: number; filter: string; rows: LiveRow[] };
   workers: Array<{ workerId: string; slots: number; busy: number; heartbeatAgeMs: number; startedAt: number }>;
-  ended: Array<{ userId: string; sessionId: string; fence: number; state: string; exitCode?: number; endedAt: number; workerId?: string }>;
-  chart: Array<{ minute: number; admitted: number; throttled: number; tokenInvalid: number; sessionExists: number; tokensThrottled: number }>;
+  ended: Array<{
+    userId: string;
+    sessionId: string;
+    fence: number;
+    state: string;
+    exitCode?: number;
+    endedAt: number;
+    workerId?: string;
+  }>;
+  chart: Array<{
+    minute: number;
+    admitted: number;
+    throttled: number;
+    tokenInvalid: number;
+    sessionExists: number;
+    tokensThrottled: number;
+  }>;
 }
 
 /**
@@ -55,9 +70,15 @@ export class DashboardStateReader {
   }
 
   async read(query: { filter: string; offset: number; limit: number }): Promise<DashboardState> {
-    const [index, workers, chart] = await Promise.all([this.#index(), this.#coordinator.workers.list(), this.#stats.read(15)]);
+    const [index, workers, chart] = await Promise.all([
+      this.#index(),
+      this.#coordinator.workers.list(),
+      this.#stats.read(15),
+    ]);
     const now = Date.now();
-    const matching = index.live.filter((u) => query.filter === '' || u.userId.includes(query.filter)).sort((a, b) => (a.userId < b.userId ? -1 : 1));
+    const matching = index.live
+      .filter((u) => query.filter === '' || u.userId.includes(query.filter))
+      .sort((a, b) => (a.userId < b.userId ? -1 : 1));
     const page = matching.slice(query.offset, query.offset + query.limit);
     const sessions = await Promise.all(page.map((u) => this.#coordinator.sessions.get(u.userId)));
     const rows: LiveRow[] = [];
@@ -78,7 +99,13 @@ export class DashboardStateReader {
     return {
       now,
       live: { total: matching.length, offset: query.offset, limit: query.limit, filter: query.filter, rows },
-      workers: workers.map((w) => ({ workerId: w.workerId, slots: w.slots, busy: w.busy, heartbeatAgeMs: now - w.seenAt, startedAt: w.startedAt })),
+      workers: workers.map((w) => ({
+        workerId: w.workerId,
+        slots: w.slots,
+        busy: w.busy,
+        heartbeatAgeMs: now - w.seenAt,
+        startedAt: w.startedAt,
+      })),
       ended: index.ended
         .filter((e) => query.filter === '' || e.userId.includes(query.filter))
         .slice(0, 50)

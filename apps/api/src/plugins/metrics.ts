@@ -26,10 +26,25 @@ export const metricsPlugin = fp(
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
     const metrics: ApiMetrics = {
       registry,
-      admissions: new Counter({ name: 'cq_admissions_total', help: 'Spawn admissions by outcome', labelNames: ['outcome'], registers: [registry] }),
+      admissions: new Counter({
+        name: 'cq_admissions_total',
+        help: 'Spawn admissions by outcome',
+        labelNames: ['outcome'],
+        registers: [registry],
+      }),
       tokensIssued: new Counter({ name: 'cq_tokens_issued_total', help: 'Spawn tokens issued', registers: [registry] }),
-      throttled: new Counter({ name: 'cq_throttled_total', help: 'Requests answered 429, by route', labelNames: ['route'], registers: [registry] }),
-      redisErrors: new Counter({ name: 'cq_redis_errors_total', help: 'Requests that failed because Redis was unavailable', labelNames: ['operation'], registers: [registry] }),
+      throttled: new Counter({
+        name: 'cq_throttled_total',
+        help: 'Requests answered 429, by route',
+        labelNames: ['route'],
+        registers: [registry],
+      }),
+      redisErrors: new Counter({
+        name: 'cq_redis_errors_total',
+        help: 'Requests that failed because Redis was unavailable',
+        labelNames: ['operation'],
+        registers: [registry],
+      }),
       replicaWaitShortfalls: new Counter({
         name: 'cq_replica_wait_shortfalls_total',
         help: 'Coordinator writes that fewer than REDIS_WAIT_REPLICAS replicas acknowledged in time',

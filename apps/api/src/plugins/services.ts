@@ -43,14 +43,21 @@ export const servicesPlugin = fp(
     const queueRedis = createRedis(config, 'requests', { logger: app.log, name: 'cq-api-queue' });
     const statsRedis = createRedis(config, 'requests', { name: 'cq-api-stats' });
     const replicaWait = replicaWaitOf(config, app.log, (script) => app.metrics.replicaWaitShortfalls.inc({ script }));
-    const coordinator = new Coordinator({ redis, keyPrefix: config.keyPrefix, policy: config.policy, timeoutMs: REQUEST_TIMEOUT_MS, ...(replicaWait === undefined ? {} : { replicaWait }) });
+    const coordinator = new Coordinator({
+      redis,
+      keyPrefix: config.keyPrefix,
+      policy: config.policy,
+      timeoutMs: REQUEST_TIMEOUT_MS,
+      ...(replicaWait === undefined ? {} : { replicaWait }),
+    });
     const stats = new StatsRecorder(statsRedis, coordinator.keys);
     const spawnQueues = new SpawnQueues(queueRedis, config.keyPrefix, config.spawnQueueShards, (err) =>
       app.log.debug({ err: { message: err.message } }, 'spawn queue error'),
     );
     const sweeper = coordinator.sweeper({
       intervalMs: config.sweepIntervalMs,
-      onError: (err) => app.log.debug({ err: { message: (err as Error).message } }, 'sweep failed; retrying at the next interval'),
+      onError: (err) =>
+        app.log.debug({ err: { message: (err as Error).message } }, 'sweep failed; retrying at the next interval'),
       onSwept: (result) => app.log.info(result, 'sessions ended as lost'),
     });
     app.decorate('config', config);

@@ -7,9 +7,13 @@ const READY_TIMEOUT_MS = 1000;
 
 /** `/healthz`, `/readyz`, `/metrics`, `/openapi.json`. */
 export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
-  app.get('/healthz', { schema: { summary: 'The process runs', response: { 200: z.object({ status: z.literal('ok') }) } } }, async () => ({
-    status: 'ok' as const,
-  }));
+  app.get(
+    '/healthz',
+    { schema: { summary: 'The process runs', response: { 200: z.object({ status: z.literal('ok') }) } } },
+    async () => ({
+      status: 'ok' as const,
+    }),
+  );
 
   app.get('/readyz', { schema: { summary: 'Redis answers' } }, async (_request, reply) => {
     let timer: NodeJS.Timeout | undefined;

@@ -11,12 +11,23 @@ describe('sessions and history', async () => {
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'erin' })).token);
     const res = await get('/v1/users/erin/session');
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ sessionId: admitted.sessionId, userId: 'erin', fence: admitted.fence, state: 'pending' });
+    expect(res.body).toEqual({
+      sessionId: admitted.sessionId,
+      userId: 'erin',
+      fence: admitted.fence,
+      state: 'pending',
+    });
   });
 
   it('a running session shows its worker, start, lease and deadline as ISO times', async () => {
-    const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'frank', lifetimeMs: 60_000 })).token);
-    const claimed = await api.coordinator.sessions.claim(admitted, { workerId: 'host-1', leaseMs: 10_000, graceMs: 1000 });
+    const admitted = await api.client.spawn(
+      (await api.client.issueToken({ userId: 'frank', lifetimeMs: 60_000 })).token,
+    );
+    const claimed = await api.coordinator.sessions.claim(admitted, {
+      workerId: 'host-1',
+      leaseMs: 10_000,
+      graceMs: 1000,
+    });
     if (!claimed.claimed) throw new Error('not claimed');
     const res = await get('/v1/users/frank/session');
     expect(res.body).toEqual({
@@ -45,15 +56,27 @@ describe('sessions and history', async () => {
 
   it('DELETE: a pending session ends at once as stopped; a running one goes to stopping; 404 when none', async () => {
     const pending = await api.client.spawn((await api.client.issueToken({ userId: 'gina' })).token);
-    const del = await send(api.baseUrl, 'DELETE', '/v1/users/gina/session', { headers: { authorization: jsonHeaders().authorization! } });
+    const del = await send(api.baseUrl, 'DELETE', '/v1/users/gina/session', {
+      headers: { authorization: jsonHeaders().authorization! },
+    });
     expect(del.status).toBe(202);
     expect(del.body).toEqual({ sessionId: pending.sessionId, userId: 'gina', state: 'stopped' });
     expect((await api.client.history('gina'))[0]).toMatchObject({ sessionId: pending.sessionId, state: 'stopped' });
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'gina' })).token);
     await api.coordinator.sessions.claim(admitted, { workerId: 'host-1', leaseMs: 10_000, graceMs: 1000 });
-    expect(await api.client.stopSession('gina')).toEqual({ sessionId: admitted.sessionId, userId: 'gina', state: 'stopping' });
+    expect(await api.client.stopSession('gina')).toEqual({
+      sessionId: admitted.sessionId,
+      userId: 'gina',
+      state: 'stopping',
+    });
     expect((await api.client.getSession('gina')).state).toBe('stopping');
-    expect((await send(api.baseUrl, 'DELETE', '/v1/users/nobody/session', { headers: { authorization: jsonHeaders().authorization! } })).status).toBe(404);
+    expect(
+      (
+        await send(api.baseUrl, 'DELETE', '/v1/users/nobody/session', {
+          headers: { authorization: jsonHeaders().authorization! },
+        })
+      ).status,
+    ).toBe(404);
   });
 
   it('history is newest first and keeps at least the last 20', async () => {

@@ -25,7 +25,8 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       const session = await app.coordinator.sessions.get(request.params.userId);
-      if (session === undefined) throw new HttpError('no_session', `User ${request.params.userId} has no live session.`);
+      if (session === undefined)
+        throw new HttpError('no_session', `User ${request.params.userId} has no live session.`);
       return {
         sessionId: session.sessionId,
         userId: session.userId,

@@ -1,19 +1,37 @@
 import { SessionExistsError, ThrottledError } from '@cq/client';
 import { describe, expect, it } from 'vitest';
 import { jsonHeaders, send, startTestApi } from '../test-support/app.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 describe('POST /v1/spawn', async () => {
-  const api = await startTestApi({ TOKEN_LIMIT: '100000', SPAWN_INTERVAL_MS: '60000', SPAWN_BURST: '1', MAX_LIFETIME_MS: '120000' });
-  const spawn = (token: unknown) => send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token }), headers: jsonHeaders(false) });
-  const token = async (userId: string, extra: Record<string, unknown> = {}) => (await api.client.issueToken({ userId, ...extra })).token;
+  const api = await startTestApi({
+    TOKEN_LIMIT: '100000',
+    SPAWN_INTERVAL_MS: '60000',
+    SPAWN_BURST: '1',
+    MAX_LIFETIME_MS: '120000',
+  });
+  const spawn = (token: unknown) =>
+    send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token }), headers: jsonHeaders(false) });
+  const token = async (userId: string, extra: Record<string, unknown> = {}) =>
+    (await api.client.issueToken({ userId, ...extra })).token;
 
   it('202 admits a pending session with its fence and lifetime, and queues one spawn job', async () => {
     const res = await spawn(await token('alice', { lifetimeMs: 30_000 }));
     expect(res.status).toBe(202);
-    expect(res.body).toEqual({ sessionId: expect.any(String), userId: 'alice', fence: 1, state: 'pending', lifetimeMs: 30_000 });
+    expect(res.body).toEqual({
+      sessionId: expect.any(String),
+      userId: 'alice',
+      fence: 1,
+      state: 'pending',
+      lifetimeMs: 30_000,
+    });
     const jobs = await api.app.spawnQueues.all[0]!.getJobs(['wait']);
     expect(jobs.filter((j) => j.data.sessionId === res.body.sessionId)).toHaveLength(1);
-    expect(jobs.find((j) => j.data.sessionId === res.body.sessionId)?.data).toEqual({ userId: 'alice', sessionId: res.body.sessionId, fence: 1 });
+    expect(jobs.find((j) => j.data.sessionId === res.body.sessionId)?.data).toEqual({
+      userId: 'alice',
+      sessionId: res.body.sessionId,
+      fence: 1,
+    });
   });
 
   it('403 for unknown, used, expired and malformed tokens alike', async () => {
@@ -82,18 +100,25 @@ describe('POST /v1/spawn after Retry-After', async () => {
     await api.client.spawn(first.token);
     await api.client.stopSession('patient');
     const second = await api.client.issueToken({ userId: 'patient' });
-    const refused = await send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token: second.token }), headers: jsonHeaders(false) });
+    const refused = await send(api.baseUrl, 'POST', '/v1/spawn', {
+      body: JSON.stringify({ token: second.token }),
+      headers: jsonHeaders(false),
+    });
     expect(refused.status).toBe(429);
     const seconds = Number(refused.headers.get('retry-after'));
     expect(seconds).toBeGreaterThanOrEqual(1);
-    await new Promise((resolve) => setTimeout(resolve, seconds * 1000)); // the claim is about this wait
-    const again = await send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token: second.token }), headers: jsonHeaders(false) });
+    await sleep(seconds * 1000); // the claim is about this wait
+    const again = await send(api.baseUrl, 'POST', '/v1/spawn', {
+      body: JSON.stringify({ token: second.token }),
+      headers: jsonHeaders(false),
+    });
     expect(again.status).toBe(202);
   });
 
   describe('when the spawn queue fails to take the job', async () => {
     const api = await startTestApi({ TOKEN_LIMIT: '100000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' });
-    const spawn = (token: unknown) => send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token }), headers: jsonHeaders(false) });
+    const spawn = (token: unknown) =>
+      send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token }), headers: jsonHeaders(false) });
     const token = async (userId: string) => (await api.client.issueToken({ userId })).token;
     const queueOf = (userId: string) => api.app.spawnQueues.forUser(userId);
 
@@ -105,7 +130,10 @@ describe('POST /v1/spawn after Retry-After', async () => {
       try {
         const res = await spawn(t);
         expect(res.status).toBe(503);
-        expect(res.body.error).toMatchObject({ code: 'unavailable', message: 'The spawn queue is unavailable; the token is still valid, retry shortly.' });
+        expect(res.body.error).toMatchObject({
+          code: 'unavailable',
+          message: 'The spawn queue is unavailable; the token is still valid, retry shortly.',
+        });
         await expect(api.client.findSession('dora')).resolves.toBeUndefined();
       } finally {
         queue.add = add;
@@ -126,7 +154,11 @@ describe('POST /v1/spawn after Retry-After', async () => {
       try {
         const res = await spawn(t);
         expect(res.status).toBe(202);
-        expect((await api.client.getSession('eddie'))).toMatchObject({ sessionId: res.body.sessionId, state: 'running', workerId: 'w-eddie' });
+        expect(await api.client.getSession('eddie')).toMatchObject({
+          sessionId: res.body.sessionId,
+          state: 'running',
+          workerId: 'w-eddie',
+        });
       } finally {
         queue.add = add;
       }

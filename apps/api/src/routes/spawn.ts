@@ -8,7 +8,10 @@ import { errorSchema, spawnAdmitted, spawnBody } from '../schemas.js';
 export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
   const { policy } = app.config;
   const quota = { name: 'spawn', limit: policy.spawnBurst, windowMs: policy.spawnIntervalMs * policy.spawnBurst };
-  const failures = new FailedAttemptLimiter({ limit: app.config.spawnFailureLimit, windowMs: app.config.spawnFailureWindowMs });
+  const failures = new FailedAttemptLimiter({
+    limit: app.config.spawnFailureLimit,
+    windowMs: app.config.spawnFailureWindowMs,
+  });
   const failureQuota = { name: 'spawn-failures', limit: failures.limit, windowMs: failures.windowMs };
   app.post(
     '/v1/spawn',
@@ -16,7 +19,14 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         summary: 'Admit a spawn: token valid, no live session, throttle open; then the session is queued',
         body: spawnBody,
-        response: { 202: spawnAdmitted, 400: errorSchema, 403: errorSchema, 409: errorSchema, 429: errorSchema, 503: errorSchema },
+        response: {
+          202: spawnAdmitted,
+          400: errorSchema,
+          403: errorSchema,
+          409: errorSchema,
+          429: errorSchema,
+          503: errorSchema,
+        },
       },
     },
     async (request, reply) => {
@@ -24,37 +34,60 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
       const blocked = failures.check(request.ip);
       if (blocked !== undefined) {
         const retryAfterMs = blocked.retryAfterMs;
-        setRateLimitHeaders(reply, failureQuota, { allowed: false, limit: failures.limit, remaining: 0, retryAfterMs, resetAfterMs: retryAfterMs });
+        setRateLimitHeaders(reply, failureQuota, {
+          allowed: false,
+          limit: failures.limit,
+          remaining: 0,
+          retryAfterMs,
+          resetAfterMs: retryAfterMs,
+        });
         app.metrics.throttled.inc({ route: '/v1/spawn' });
-        return sendError(reply, 'throttled', 'Too many invalid tokens from this address; retry later.', { retryAfterMs });
+        return sendError(reply, 'throttled', 'Too many invalid tokens from this address; retry later.', {
+          retryAfterMs,
+        });
       }
       const outcome = await app.spawns.spawn(request.body.token);
       // Counted as decided by the admission; a hand-off that failed afterwards counts once more.
       const admission = outcome.outcome === 'unavailable' ? 'admitted' : outcome.outcome;
       app.metrics.admissions.inc({ outcome: admission });
       app.stats.count(admission);
-      if (outcome.outcome === 'unavailable' && outcome.why !== 'unconfirmed') app.metrics.admissions.inc({ outcome: 'rolled_back' });
+      if (outcome.outcome === 'unavailable' && outcome.why !== 'unconfirmed')
+        app.metrics.admissions.inc({ outcome: 'rolled_back' });
       switch (outcome.outcome) {
         case 'token_invalid':
           failures.fail(request.ip);
           return sendError(reply, 'token_invalid');
         case 'session_exists':
           reply.header('Location', `/v1/users/${encodeURIComponent(outcome.userId)}/session`);
-          return sendError(reply, 'session_exists', `User ${outcome.userId} already has a live session (${outcome.state}).`, {
-            sessionId: outcome.sessionId,
-          });
+          return sendError(
+            reply,
+            'session_exists',
+            `User ${outcome.userId} already has a live session (${outcome.state}).`,
+            {
+              sessionId: outcome.sessionId,
+            },
+          );
         case 'throttled':
           setRateLimitHeaders(reply, quota, outcome.rate);
           app.metrics.throttled.inc({ route: '/v1/spawn' });
-          return sendError(reply, 'throttled', 'Spawning too often for this user.', { retryAfterMs: outcome.rate.retryAfterMs });
+          return sendError(reply, 'throttled', 'Spawning too often for this user.', {
+            retryAfterMs: outcome.rate.retryAfterMs,
+          });
         case 'unavailable':
           throw new HttpError('unavailable', outcome.message);
         case 'admitted':
-          request.log.info({ userId: outcome.userId, sessionId: outcome.sessionId, fence: outcome.fence }, 'session admitted');
+          request.log.info(
+            { userId: outcome.userId, sessionId: outcome.sessionId, fence: outcome.fence },
+            'session admitted',
+          );
           setRateLimitHeaders(reply, quota, outcome.rate);
-          return reply
-            .code(202)
-            .send({ sessionId: outcome.sessionId, userId: outcome.userId, fence: outcome.fence, state: 'pending' as const, lifetimeMs: outcome.lifetimeMs });
+          return reply.code(202).send({
+            sessionId: outcome.sessionId,
+            userId: outcome.userId,
+            fence: outcome.fence,
+            state: 'pending' as const,
+            lifetimeMs: outcome.lifetimeMs,
+          });
       }
     },
   );

@@ -3,7 +3,8 @@ import { jsonHeaders, send, startTestApi } from '../test-support/app.js';
 
 describe('POST /v1/tokens', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '3', TOKEN_WINDOW_MS: '60000', MAX_LIFETIME_MS: '60000' });
-  const post = (body: unknown, headers = jsonHeaders()) => send(api.baseUrl, 'POST', '/v1/tokens', { body: JSON.stringify(body), headers });
+  const post = (body: unknown, headers = jsonHeaders()) =>
+    send(api.baseUrl, 'POST', '/v1/tokens', { body: JSON.stringify(body), headers });
 
   it('201 with a token, the user and an ISO expiry', async () => {
     const res = await post({ userId: 'alice', metadata: { durationMs: 10 }, ttlMs: 5000, lifetimeMs: 1000 });
@@ -17,7 +18,10 @@ describe('POST /v1/tokens', async () => {
 
   it('401 without a service key and with a wrong one, with WWW-Authenticate', async () => {
     const missing = await post({ userId: 'alice' }, jsonHeaders(false));
-    const wrong = await post({ userId: 'alice' }, { ...jsonHeaders(false), authorization: 'Bearer wrong-key-0123456789' });
+    const wrong = await post(
+      { userId: 'alice' },
+      { ...jsonHeaders(false), authorization: 'Bearer wrong-key-0123456789' },
+    );
     const basic = await post({ userId: 'alice' }, { ...jsonHeaders(false), authorization: 'Basic dGVzdDp0ZXN0' });
     for (const res of [missing, wrong, basic]) {
       expect(res.status).toBe(401);

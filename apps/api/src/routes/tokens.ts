@@ -29,9 +29,14 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       if (outcome.outcome === 'throttled') {
         app.metrics.throttled.inc({ route: '/v1/tokens' });
         app.stats.count('tokens_throttled');
-        return sendError(reply, 'throttled', `Too many tokens for this user: at most ${policy.limit} per ${policy.windowMs} ms.`, {
-          retryAfterMs: outcome.rate.retryAfterMs,
-        });
+        return sendError(
+          reply,
+          'throttled',
+          `Too many tokens for this user: at most ${policy.limit} per ${policy.windowMs} ms.`,
+          {
+            retryAfterMs: outcome.rate.retryAfterMs,
+          },
+        );
       }
       app.metrics.tokensIssued.inc();
       app.stats.count('tokens_issued');

@@ -25,7 +25,10 @@ export interface TestApi {
 }
 
 /** Starts an API with `env` over the test defaults; it is closed and its keys removed after the file's tests. */
-export async function startTestApi(env: Record<string, string> = {}, options: { redisUrl?: string; sweep?: boolean } = {}): Promise<TestApi> {
+export async function startTestApi(
+  env: Record<string, string> = {},
+  options: { redisUrl?: string; sweep?: boolean } = {},
+): Promise<TestApi> {
   const redisUrl = options.redisUrl ?? inject('redisUrl');
   const config = loadApiConfig({
     REDIS_URL: redisUrl,
@@ -40,7 +43,8 @@ export async function startTestApi(env: Record<string, string> = {}, options: { 
   const logs: Array<Record<string, unknown>> = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString().split('\n'))
+        if (line.trim() !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -62,7 +66,15 @@ export async function startTestApi(env: Record<string, string> = {}, options: { 
     viewRedis.disconnect();
   };
   afterAll(close);
-  return { app, config, baseUrl, client: new CoordinatorClient({ baseUrl, apiKey: TEST_API_KEY }), coordinator, logs, close };
+  return {
+    app,
+    config,
+    baseUrl,
+    client: new CoordinatorClient({ baseUrl, apiKey: TEST_API_KEY }),
+    coordinator,
+    logs,
+    close,
+  };
 }
 
 /** Sends a raw request and returns status, headers and parsed body. */
@@ -71,8 +83,13 @@ export async function send(
   method: string,
   path: string,
   options: { body?: string; headers?: Record<string, string> } = {},
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of every shape, checked field by field
 ): Promise<{ status: number; headers: Headers; body: any }> {
-  const response = await fetch(`${baseUrl}${path}`, { method, headers: options.headers ?? {}, ...(options.body === undefined ? {} : { body: options.body }) });
+  const response = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: options.headers ?? {},
+    ...(options.body === undefined ? {} : { body: options.body }),
+  });
   const text = await response.text();
   let body: unknown = text;
   try {

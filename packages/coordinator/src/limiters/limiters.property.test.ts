@@ -26,7 +26,8 @@ async function play(check: () => Promise<{ allowed: boolean }>, gaps: readonly n
 }
 
 /** Allowed calls with `at` in [from, to]. */
-const allowedIn = (calls: readonly Call[], from: number, to: number): number => calls.filter((c) => c.allowed && c.at >= from && c.at <= to).length;
+const allowedIn = (calls: readonly Call[], from: number, to: number): number =>
+  calls.filter((c) => c.allowed && c.at >= from && c.at <= to).length;
 
 const sequences = fc.record({
   limit: fc.integer({ min: 1, max: 4 }),
@@ -45,7 +46,8 @@ describe('limiter properties (fast-check, real Redis, real time)', () => {
         const calls = await play(() => limiter.check('u'), gaps);
         for (const call of calls) {
           // Any window that ends at an allowed call holds at most `limit` allowed calls.
-          if (call.allowed) expect(allowedIn(calls, call.at - windowMs + TOLERANCE, call.at)).toBeLessThanOrEqual(limit);
+          if (call.allowed)
+            expect(allowedIn(calls, call.at - windowMs + TOLERANCE, call.at)).toBeLessThanOrEqual(limit);
           // A rejected call had `limit` allowed calls within the window before it.
           else expect(allowedIn(calls, call.at - windowMs - TOLERANCE, call.at)).toBeGreaterThanOrEqual(limit);
         }

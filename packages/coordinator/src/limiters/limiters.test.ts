@@ -6,7 +6,10 @@ import type { RateLimiter } from './limiters.js';
 type Make = (c: Coordinator, name: string, limit: number, windowMs: number) => RateLimiter;
 
 const kinds: Array<[string, Make]> = [
-  ['gcra', (c, name, limit, windowMs) => c.gcraLimiter({ name, burst: limit, intervalMs: Math.ceil(windowMs / limit) })],
+  [
+    'gcra',
+    (c, name, limit, windowMs) => c.gcraLimiter({ name, burst: limit, intervalMs: Math.ceil(windowMs / limit) }),
+  ],
   ['fixed window', (c, name, limit, windowMs) => c.fixedWindowLimiter({ name, limit, windowMs })],
   ['sliding window', (c, name, limit, windowMs) => c.slidingWindowLimiter({ name, limit, windowMs })],
 ];
@@ -17,9 +20,14 @@ describe.each(kinds)('%s limiter', (kind, make) => {
 
   it('1,000 simultaneous calls against a limit of 5 per window: exactly 5 allowed', async () => {
     const callers = coordinatorsOn(connectionPool(50), coordinator).map((c) => make(c, name, 5, 60_000));
-    const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => callers[i % callers.length]!.check('seed-attack')));
+    const results = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => callers[i % callers.length]!.check('seed-attack')),
+    );
     expect(results.filter((r) => r.allowed)).toHaveLength(5);
-    const remaining = results.filter((r) => r.allowed).map((r) => r.remaining).sort();
+    const remaining = results
+      .filter((r) => r.allowed)
+      .map((r) => r.remaining)
+      .sort();
     expect(remaining).toEqual([0, 1, 2, 3, 4]);
     for (const rejected of results.filter((r) => !r.allowed)) {
       expect(rejected).toMatchObject({ limit: 5, remaining: 0 });

@@ -67,7 +67,10 @@ export function gcraLimiter(context: Context, options: GcraOptions): RateLimiter
   const burst = options.burst ?? 1;
   assertInteger(options.intervalMs, 'intervalMs', 1);
   assertInteger(burst, 'burst', 1);
-  return scriptLimiter(context, 'gcra', 'gcra', options.name, burst, options.intervalMs * burst, [options.intervalMs, burst]);
+  return scriptLimiter(context, 'gcra', 'gcra', options.name, burst, options.intervalMs * burst, [
+    options.intervalMs,
+    burst,
+  ]);
 }
 
 /** Fixed window: at most `limit` calls per window, the window opening at its first call. */

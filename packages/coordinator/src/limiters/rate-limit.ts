@@ -17,7 +17,10 @@ export interface RateLimitResult {
 /** Reads the five-number limiter reply `{allowed, limit, remaining, retryAfterMs, resetAfterMs}` at `offset`. */
 export function parseRateReply(reply: readonly unknown[], script: string, offset = 0): RateLimitResult {
   const [allowed, limit, remaining, retryAfterMs, resetAfterMs] = reply.slice(offset, offset + 5).map(Number);
-  if (resetAfterMs === undefined || [allowed, limit, remaining, retryAfterMs, resetAfterMs].some((n) => !Number.isFinite(n))) {
+  if (
+    resetAfterMs === undefined ||
+    [allowed, limit, remaining, retryAfterMs, resetAfterMs].some((n) => !Number.isFinite(n))
+  ) {
     throw new ScriptReplyError(script, reply);
   }
   return { allowed: allowed === 1, limit: limit!, remaining: remaining!, retryAfterMs: retryAfterMs!, resetAfterMs };

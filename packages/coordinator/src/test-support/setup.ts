@@ -3,6 +3,7 @@ import { afterAll, inject } from 'vitest';
 import { deletePrefix, randomPrefix } from '@cq/test-harness';
 import { Coordinator, type CoordinatorOptions } from '../coordinator.js';
 import type { AdmitOutcome } from '../session-types.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A client on the run's shared Redis. */
 export function connect(url: string = inject('redisUrl')): Redis {
@@ -13,7 +14,10 @@ export function connect(url: string = inject('redisUrl')): Redis {
  * A coordinator on the shared Redis under a random key prefix; its keys and clients are removed after
  * the file's tests.
  */
-export function testCoordinator(options: Partial<Omit<CoordinatorOptions, 'redis' | 'keyPrefix'>> = {}, url?: string): Coordinator {
+export function testCoordinator(
+  options: Partial<Omit<CoordinatorOptions, 'redis' | 'keyPrefix'>> = {},
+  url?: string,
+): Coordinator {
   const redis = connect(url);
   const keyPrefix = randomPrefix();
   const coordinator = new Coordinator({ redis, keyPrefix, ...options });
@@ -38,7 +42,7 @@ export function coordinatorsOn(pool: readonly Redis[], like: Coordinator): Coord
 
 /** Resolves after `ms` milliseconds: for tests whose claim is about time itself (retry advice, expiry). */
 export function elapse(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+  return sleep(ms);
 }
 
 /** Resolves when `signal` aborts, with the time it took from now in ms. */
@@ -51,7 +55,10 @@ export function abortedWithin(signal: AbortSignal): Promise<number> {
 }
 
 /** Issues a token for `userId` and admits it; throws unless both succeed. */
-export async function issueAndAdmit(coordinator: Coordinator, userId: string): Promise<Extract<AdmitOutcome, { outcome: 'admitted' }>> {
+export async function issueAndAdmit(
+  coordinator: Coordinator,
+  userId: string,
+): Promise<Extract<AdmitOutcome, { outcome: 'admitted' }>> {
   const issued = await coordinator.tokens.issue(userId);
   if (issued.outcome !== 'issued') throw new Error(`token not issued: ${issued.outcome}`);
   const admitted = await coordinator.sessions.admit(issued.token);

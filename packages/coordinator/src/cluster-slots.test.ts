@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import type { Coordinator } from './coordinator.js';
-import { loadScripts, scriptNames } from './scripts.js';
+import { loadScripts, scriptNames } from './script-loader.js';
 import { slotOf } from './slots.js';
 import { testCoordinator } from './test-support/setup.js';
 import { watchClient, type Seen } from '@cq/test-harness';

@@ -3,7 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Coordinator } from './coordinator.js';
 import { issueAndAdmit } from './test-support/setup.js';
-import type { ScriptName } from './scripts.js';
+import type { ScriptName } from './script-loader.js';
 import { slotOf } from './slots.js';
 
 /** The running replica that follows `master`. */

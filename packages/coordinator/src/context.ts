@@ -1,5 +1,6 @@
 import type { Keys } from './keys.js';
-import type { RedisClient, Scripts } from './scripts.js';
+import type { RedisClient } from './redis-errors.js';
+import type { Scripts } from './script-runner.js';
 
 /** What every part of the coordinator shares: the client, its scripts and the key builder. */
 export interface Context {

@@ -11,7 +11,9 @@ import {
   type WindowOptions,
 } from './limiters/limiters.js';
 import { resolvePolicy, type Policy } from './options.js';
-import { Scripts, type RedisClient, type ReplicaWait } from './scripts.js';
+import type { RedisClient } from './redis-errors.js';
+import type { ReplicaWait } from './replica-wait-pool.js';
+import { Scripts } from './script-runner.js';
 import { SessionStore } from './sessions.js';
 import { Sweeper, type SweeperOptions } from './sweeper.js';
 import { TokenStore } from './tokens.js';

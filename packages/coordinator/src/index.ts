@@ -1,20 +1,12 @@
+// The public surface of @cq/coordinator: its classes, their options and outcomes, and its errors.
 export { Coordinator, type CoordinatorOptions } from './coordinator.js';
-export { defaultPolicy, resolvePolicy, MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
+export { defaultPolicy, MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
 export { Keys, type UserKeys } from './keys.js';
-export { SLOT_COUNT, slotOf, slotTags } from './slots.js';
+export { slotOf } from './slots.js';
 export { withTimeout } from './timeout.js';
-export {
-  Scripts,
-  loadScripts,
-  scriptNames,
-  defaultScriptsDir,
-  isUnavailable,
-  wrapRedisError,
-  type RedisClient,
-  type ScriptName,
-  type ScriptSource,
-  type ReplicaWait,
-} from './scripts.js';
+export { loadScripts, type ScriptName, type ScriptSource } from './script-loader.js';
+export { isUnavailable, wrapRedisError, type RedisClient } from './redis-errors.js';
+export type { ReplicaWait } from './replica-wait-pool.js';
 export {
   CoordinatorError,
   InvalidArgumentError,
@@ -25,10 +17,7 @@ export {
 } from './errors.js';
 export {
   TokenStore,
-  createToken,
   parseToken,
-  encodeMetadata,
-  TOKEN_SECRET_BYTES,
   type Metadata,
   type ParsedToken,
   type IssueOptions,

@@ -1,5 +1,5 @@
 import type { Context } from './context.js';
-import { wrapRedisError } from './scripts.js';
+import { wrapRedisError } from './redis-errors.js';
 import type { HistoryEntry } from './session-types.js';
 import { SLOT_COUNT } from './slots.js';
 

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { defaultScriptsDir, loadScripts, scriptNames } from './scripts.js';
+import { defaultScriptsDir, loadScripts, scriptNames } from './script-loader.js';
 
 const FILE_NAME = /^([a-z][A-Za-z0-9]*)-(\d+)\.lua$/;
 

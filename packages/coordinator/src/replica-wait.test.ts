@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Coordinator } from './coordinator.js';
 import { issueAndAdmit } from './test-support/setup.js';
-import type { ScriptName } from './scripts.js';
+import type { ScriptName } from './script-loader.js';
 
 describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT) in the same round trip', () => {
   const WAIT_MS = 400;

@@ -3,8 +3,9 @@ import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { Keepalive, type RenewAnswer } from './keepalive.js';
 import { parseRateReply } from './limiters/rate-limit.js';
+import { decodeSession, parseMetadata } from './records.js';
 import type { Policy } from './options.js';
-import { wrapRedisError } from './scripts.js';
+import { wrapRedisError } from './redis-errors.js';
 import {
   terminalStates,
   type AdmitOutcome,
@@ -18,7 +19,7 @@ import {
   type StopOutcome,
   type TerminalState,
 } from './session-types.js';
-import { parseToken, type Metadata } from './tokens.js';
+import { parseToken } from './tokens.js';
 import { assertInteger } from './validate.js';
 
 /** How long a cancelled admission's tombstone is kept: longer than any command can wait in a socket. */
@@ -37,14 +38,6 @@ export interface ClaimOptions {
   leaseMs: number;
   /** How long the lease may outlive the lifetime cap so the host can stop the process and record it, ms. */
   graceMs: number;
-}
-
-function optionalNumber(value: string | undefined): number | undefined {
-  return value === undefined || value === '' ? undefined : Number(value);
-}
-
-function parseMetadata(json: string | undefined): Metadata {
-  return json === undefined ? {} : (JSON.parse(json) as Metadata);
 }
 
 /**
@@ -319,25 +312,9 @@ export class SessionStore {
     );
     if (replyCode(reply) === ScriptCode.NoSession) return undefined;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('readSession', reply);
-    const h: Record<string, string> = {};
-    for (let i = 1; i + 1 < reply.length; i += 2) h[String(reply[i])] = String(reply[i + 1]);
-    const view: Record<string, unknown> = {
-      sessionId: h['id'],
-      userId,
-      fence: Number(h['fence']),
-      state: h['state'],
-      createdAt: Number(h['created']),
-      lifetimeMs: Number(h['life']),
-      metadata: parseMetadata(h['meta']),
-      pendingDeadline: h['state'] === 'pending' ? optionalNumber(h['pdl']) : undefined,
-      workerId: h['worker'],
-      startedAt: optionalNumber(h['started']),
-      leaseExpiresAt: optionalNumber(h['leaseExp']),
-      deadline: optionalNumber(h['deadline']),
-      stopRequested: h['stop'],
-    };
-    for (const key of Object.keys(view)) if (view[key] === undefined) delete view[key];
-    return view as unknown as SessionView;
+    const view = decodeSession(userId, reply.slice(1));
+    if (view === undefined) throw unexpectedReply('readSession', reply);
+    return view;
   }
 
   /** The user's ended sessions, newest first (at most the policy's `historyLength`). One command (LRANGE). */

@@ -1,6 +1,6 @@
 import type { Context } from './context.js';
 import type { SessionStore } from './sessions.js';
-import { wrapRedisError } from './scripts.js';
+import { wrapRedisError } from './redis-errors.js';
 
 /** Options of {@link Sweeper}. */
 export interface SweeperOptions {

@@ -1,6 +1,6 @@
 import type { Context } from './context.js';
 import { ScriptCode, replyCode, unexpectedReply } from './errors.js';
-import { wrapRedisError } from './scripts.js';
+import { wrapRedisError } from './redis-errors.js';
 import { assertInteger, assertName } from './validate.js';
 
 /** What a worker host publishes about itself. */

@@ -1,5 +1,5 @@
 import type { Context } from '../context.js';
-import type { ScriptName } from '../scripts.js';
+import type { ScriptName } from '../script-loader.js';
 import { assertInteger, assertName } from '../validate.js';
 import { parseRateReply, type RateLimitResult } from './rate-limit.js';
 

@@ -1,0 +1,81 @@
+// The layouts of the hashes the Lua scripts write, defined once, with the decoder the library reads
+// them through. Field names are short because they are stored once per live session; the test beside
+// this file checks that the scripts write exactly these names.
+import type { LiveState, SessionView } from './session-types.js';
+import type { Metadata } from './tokens.js';
+
+/**
+ * The session hash, `<prefix>:{u:<userId>}:session`. `admit-9.lua` writes the admission fields,
+ * `claimSession-5.lua` the running fields, `renewSession-3.lua` moves `leaseExp`, `requestStop-5.lua`
+ * sets `stop`.
+ */
+export const SessionField = {
+  id: 'id',
+  userId: 'user',
+  fence: 'fence',
+  state: 'state',
+  createdAt: 'created',
+  /** Until when a pending session may wait for a worker (epoch ms). */
+  pendingDeadline: 'pdl',
+  lifetimeMs: 'life',
+  metadata: 'meta',
+  /** The token's own lifetime, expiry and the throttle's previous state: what `cancelAdmission` restores. */
+  tokenLifetimeMs: 'tokL',
+  tokenExpiresAt: 'tokE',
+  previousThrottle: 'ptat',
+  workerId: 'worker',
+  owner: 'owner',
+  startedAt: 'started',
+  deadline: 'deadline',
+  leaseExpiresAt: 'leaseExp',
+  stopRequested: 'stop',
+} as const;
+
+/** The lease hash, `<prefix>:{u:<userId>}:lease` (and a plain lease's): owner, fencing token, hard deadline. */
+export const LeaseField = { owner: 'o', fence: 'f', hardDeadline: 'd' } as const;
+
+const liveStates: readonly LiveState[] = ['pending', 'running', 'stopping'];
+
+/** An optional number field: absent or empty is undefined. */
+export function optionalNumber(value: string | undefined): number | undefined {
+  return value === undefined || value === '' ? undefined : Number(value);
+}
+
+/** A metadata field (JSON); absent is `{}`. */
+export function parseMetadata(json: string | undefined): Metadata {
+  return json === undefined ? {} : (JSON.parse(json) as Metadata);
+}
+
+/**
+ * The view of a session hash given as a flat `[field, value, field, value, …]` list (HGETALL's shape);
+ * undefined when the hash does not hold a live session.
+ */
+export function decodeSession(userId: string, flat: readonly unknown[]): SessionView | undefined {
+  const h = new Map<string, string>();
+  for (let i = 0; i + 1 < flat.length; i += 2) h.set(String(flat[i]), String(flat[i + 1]));
+  const state = liveStates.find((live) => live === h.get(SessionField.state));
+  const sessionId = h.get(SessionField.id);
+  if (state === undefined || sessionId === undefined) return undefined;
+  const view: { -readonly [K in keyof SessionView]: SessionView[K] } = {
+    sessionId,
+    userId,
+    fence: Number(h.get(SessionField.fence)),
+    state,
+    createdAt: Number(h.get(SessionField.createdAt)),
+    lifetimeMs: Number(h.get(SessionField.lifetimeMs)),
+    metadata: parseMetadata(h.get(SessionField.metadata)),
+  };
+  const pendingDeadline = state === 'pending' ? optionalNumber(h.get(SessionField.pendingDeadline)) : undefined;
+  if (pendingDeadline !== undefined) view.pendingDeadline = pendingDeadline;
+  const workerId = h.get(SessionField.workerId);
+  if (workerId !== undefined) view.workerId = workerId;
+  const startedAt = optionalNumber(h.get(SessionField.startedAt));
+  if (startedAt !== undefined) view.startedAt = startedAt;
+  const leaseExpiresAt = optionalNumber(h.get(SessionField.leaseExpiresAt));
+  if (leaseExpiresAt !== undefined) view.leaseExpiresAt = leaseExpiresAt;
+  const deadline = optionalNumber(h.get(SessionField.deadline));
+  if (deadline !== undefined) view.deadline = deadline;
+  const stopRequested = h.get(SessionField.stopRequested);
+  if (stopRequested !== undefined) view.stopRequested = stopRequested;
+  return view;
+}

@@ -1,5 +1,5 @@
 import { commonConfig, commonEnvShape, intVar, parseEnv, stringVar, type CommonConfig } from '@cq/service-kit';
-import type { Policy } from '@cq/coordinator';
+import { MAX_TOKEN_TTL_MS, defaultPolicy, type Policy } from '@cq/coordinator';
 import { z } from 'zod';
 
 /** The API's configuration, parsed once from the environment at start-up. */
@@ -54,13 +54,13 @@ const apiEnvShape = {
   HOST: stringVar('127.0.0.1', /^[A-Za-z0-9.:[\]-]{1,255}$/, 'a host name or IP address'),
   PORT: intVar(3000, 0, 65535),
   API_KEYS: apiKeysVar,
-  TOKEN_TTL_MS: intVar(900_000, 1, 30 * 24 * 3_600_000),
-  TOKEN_LIMIT: intVar(10, 1, 1_000_000),
-  TOKEN_WINDOW_MS: intVar(60_000, 1, 30 * 24 * 3_600_000),
-  SPAWN_INTERVAL_MS: intVar(10_000, 1, 30 * 24 * 3_600_000),
-  SPAWN_BURST: intVar(1, 1, 1_000_000),
-  MAX_LIFETIME_MS: intVar(3_600_000, 1, 365 * 24 * 3_600_000),
-  PENDING_TIMEOUT_MS: intVar(60_000, 1, 30 * 24 * 3_600_000),
+  TOKEN_TTL_MS: intVar(defaultPolicy.tokenTtlMs, 1, MAX_TOKEN_TTL_MS),
+  TOKEN_LIMIT: intVar(defaultPolicy.tokenLimit, 1, 1_000_000),
+  TOKEN_WINDOW_MS: intVar(defaultPolicy.tokenWindowMs, 1, 30 * 24 * 3_600_000),
+  SPAWN_INTERVAL_MS: intVar(defaultPolicy.spawnIntervalMs, 1, 30 * 24 * 3_600_000),
+  SPAWN_BURST: intVar(defaultPolicy.spawnBurst, 1, 1_000_000),
+  MAX_LIFETIME_MS: intVar(defaultPolicy.maxLifetimeMs, 1, 365 * 24 * 3_600_000),
+  PENDING_TIMEOUT_MS: intVar(defaultPolicy.pendingTimeoutMs, 1, 30 * 24 * 3_600_000),
   SWEEP_INTERVAL_MS: intVar(5000, 100, 3_600_000),
   DASHBOARD_ACTIONS: stringVar('false', /^(true|false)$/, 'true or false'),
   SPAWN_FAILURE_LIMIT: intVar(20, 1, 1_000_000_000),
@@ -84,7 +84,7 @@ export function loadApiConfig(env: Readonly<Record<string, string | undefined>>)
       spawnBurst: parsed.SPAWN_BURST,
       maxLifetimeMs: parsed.MAX_LIFETIME_MS,
       pendingTimeoutMs: parsed.PENDING_TIMEOUT_MS,
-      historyLength: 50,
+      historyLength: defaultPolicy.historyLength,
     },
     sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,
     dashboardActions: parsed.DASHBOARD_ACTIONS === 'true',

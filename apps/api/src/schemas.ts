@@ -1,4 +1,4 @@
-import { MAX_METADATA_BYTES, USER_ID_PATTERN, sessionStates, terminalStates } from '@cq/coordinator';
+import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, USER_ID_PATTERN, sessionStates, terminalStates } from '@cq/coordinator';
 import { z } from 'zod';
 
 /** Deepest nesting accepted in metadata; checked before anything serialises it. */
@@ -38,10 +38,7 @@ export const issueTokenBody = z
   .object({
     userId: userIdSchema,
     metadata: metadataSchema.optional(),
-    ttlMs: positiveMs
-      .max(30 * 24 * 3_600_000)
-      .optional()
-      .describe('Life of the unused token, ms (default TOKEN_TTL_MS)'),
+    ttlMs: positiveMs.max(MAX_TOKEN_TTL_MS).optional().describe('Life of the unused token, ms (default TOKEN_TTL_MS)'),
     lifetimeMs: positiveMs.optional().describe('Lifetime of the session it admits, ms; at most MAX_LIFETIME_MS'),
   })
   .strict();

@@ -1,6 +1,6 @@
 import type { Keys, RedisClient } from '@cq/coordinator';
+import { settleWithin } from '@cq/service-kit';
 import { wrapRedisError } from '@cq/coordinator';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The outcomes counted per minute for the dashboard's chart. */
 export const statFields = [
@@ -111,6 +111,6 @@ export class StatsRecorder {
   /** Stops the timer and makes one last, bounded flush. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
-    await Promise.race([this.flush(), sleep(1000)]);
+    await settleWithin(this.flush(), 1000);
   }
 }

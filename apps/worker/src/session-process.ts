@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import { toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
@@ -287,11 +289,9 @@ export class RuntimeLauncher implements SessionLauncher {
     clearTimeout(this.#retry);
     const runtime = this.#runtime;
     if (runtime === undefined) return;
-    const exited = new Promise<void>((resolve) => runtime.once('exit', () => resolve()));
+    const exited = once(runtime, 'exit');
     // The runtime exits when its channel closes (and ends any session still running, quickly).
     if (runtime.connected) runtime.disconnect();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([exited, new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
-    clearTimeout(timer);
+    await settleWithin(exited, 2000);
   }
 }

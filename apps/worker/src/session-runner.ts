@@ -5,10 +5,10 @@ import {
   type LeaseLostError,
   type TerminalState,
 } from '@cq/coordinator';
+import { retryWhile } from '@cq/service-kit';
 import type { SpawnJob } from '@cq/spawn-handoff';
 import type { Logger } from 'pino';
 import type { SessionExit, SessionLauncher } from './session-process.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Options of {@link SessionRunner}. */
 export interface SessionRunnerOptions {
@@ -151,22 +151,24 @@ export class SessionRunner {
     return { ran: true, state, exitCode, recorded };
   }
 
-  /** Records the end, retrying while Redis is unreachable, for at most one lease. */
+  /** Records the end, retrying while Redis is unreachable (100 ms doubling to 2 s), for at most one lease. */
   async #record(claim: Claim, state: TerminalState, exitCode: number, log: Logger): Promise<boolean> {
-    const giveUpAt = performance.now() + this.#options.leaseMs;
-    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
-      try {
-        return await this.#options.coordinator.sessions.finish(claim, state, exitCode);
-      } catch (err) {
-        if (!(err instanceof UnavailableError) || performance.now() + delay > giveUpAt) {
-          log.error(
-            { err: { message: (err as Error).message } },
-            'could not record the end; the sweep will end it as lost',
-          );
-          return false;
-        }
-        await sleep(delay);
-      }
+    try {
+      return await retryWhile(
+        UnavailableError,
+        () => this.#options.coordinator.sessions.finish(claim, state, exitCode),
+        {
+          initialDelayMs: 100,
+          maxDelayMs: 2000,
+          giveUpAfterMs: this.#options.leaseMs,
+        },
+      );
+    } catch (err) {
+      log.error(
+        { err: { message: (err as Error).message } },
+        'could not record the end; the sweep will end it as lost',
+      );
+      return false;
     }
   }
 }

@@ -1,19 +1,19 @@
 import { setMaxListeners } from 'node:events';
 import { Coordinator, type RedisClient } from '@cq/coordinator';
-import { ConfigError, REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, waitUntilReady } from '@cq/service-kit';
+import {
+  ConfigError,
+  REQUEST_TIMEOUT_MS,
+  createRedis,
+  replicaWaitOf,
+  settleWithin,
+  waitUntilReady,
+} from '@cq/service-kit';
 import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
 import type { Job, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
-
-/** Waits for `promise` (its failure ignored) at most `ms`. */
-async function bounded(promise: Promise<unknown> | undefined, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([promise?.catch(() => {}), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
-}
 
 /** Options of {@link WorkerHost}. */
 export interface WorkerHostOptions {
@@ -105,7 +105,7 @@ export class WorkerHost {
    * get no jobs, and the sessions would end as lost.
    */
   async start(): Promise<void> {
-    await waitUntilReady(this.#coordinatorRedis, 2000).catch(() => {});
+    await waitUntilReady(this.#coordinatorRedis).catch(() => {});
     const apiShards = await this.#coordinatorRedis.get(this.#coordinator.keys.queueShards()).catch(() => null);
     if (apiShards !== null && Number(apiShards) !== this.#config.spawnQueueShards) {
       throw new ConfigError(
@@ -196,23 +196,16 @@ export class WorkerHost {
     // Sessions end within the grace time and their end is recorded within a lease; with Redis
     // unreachable that cannot finish, so the wait is bounded and the host exits all the same.
     const bound = this.#config.sessionGraceMs + this.#config.leaseMs + 2000;
-    let timer: NodeJS.Timeout | undefined;
-    const closed =
-      closing === undefined ||
-      (await Promise.race([
-        closing.then(() => true),
-        new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), bound))),
-      ]));
-    clearTimeout(timer);
+    const closed = await settleWithin(closing, bound);
     if (!closed) {
       this.#logger.warn({ waitedMs: bound }, 'could not finish cleanly (is Redis reachable?); closing anyway');
-      await bounded(Promise.all(workers.map((worker) => worker.close(true))), 500);
+      await settleWithin(Promise.all(workers.map((worker) => worker.close(true))), 500);
       this.#queueRedis?.disconnect();
     } else {
-      await bounded(this.#coordinator.workers.withdraw(this.#config.workerId), 1000);
+      await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId), 1000);
     }
     await this.#launcher.close?.();
-    await bounded(this.#coordinator.close(), 500);
+    await settleWithin(this.#coordinator.close(), 500);
     if (this.#coordinatorRedis.status === 'ready')
       await this.#coordinatorRedis.quit().catch(() => this.#coordinatorRedis.disconnect());
     else this.#coordinatorRedis.disconnect();

@@ -22,3 +22,4 @@ export { createLogger, redactedPaths } from './logger.js';
 export { replicaWaitOf } from './replica-wait.js';
 export { runUntilSignal } from './shutdown.js';
 export { loadConfigOrExit } from './startup.js';
+export { BUDGET, attempt, retryWhile, settleWithin } from './time.js';

@@ -1,11 +1,14 @@
+import { once } from 'node:events';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { CommonConfig } from './config.js';
+import { BUDGET } from './time.js';
 
 /**
- * Longest time a request-path command may take, ms: ioredis's `commandTimeout` on standalone, and the
- * coordinator's own bound (`timeoutMs`) for both, so a Cluster failover also answers 503 within 2 s.
+ * Longest time a request-path command may take, ms ({@link BUDGET}.commandMs): ioredis's
+ * `commandTimeout` on standalone, and the coordinator's own bound (`timeoutMs`) for both, so a Cluster
+ * failover also answers 503 within 2 s.
  */
-export const REQUEST_TIMEOUT_MS = 1500;
+export const REQUEST_TIMEOUT_MS = BUDGET.commandMs;
 
 /** What a connection is for. */
 export type ConnectionRole =
@@ -35,7 +38,7 @@ export interface CreateRedisOptions {
 
 function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOptions {
   const common: RedisOptions = {
-    connectTimeout: 2000,
+    connectTimeout: BUDGET.connectMs,
     // Reconnect forever, quickly: the service recovers by itself when Redis is back.
     retryStrategy: (times) => Math.min(50 * times, 1000),
     ...(options.name === undefined ? {} : { connectionName: options.name }),
@@ -98,18 +101,12 @@ export function createRedis(
   return client;
 }
 
-/** Resolves when `client` is ready, or rejects after `timeoutMs`. */
-export function waitUntilReady(client: Redis | Cluster, timeoutMs: number): Promise<void> {
-  if (client.status === 'ready') return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      client.off('ready', onReady);
-      reject(new Error(`Redis was not ready within ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onReady = (): void => {
-      clearTimeout(timer);
-      resolve();
-    };
-    client.once('ready', onReady);
-  });
+/** Resolves when `client` is ready, or rejects after `timeoutMs` ({@link BUDGET}.connectMs by default). */
+export async function waitUntilReady(client: Redis | Cluster, timeoutMs: number = BUDGET.connectMs): Promise<void> {
+  if (client.status === 'ready') return;
+  try {
+    await once(client, 'ready', { signal: AbortSignal.timeout(timeoutMs) });
+  } catch {
+    throw new Error(`Redis was not ready within ${timeoutMs} ms`);
+  }
 }

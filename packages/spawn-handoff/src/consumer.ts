@@ -1,9 +1,9 @@
 import type { RedisClient } from '@cq/coordinator';
+import { attempt } from '@cq/service-kit';
 import { WaitingError, Worker, type Job } from 'bullmq';
 import type { SpawnLogger } from './logger.js';
 import { spawnJobSchema, type SpawnJob } from './job.js';
 import { spawnQueueShards } from './shards.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Options of {@link spawnConsumers}. */
 export interface SpawnConsumerOptions<R> {
@@ -67,20 +67,13 @@ export function spawnConsumers<R>(options: SpawnConsumerOptions<R>): Worker[] {
  * stalled-job check returns it.
  */
 export async function handBack(job: Job, token: string | undefined, log: SpawnLogger): Promise<never> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await job.moveToWait(token);
-      break;
-    } catch (err) {
-      if (attempt >= 3) {
-        log.warn(
-          { jobId: job.id, err: { message: (err as Error).message } },
-          'could not hand the job back; it returns when its lock runs out',
-        );
-        break;
-      }
-      await sleep(500);
-    }
+  try {
+    await attempt(() => job.moveToWait(token), 3, 500);
+  } catch (err) {
+    log.warn(
+      { jobId: job.id, err: { message: (err as Error).message } },
+      'could not hand the job back; it returns when its lock runs out',
+    );
   }
   throw new WaitingError();
 }

@@ -1,6 +1,6 @@
 import { UnavailableError, type SessionStore } from '@cq/coordinator';
+import { settleWithin } from '@cq/service-kit';
 import type { SpawnLogger } from './logger.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How long an unanswered admission is retried for, ms (the tombstone lives 10 minutes). */
 const GIVE_UP_MS = 9 * 60_000;
@@ -70,6 +70,6 @@ export class AdmissionReconciler {
   async close(): Promise<void> {
     clearInterval(this.#timer);
     this.#timer = undefined;
-    if (this.#pending.size > 0) await Promise.race([this.run(), sleep(1000)]);
+    if (this.#pending.size > 0) await settleWithin(this.run(), 1000);
   }
 }

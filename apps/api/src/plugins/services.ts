@@ -1,5 +1,5 @@
 import { Coordinator, type RedisClient, type Sweeper } from '@cq/coordinator';
-import { REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, waitUntilReady } from '@cq/service-kit';
+import { BUDGET, REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, waitUntilReady } from '@cq/service-kit';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiConfig } from '../config.js';
@@ -66,12 +66,17 @@ export const servicesPlugin = fp(
     app.decorate('spawnQueues', spawnQueues);
     app.decorate('sweeper', sweeper);
     app.decorate('stats', stats);
-    const spawns = new SpawnService({ sessions: coordinator.sessions, producer: spawnQueues, log: app.log });
+    const spawns = new SpawnService({
+      sessions: coordinator.sessions,
+      producer: spawnQueues,
+      log: app.log,
+      answerWithinMs: BUDGET.commandMs,
+    });
     app.decorate('spawns', spawns);
     app.addHook('onReady', async () => {
       // Serve at once even when Redis is down (answering 503 until it is back), but give a healthy
       // Redis the moment it needs to connect, so the first requests do not fail for nothing.
-      await Promise.all([waitUntilReady(redis, 2000), waitUntilReady(queueRedis, 2000)]).catch((err: Error) =>
+      await Promise.all([waitUntilReady(redis), waitUntilReady(queueRedis)]).catch((err: Error) =>
         app.log.warn({ err: { message: err.message } }, 'Redis is not reachable yet; answering 503 until it is'),
       );
       // Worker hosts compare their SPAWN_QUEUE_SHARDS with this at start-up (best effort: Redis may be down).

@@ -28,7 +28,7 @@ describe('admission', () => {
       lifetimeMs: 5000,
       metadata: { durationMs: 10 },
     });
-    expect(await sessions.get('first')).toMatchObject({ state: 'pending', fence: 1, lifetimeMs: 5000 });
+    expect(await sessions.settleAndRead('first')).toMatchObject({ state: 'pending', fence: 1, lifetimeMs: 5000 });
     expect(await sessions.admit(t)).toEqual({ outcome: 'token_invalid' });
   });
 
@@ -82,7 +82,7 @@ describe('admission', () => {
     const admitted = await sessions.admit(t);
     if (admitted.outcome !== 'admitted') throw new Error('not admitted');
     expect(await sessions.cancelAdmission(t, admitted.sessionId)).toEqual({ cancelled: true, tokenRestored: true });
-    expect(await sessions.get(user)).toBeUndefined();
+    expect(await sessions.settleAndRead(user)).toBeUndefined();
     expect(await sessions.history(user)).toEqual([]);
     const again = await sessions.admit(t);
     expect(again).toMatchObject({ outcome: 'admitted', userId: user });
@@ -106,7 +106,7 @@ describe('an admission whose answer was lost', () => {
       tokenRestored: false,
     });
     expect(await coordinator.sessions.admit(t, {}, sessionId)).toEqual({ outcome: 'token_invalid' });
-    expect(await coordinator.sessions.get('late-copy')).toBeUndefined();
+    expect(await coordinator.sessions.settleAndRead('late-copy')).toBeUndefined();
     expect(await coordinator.sessions.admit(t)).toMatchObject({ outcome: 'admitted' });
   });
 
@@ -138,7 +138,7 @@ describe('session records', () => {
     const { claim } = outcome;
     expect(claim.deadline - claim.startedAt).toBe(60_000);
     expect(claim.metadata).toEqual({ x: 1 });
-    const live = await sessions.get('life');
+    const live = await sessions.settleAndRead('life');
     expect(live).toMatchObject({
       state: 'running',
       workerId: 'host-a',
@@ -149,7 +149,7 @@ describe('session records', () => {
     const renewed = await sessions.renew(claim);
     expect(renewed).toMatchObject({ ok: true, stopRequested: false });
     expect(await sessions.finish(claim, 'completed', 0)).toBe(true);
-    expect(await sessions.get('life')).toBeUndefined();
+    expect(await sessions.settleAndRead('life')).toBeUndefined();
     expect(await coordinator.redis.exists(coordinator.keys.user('life').lease)).toBe(0);
     const [entry] = await sessions.history('life');
     expect(entry).toMatchObject({
@@ -179,7 +179,7 @@ describe('session records', () => {
     if (!outcome.claimed) throw new Error('not claimed');
     expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'stopping', sessionId: admitted.sessionId });
     expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'stopping', sessionId: admitted.sessionId });
-    expect(await sessions.get('stopper')).toMatchObject({ state: 'stopping', stopRequested: 'requested' });
+    expect(await sessions.settleAndRead('stopper')).toMatchObject({ state: 'stopping', stopRequested: 'requested' });
     expect(await sessions.renew(outcome.claim)).toMatchObject({ ok: true, stopRequested: true });
     expect(await sessions.finish(outcome.claim, 'stopped', 143)).toBe(true);
     expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'no_session' });
@@ -254,7 +254,7 @@ describe('sweep', () => {
       sessionId: running.sessionId,
       workerId: 'host-a',
     });
-    expect(await sessions.get('unclaimed')).toBeUndefined();
+    expect(await sessions.settleAndRead('unclaimed')).toBeUndefined();
     // A late claim of the timed-out job starts nothing.
     expect(await sessions.claim(pending, worker)).toEqual({ claimed: false, reason: 'stale' });
     expect((await sweeper.sweepOnce()).due).toBe(0);
@@ -268,7 +268,7 @@ describe('sweep', () => {
     const shard = coordinator.keys.user('healthy').shard;
     expect(Number(await coordinator.redis.zscore(shard, 'healthy'))).toBe(outcome.claim.leaseExpiresAt);
     expect((await sweeper.sweepOnce()).lost).toBe(0);
-    expect((await sessions.get('healthy'))?.state).toBe('running');
+    expect((await sessions.settleAndRead('healthy'))?.state).toBe('running');
   });
 
   it('many sweepers at once end each overdue session exactly once', async () => {
@@ -298,9 +298,9 @@ describe('reading a session', () => {
     const admitted = await coordinator.sessions.admit(await token(coordinator, 'dead-host'));
     if (admitted.outcome !== 'admitted') throw new Error('not admitted');
     expect((await coordinator.sessions.claim(admitted, { ...worker, leaseMs: 80 })).claimed).toBe(true);
-    expect((await coordinator.sessions.get('dead-host'))?.state).toBe('running');
+    expect((await coordinator.sessions.settleAndRead('dead-host'))?.state).toBe('running');
     await elapse(120); // the host "died": its lease is not renewed
-    expect(await coordinator.sessions.get('dead-host')).toBeUndefined();
+    expect(await coordinator.sessions.settleAndRead('dead-host')).toBeUndefined();
     expect((await coordinator.sessions.history('dead-host'))[0]).toMatchObject({
       state: 'lost',
       sessionId: admitted.sessionId,

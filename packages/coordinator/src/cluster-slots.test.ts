@@ -23,7 +23,7 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['sessions.admit (rejected: session_exists)', () => c.sessions.admit(state['t3'].token)],
     ['sessions.claim', async () => (state['c'] = await c.sessions.claim(state['a'], worker))],
     ['sessions.renew', () => c.sessions.renew(state['c'].claim)],
-    ['sessions.get', () => c.sessions.get('slot-user')],
+    ['sessions.settleAndRead', () => c.sessions.settleAndRead('slot-user')],
     ['sessions.requestStop', () => c.sessions.requestStop('slot-user')],
     ['sessions.sweepUser', () => c.sessions.sweepUser('slot-user')],
     ['sessions.finish', () => c.sessions.finish(state['c'].claim, 'stopped', 0)],

@@ -300,10 +300,11 @@ export class SessionStore {
   }
 
   /**
-   * The user's live session, or undefined. An overdue session (its host died, or nobody claimed it in
-   * time) is first ended as `lost`, so a reader never sees a dead session as running. One round trip.
+   * The user's live session, or undefined: a read that may write. An overdue session (its host died,
+   * or nobody claimed it in time) is first ended as `lost` (history, index, lease), so a reader never
+   * sees a dead session as running. One round trip (the `readSession` script).
    */
-  async get(userId: string): Promise<SessionView | undefined> {
+  async settleAndRead(userId: string): Promise<SessionView | undefined> {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'readSession',

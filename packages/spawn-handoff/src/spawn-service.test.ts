@@ -80,7 +80,7 @@ describe('the spawn saga: admit → enqueue → roll back → reconcile', () => 
     const token = await tokenFor('saga-c');
     producer.mode = 'refuse';
     expect(await service.spawn(token)).toMatchObject({ outcome: 'unavailable', why: 'rolled_back' });
-    expect(await coordinator.sessions.get('saga-c')).toBeUndefined();
+    expect(await coordinator.sessions.settleAndRead('saga-c')).toBeUndefined();
     producer.mode = 'take';
     expect(await service.spawn(token)).toMatchObject({ outcome: 'admitted', userId: 'saga-c' });
   });
@@ -105,7 +105,7 @@ describe('the spawn saga: admit → enqueue → roll back → reconcile', () => 
       userId: 'saga-e',
       confirmedByWorker: true,
     });
-    expect((await coordinator.sessions.get('saga-e'))?.state).toBe('running');
+    expect((await coordinator.sessions.settleAndRead('saga-e'))?.state).toBe('running');
   });
 
   it('an admission Redis could not answer is left to the reconciler and its error rethrown', async () => {

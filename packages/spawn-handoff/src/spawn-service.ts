@@ -6,7 +6,7 @@ import { AdmissionReconciler } from './reconciler.js';
 
 /** Options of {@link SpawnService}. */
 export interface SpawnServiceOptions {
-  sessions: Pick<SessionStore, 'admit' | 'cancelAdmission' | 'get'>;
+  sessions: Pick<SessionStore, 'admit' | 'cancelAdmission' | 'settleAndRead'>;
   producer: SpawnProducer;
   log: SpawnLogger;
   /**
@@ -112,7 +112,9 @@ export class SpawnService {
       }
       // Not pending any more: the job did reach a worker host (only its answer was lost), or the
       // admission itself was lost in a failover. Answer what Redis holds.
-      const live = await withTimeout(sessions.get(admission.userId), left(), 'session read').catch(() => undefined);
+      const live = await withTimeout(sessions.settleAndRead(admission.userId), left(), 'session read').catch(
+        () => undefined,
+      );
       if (live?.sessionId !== admission.sessionId) {
         log.warn({ err: enqueueError, rollback }, 'enqueue failed and the admission is gone');
         return {

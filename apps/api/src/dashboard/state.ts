@@ -80,7 +80,7 @@ export class DashboardStateReader {
       .filter((u) => query.filter === '' || u.userId.includes(query.filter))
       .sort((a, b) => (a.userId < b.userId ? -1 : 1));
     const page = matching.slice(query.offset, query.offset + query.limit);
-    const sessions = await Promise.all(page.map((u) => this.#coordinator.sessions.get(u.userId)));
+    const sessions = await Promise.all(page.map((u) => this.#coordinator.sessions.settleAndRead(u.userId)));
     const rows: LiveRow[] = [];
     for (const session of sessions) {
       if (session === undefined) continue;

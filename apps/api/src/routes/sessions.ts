@@ -24,7 +24,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const session = await app.coordinator.sessions.get(request.params.userId);
+      const session = await app.coordinator.sessions.settleAndRead(request.params.userId);
       if (session === undefined)
         throw new HttpError('no_session', `User ${request.params.userId} has no live session.`);
       return {

@@ -1,10 +1,9 @@
 import { Coordinator } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
 import { isolatedRedis } from '@cq/test-harness';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
 import type { LaunchSpec, SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 import { SessionRunner } from './session-runner.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** An in-process session: ends when told to, recording how it was asked to stop. */
 class FakeSession implements SessionHandle {
@@ -61,9 +60,9 @@ function harness() {
     if (admitted.outcome !== 'admitted') throw new Error(admitted.outcome);
     return admitted;
   };
-  const until = async (check: () => boolean) => {
-    while (!check()) await sleep(5);
-  };
+  /** Waits (at most 5 s, then fails naming the wait) until `check` holds. */
+  const until = (check: () => boolean) =>
+    vi.waitFor(() => expect(check(), 'the awaited condition').toBe(true), { timeout: 5000, interval: 5 });
   return { coordinator, sessions, runner, admit, until };
 }
 

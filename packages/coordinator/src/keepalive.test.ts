@@ -1,0 +1,87 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { Keepalive, LeaseLostError, type RenewAnswer } from './keepalive.js';
+
+/** Renewals the test answers by hand: each call waits until the test resolves or rejects it. */
+function renewals() {
+  const pending: Array<{ resolve: (a: RenewAnswer) => void; reject: (e: Error) => void }> = [];
+  const renew = vi.fn(() => new Promise<RenewAnswer>((resolve, reject) => pending.push({ resolve, reject })));
+  return { renew, pending };
+}
+
+describe('Keepalive (fake timers)', () => {
+  beforeEach(() =>
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'] }),
+  );
+  afterEach(() => vi.useRealTimers());
+
+  it('renews every interval and holds while renewals get through; holdsUntil moves with each, less the margin', async () => {
+    const { renew, pending } = renewals();
+    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000, marginMs: 300 });
+    expect(keepalive.holdsUntil).toBe(performance.now() + 3000 - 300);
+    for (let i = 0; i < 10; i++) {
+      await vi.advanceTimersByTimeAsync(1000);
+      const sentAt = performance.now();
+      pending.shift()!.resolve({ ok: true, ttlMs: 3000 });
+      await vi.advanceTimersByTimeAsync(0);
+      expect(keepalive.holdsUntil).toBe(sentAt + 3000 - 300);
+    }
+    expect(renew).toHaveBeenCalledTimes(10);
+    expect(keepalive.signal.aborted).toBe(false);
+    keepalive.stop();
+  });
+
+  it('aborts with lease_lost as soon as a renewal is refused', async () => {
+    const { renew, pending } = renewals();
+    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000 });
+    await vi.advanceTimersByTimeAsync(1000);
+    pending.shift()!.resolve({ ok: false, reason: 'lease_lost' });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(keepalive.signal.aborted).toBe(true);
+    expect(keepalive.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect((keepalive.signal.reason as LeaseLostError).code).toBe('lease_lost');
+  });
+
+  it('with Redis unreachable, keeps trying and aborts exactly when the lease would run out, less the margin', async () => {
+    const { renew, pending } = renewals();
+    const errors: unknown[] = [];
+    const keepalive = new Keepalive({
+      renew,
+      intervalMs: 1000,
+      ttlMs: 3000,
+      marginMs: 300,
+      onError: (e) => errors.push(e),
+    });
+    await vi.advanceTimersByTimeAsync(1000);
+    pending.shift()!.reject(new Error('connection refused'));
+    await vi.advanceTimersByTimeAsync(1000);
+    pending.shift()!.reject(new Error('connection refused'));
+    await vi.advanceTimersByTimeAsync(699);
+    expect(keepalive.signal.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(keepalive.signal.aborted).toBe(true);
+    expect((keepalive.signal.reason as LeaseLostError).code).toBe('lease_lost');
+    expect(errors).toHaveLength(2);
+  });
+
+  it('aborts with deadline_reached at the hard deadline, less the margin, however well renewals go', async () => {
+    const { renew, pending } = renewals();
+    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000, deadlineInMs: 2500, marginMs: 300 });
+    await vi.advanceTimersByTimeAsync(1000);
+    pending.shift()!.resolve({ ok: true, ttlMs: 3000, deadlineInMs: 1500 });
+    await vi.advanceTimersByTimeAsync(1000);
+    pending.shift()!.resolve({ ok: true, ttlMs: 3000, deadlineInMs: 500 });
+    await vi.advanceTimersByTimeAsync(199);
+    expect(keepalive.signal.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect((keepalive.signal.reason as LeaseLostError).code).toBe('deadline_reached');
+  });
+
+  it('stop() ends the renewals without aborting', async () => {
+    const { renew } = renewals();
+    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000 });
+    keepalive.stop();
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(renew).not.toHaveBeenCalled();
+    expect(keepalive.signal.aborted).toBe(false);
+  });
+});

@@ -1,4 +1,5 @@
 import { ApiError } from '@cq/client';
+import type { ApiErrorCode } from '@cq/contract';
 
 /** Exit codes scripts can rely on. */
 export const exitCodes = {
@@ -23,24 +24,20 @@ export const exitCodes = {
   rejected: 9,
 } as const;
 
+/** The exit code of each API error code a script may want to tell apart; any other is `rejected`. */
+const exitCodeOfApiError: Partial<Record<ApiErrorCode | 'unreachable', number>> = {
+  unauthorized: exitCodes.unauthorized,
+  token_invalid: exitCodes.tokenInvalid,
+  no_session: exitCodes.noSession,
+  session_exists: exitCodes.sessionExists,
+  throttled: exitCodes.throttled,
+  unavailable: exitCodes.unavailable,
+  // The client's code when the API could not be reached at all.
+  unreachable: exitCodes.unavailable,
+};
+
 /** The exit code for an error answer of the API. */
 export function exitCodeOf(err: unknown): number {
   if (!(err instanceof ApiError)) return exitCodes.failure;
-  switch (err.code) {
-    case 'unauthorized':
-      return exitCodes.unauthorized;
-    case 'token_invalid':
-      return exitCodes.tokenInvalid;
-    case 'no_session':
-      return exitCodes.noSession;
-    case 'session_exists':
-      return exitCodes.sessionExists;
-    case 'throttled':
-      return exitCodes.throttled;
-    case 'unavailable':
-    case 'unreachable':
-      return exitCodes.unavailable;
-    default:
-      return exitCodes.rejected;
-  }
+  return exitCodeOfApiError[err.code as ApiErrorCode] ?? exitCodes.rejected;
 }

@@ -1,3 +1,5 @@
+import type { ApiErrorCode } from '@cq/contract';
+
 /** An error answer of the API: its HTTP status, its stable code and message, and the body. */
 export class ApiError extends Error {
   override name = 'ApiError';
@@ -60,7 +62,7 @@ export function toApiError(status: number, body: unknown, headers: Headers): Api
   )?.error;
   const code = typeof error?.code === 'string' ? error.code : `http_${status}`;
   const message = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
-  switch (code) {
+  switch (code as ApiErrorCode) {
     case 'throttled': {
       const exact = Number(error?.retryAfterMs);
       const header = Number(headers.get('retry-after')) * 1000;

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
-import { errorSchema, historyView, iso, sessionView, stopAccepted, userParams } from '../schemas.js';
+import { errorSchema, historyView, sessionView, stopAccepted, userParams } from '@cq/contract';
+import { iso } from '../iso.js';
 
 /** Converts an optional epoch-ms field to ISO-8601, leaving it out when absent. */
 function isoField<K extends string>(name: K, value: number | undefined): Partial<Record<K, string>> {

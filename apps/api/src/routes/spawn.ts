@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError, sendError } from '../http-errors.js';
 import { FailedAttemptLimiter } from '../failed-attempts.js';
 import { setRateLimitHeaders } from '../rate-limit-headers.js';
-import { errorSchema, spawnAdmitted, spawnBody } from '../schemas.js';
+import { errorSchema, spawnAdmitted, spawnBody } from '@cq/contract';
 
 /** `POST /v1/spawn`: admit a spawn with a one-time token (the token is the credential). */
 export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {

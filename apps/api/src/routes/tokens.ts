@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { sendError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import { setRateLimitHeaders } from '../rate-limit-headers.js';
-import { errorSchema, iso, issueTokenBody, tokenIssued } from '../schemas.js';
+import { errorSchema, issueTokenBody, tokenIssued } from '@cq/contract';
+import { iso } from '../iso.js';
 
 /** `POST /v1/tokens`: issue a one-time spawn token for a user (service key). */
 export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {

@@ -1,4 +1,6 @@
-import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, USER_ID_PATTERN, sessionStates, terminalStates } from '@cq/coordinator';
+// Request and response schemas of the HTTP API (zod): the API validates with them and generates its
+// OpenAPI document from them; the client's types are inferred from them (types.ts).
+import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, USER_ID_PATTERN, terminalStates } from '@cq/coordinator';
 import { z } from 'zod';
 
 /** Deepest nesting accepted in metadata; checked before anything serialises it. */
@@ -65,7 +67,7 @@ export const sessionView = z.object({
   sessionId: z.string(),
   userId: z.string(),
   fence: z.number().int(),
-  state: z.enum(sessionStates),
+  state: z.enum(['pending', 'running', 'stopping']),
   workerId: z.string().optional(),
   startedAt: z.string().optional(),
   leaseExpiresAt: z.string().optional(),
@@ -95,8 +97,3 @@ export const historyView = z.object({
 export const errorSchema = z.object({
   error: z.looseObject({ code: z.string(), message: z.string() }),
 });
-
-/** Epoch milliseconds to ISO-8601 UTC. */
-export function iso(epochMs: number): string {
-  return new Date(epochMs).toISOString();
-}

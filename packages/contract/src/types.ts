@@ -1,0 +1,19 @@
+// The shapes of the API's requests and answers, inferred from the schemas: the client and the CLI use
+// these (type-only imports, so they carry no runtime dependency).
+import type { z } from 'zod';
+import type { historyView, issueTokenBody, sessionView, spawnAdmitted, stopAccepted, tokenIssued } from './schemas.js';
+
+/** States of a session (see the contract). */
+export type SessionState = z.infer<typeof sessionView>['state'] | EndedSession['state'];
+/** `POST /v1/tokens` body. */
+export type IssueTokenRequest = z.input<typeof issueTokenBody>;
+/** `201` of `POST /v1/tokens`. */
+export type IssuedToken = z.infer<typeof tokenIssued>;
+/** `202` of `POST /v1/spawn`. */
+export type Admission = z.infer<typeof spawnAdmitted>;
+/** `200` of `GET /v1/users/{userId}/session`. */
+export type LiveSession = z.infer<typeof sessionView>;
+/** `202` of `DELETE /v1/users/{userId}/session`. */
+export type StopAccepted = z.infer<typeof stopAccepted>;
+/** One entry of `GET /v1/users/{userId}/history`. */
+export type EndedSession = z.infer<typeof historyView>['sessions'][number];

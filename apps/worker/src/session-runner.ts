@@ -62,7 +62,7 @@ export class SessionRunner {
     const log = this.#options.logger.child({ userId: job.userId, sessionId: job.sessionId, fence: job.fence });
     if (shutdown.aborted) return { ran: false, reason: 'shutting_down' };
 
-    const outcome = await coordinator.sessions.claim(job, { workerId, leaseMs, graceMs: graceMs + RECORD_MARGIN_MS });
+    const outcome = await coordinator.claims.claim(job, { workerId, leaseMs, graceMs: graceMs + RECORD_MARGIN_MS });
     if (!outcome.claimed) {
       if (outcome.reason === 'stale') {
         // A job that came back after its host died finds its session running under a dead lease:
@@ -91,7 +91,7 @@ export class SessionRunner {
 
     // The keepalive first: the session starts knowing until when its lease holds, and learns of
     // each renewal that moves that instant.
-    const keepalive = coordinator.sessions.keepalive(claim, {
+    const keepalive = coordinator.claims.keepalive(claim, {
       marginMs: this.#options.leaseMarginMs ?? leaseMarginMs(leaseMs),
       // Called after a renewal, so after the launch below.
       onRenewed: () => handle.leaseHolds(keepalive.holdsUntil),
@@ -154,15 +154,11 @@ export class SessionRunner {
   /** Records the end, retrying while Redis is unreachable (100 ms doubling to 2 s), for at most one lease. */
   async #record(claim: Claim, state: TerminalState, exitCode: number, log: Logger): Promise<boolean> {
     try {
-      return await retryWhile(
-        UnavailableError,
-        () => this.#options.coordinator.sessions.finish(claim, state, exitCode),
-        {
-          initialDelayMs: 100,
-          maxDelayMs: 2000,
-          giveUpAfterMs: this.#options.leaseMs,
-        },
-      );
+      return await retryWhile(UnavailableError, () => this.#options.coordinator.claims.finish(claim, state, exitCode), {
+        initialDelayMs: 100,
+        maxDelayMs: 2000,
+        giveUpAfterMs: this.#options.leaseMs,
+      });
     } catch (err) {
       log.error(
         { err: { message: (err as Error).message } },

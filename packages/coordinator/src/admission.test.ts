@@ -17,6 +17,7 @@ const worker = { workerId: 'host-a', leaseMs: 5000, graceMs: 1000 };
 describe('admission', () => {
   const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 60_000, spawnBurst: 1 } });
   const sessions = coordinator.sessions;
+  const claims = coordinator.claims;
 
   it('admits a valid token once, as a pending session with a fence and the token metadata', async () => {
     const t = await token(coordinator, 'first', { metadata: { durationMs: 10 }, lifetimeMs: 5000 });
@@ -89,7 +90,7 @@ describe('admission', () => {
     if (again.outcome !== 'admitted') throw new Error('unreachable');
     expect(again.fence).toBeGreaterThan(admitted.fence);
     // A claimed session cannot be rolled back.
-    const claimed = await sessions.claim(again, worker);
+    const claimed = await claims.claim(again, worker);
     expect(claimed.claimed).toBe(true);
     expect(await sessions.cancelAdmission(t, again.sessionId)).toEqual({ cancelled: false, tokenRestored: false });
   });
@@ -124,6 +125,7 @@ describe('session records', () => {
     policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, historyLength: 3 },
   });
   const sessions = coordinator.sessions;
+  const claims = coordinator.claims;
 
   async function admit(user: string, options = {}) {
     const admitted = await sessions.admit(await token(coordinator, user, options));
@@ -133,7 +135,7 @@ describe('session records', () => {
 
   it('pending → running → completed, with lease, deadline, history and exit code', async () => {
     const admitted = await admit('life', { lifetimeMs: 60_000, metadata: { x: 1 } });
-    const outcome = await sessions.claim(admitted, worker);
+    const outcome = await claims.claim(admitted, worker);
     if (!outcome.claimed) throw new Error('not claimed');
     const { claim } = outcome;
     expect(claim.deadline - claim.startedAt).toBe(60_000);
@@ -146,9 +148,9 @@ describe('session records', () => {
       deadline: claim.deadline,
     });
     expect(await coordinator.redis.pttl(coordinator.keys.user('life').lease)).toBeGreaterThan(4000);
-    const renewed = await sessions.renew(claim);
+    const renewed = await claims.renew(claim);
     expect(renewed).toMatchObject({ ok: true, stopRequested: false });
-    expect(await sessions.finish(claim, 'completed', 0)).toBe(true);
+    expect(await claims.finish(claim, 'completed', 0)).toBe(true);
     expect(await sessions.settleAndRead('life')).toBeUndefined();
     expect(await coordinator.redis.exists(coordinator.keys.user('life').lease)).toBe(0);
     const [entry] = await sessions.history('life');
@@ -160,14 +162,14 @@ describe('session records', () => {
       exitCode: 0,
       startedAt: claim.startedAt,
     });
-    expect(await sessions.finish(claim, 'failed', 1)).toBe(false);
+    expect(await claims.finish(claim, 'failed', 1)).toBe(false);
   });
 
   it('a job is claimed once: a second claim, or one with another fence, is stale', async () => {
     const admitted = await admit('once');
-    expect((await sessions.claim({ ...admitted, fence: admitted.fence + 1 }, worker)).claimed).toBe(false);
-    expect((await sessions.claim(admitted, worker)).claimed).toBe(true);
-    expect(await sessions.claim(admitted, { ...worker, workerId: 'host-b' })).toEqual({
+    expect((await claims.claim({ ...admitted, fence: admitted.fence + 1 }, worker)).claimed).toBe(false);
+    expect((await claims.claim(admitted, worker)).claimed).toBe(true);
+    expect(await claims.claim(admitted, { ...worker, workerId: 'host-b' })).toEqual({
       claimed: false,
       reason: 'stale',
     });
@@ -175,20 +177,20 @@ describe('session records', () => {
 
   it('a stop request reaches the owner at its next renewal; asking again changes nothing', async () => {
     const admitted = await admit('stopper');
-    const outcome = await sessions.claim(admitted, worker);
+    const outcome = await claims.claim(admitted, worker);
     if (!outcome.claimed) throw new Error('not claimed');
     expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'stopping', sessionId: admitted.sessionId });
     expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'stopping', sessionId: admitted.sessionId });
     expect(await sessions.settleAndRead('stopper')).toMatchObject({ state: 'stopping', stopRequested: 'requested' });
-    expect(await sessions.renew(outcome.claim)).toMatchObject({ ok: true, stopRequested: true });
-    expect(await sessions.finish(outcome.claim, 'stopped', 143)).toBe(true);
+    expect(await claims.renew(outcome.claim)).toMatchObject({ ok: true, stopRequested: true });
+    expect(await claims.finish(outcome.claim, 'stopped', 143)).toBe(true);
     expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'no_session' });
   });
 
   it('a pending session is stopped at once, and its job then claims nothing', async () => {
     const admitted = await admit('early-stop');
     expect(await sessions.requestStop('early-stop')).toEqual({ outcome: 'stopped', sessionId: admitted.sessionId });
-    expect(await sessions.claim(admitted, worker)).toEqual({ claimed: false, reason: 'stale' });
+    expect(await claims.claim(admitted, worker)).toEqual({ claimed: false, reason: 'stale' });
     expect((await sessions.history('early-stop'))[0]).toMatchObject({
       state: 'stopped',
       sessionId: admitted.sessionId,
@@ -220,14 +222,14 @@ describe('session records', () => {
 
   it('a renewal by another owner is refused and the session lease cannot pass its hard deadline', async () => {
     const admitted = await admit('deadline', { lifetimeMs: 200 });
-    const outcome = await sessions.claim(admitted, { ...worker, graceMs: 100 });
+    const outcome = await claims.claim(admitted, { ...worker, graceMs: 100 });
     if (!outcome.claimed) throw new Error('not claimed');
-    expect(await sessions.renew({ ...outcome.claim, owner: 'host-b/x' })).toEqual({ ok: false, reason: 'lease_lost' });
-    const renewed = await sessions.renew(outcome.claim);
+    expect(await claims.renew({ ...outcome.claim, owner: 'host-b/x' })).toEqual({ ok: false, reason: 'lease_lost' });
+    const renewed = await claims.renew(outcome.claim);
     if (!renewed.ok) throw new Error('refused');
     expect(renewed.leaseExpiresAt).toBe(outcome.claim.deadline + 100);
     await elapse(renewed.ttlMs + 10); // until the hard deadline
-    expect((await sessions.renew(outcome.claim)).ok).toBe(false);
+    expect((await claims.renew(outcome.claim)).ok).toBe(false);
   });
 });
 
@@ -236,13 +238,14 @@ describe('sweep', () => {
     policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, pendingTimeoutMs: 150 },
   });
   const sessions = coordinator.sessions;
+  const claims = coordinator.claims;
   const sweeper = coordinator.sweeper();
 
   it('ends as lost a pending session nobody claimed in time, and one whose lease expired, without any call for those users', async () => {
     const pending = await sessions.admit(await token(coordinator, 'unclaimed'));
     const running = await sessions.admit(await token(coordinator, 'abandoned'));
     if (pending.outcome !== 'admitted' || running.outcome !== 'admitted') throw new Error('not admitted');
-    const claimed = await sessions.claim(running, { ...worker, leaseMs: 100 });
+    const claimed = await claims.claim(running, { ...worker, leaseMs: 100 });
     expect(claimed.claimed).toBe(true);
     expect((await sweeper.sweepOnce()).lost).toBe(0);
     await elapse(200); // past the pending timeout and the unrenewed lease
@@ -256,14 +259,14 @@ describe('sweep', () => {
     });
     expect(await sessions.settleAndRead('unclaimed')).toBeUndefined();
     // A late claim of the timed-out job starts nothing.
-    expect(await sessions.claim(pending, worker)).toEqual({ claimed: false, reason: 'stale' });
+    expect(await claims.claim(pending, worker)).toEqual({ claimed: false, reason: 'stale' });
     expect((await sweeper.sweepOnce()).due).toBe(0);
   });
 
   it('a healthy running session is not swept, and its index entry moves to its lease expiry', async () => {
     const admitted = await sessions.admit(await token(coordinator, 'healthy'));
     if (admitted.outcome !== 'admitted') throw new Error('not admitted');
-    const outcome = await sessions.claim(admitted, { ...worker, leaseMs: 10_000 });
+    const outcome = await claims.claim(admitted, { ...worker, leaseMs: 10_000 });
     if (!outcome.claimed) throw new Error('not claimed');
     const shard = coordinator.keys.user('healthy').shard;
     expect(Number(await coordinator.redis.zscore(shard, 'healthy'))).toBe(outcome.claim.leaseExpiresAt);
@@ -297,7 +300,7 @@ describe('reading a session', () => {
   it('a running session whose lease ran out reads as gone, and its history says lost', async () => {
     const admitted = await coordinator.sessions.admit(await token(coordinator, 'dead-host'));
     if (admitted.outcome !== 'admitted') throw new Error('not admitted');
-    expect((await coordinator.sessions.claim(admitted, { ...worker, leaseMs: 80 })).claimed).toBe(true);
+    expect((await coordinator.claims.claim(admitted, { ...worker, leaseMs: 80 })).claimed).toBe(true);
     expect((await coordinator.sessions.settleAndRead('dead-host'))?.state).toBe('running');
     await elapse(120); // the host "died": its lease is not renewed
     expect(await coordinator.sessions.settleAndRead('dead-host')).toBeUndefined();

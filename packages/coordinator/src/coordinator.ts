@@ -14,6 +14,7 @@ import { resolvePolicy, type Policy } from './options.js';
 import type { RedisClient } from './redis-errors.js';
 import type { ReplicaWait } from './replica-wait-pool.js';
 import { Scripts } from './script-runner.js';
+import { Claims } from './claims.js';
 import { SessionStore } from './sessions.js';
 import { Sweeper, type SweeperOptions } from './sweeper.js';
 import { TokenStore } from './tokens.js';
@@ -67,6 +68,8 @@ export class Coordinator {
   readonly keys: Keys;
   readonly tokens: TokenStore;
   readonly sessions: SessionStore;
+  /** Session records, the worker host's half: claim, renew, keepalive, finish. */
+  readonly claims: Claims;
   readonly leases: LeaseManager;
   readonly workers: WorkerRegistry;
   readonly #context: Context;
@@ -81,6 +84,7 @@ export class Coordinator {
     };
     this.tokens = new TokenStore(this.#context, this.policy);
     this.sessions = new SessionStore(this.#context, this.policy);
+    this.claims = new Claims(this.#context, this.policy);
     this.leases = new LeaseManager(this.#context);
     this.workers = new WorkerRegistry(this.#context);
   }

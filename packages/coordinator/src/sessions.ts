@@ -1,23 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
-import { Keepalive, type RenewAnswer } from './keepalive.js';
 import { parseRateReply } from './limiters/rate-limit.js';
 import { decodeSession, parseMetadata } from './records.js';
 import type { Policy } from './options.js';
 import { wrapRedisError } from './redis-errors.js';
 import {
-  terminalStates,
   type AdmitOutcome,
   type AdmitPolicy,
-  type Claim,
-  type ClaimOutcome,
   type HistoryEntry,
   type LiveState,
-  type SessionRef,
   type SessionView,
   type StopOutcome,
-  type TerminalState,
 } from './session-types.js';
 import { parseToken } from './tokens.js';
 import { assertInteger } from './validate.js';
@@ -25,24 +19,10 @@ import { assertInteger } from './validate.js';
 /** How long a cancelled admission's tombstone is kept: longer than any command can wait in a socket. */
 export const CANCELLED_ADMISSION_TTL_MS = 10 * 60_000;
 
-/** A session renewal's answer: the lease's new life and whether a stop was requested. */
-export type SessionRenewAnswer =
-  | (RenewAnswer & { readonly ok: true; readonly stopRequested: boolean; readonly leaseExpiresAt: number })
-  | (RenewAnswer & { readonly ok: false });
-
-/** Options of {@link SessionStore.claim}. */
-export interface ClaimOptions {
-  /** Name of the worker host. */
-  workerId: string;
-  /** Lease time to live, ms. */
-  leaseMs: number;
-  /** How long the lease may outlive the lifetime cap so the host can stop the process and record it, ms. */
-  graceMs: number;
-}
-
 /**
- * Session records: admission, claim by a worker host, renewal, stop requests, terminal states and the
- * per-user history. Every operation is one script: one round trip, atomic, on one cluster slot.
+ * Session records, the API's half: admission (and its rollback), stop requests, reads and the per-user
+ * history; the worker host's half is {@link Claims}. Every operation is one script: one round trip,
+ * atomic, on one cluster slot.
  */
 export class SessionStore {
   readonly #context: Context;
@@ -154,103 +134,6 @@ export class SessionStore {
   }
 
   /**
-   * A worker host claims the session of a spawn job: only the matching, still pending session; starts
-   * its lifetime clock and takes its lease. A stale job (claimed, stopped or replaced) answers
-   * `stale`; a job that waited past the pending deadline ends its session as `lost`.
-   */
-  async claim(ref: SessionRef, options: ClaimOptions): Promise<ClaimOutcome> {
-    assertInteger(options.leaseMs, 'leaseMs', 1);
-    assertInteger(options.graceMs, 'graceMs', 0);
-    const keys = this.#context.keys.user(ref.userId);
-    const owner = `${options.workerId}/${randomUUID()}`;
-    const sentAt = performance.now();
-    const reply = await this.#context.scripts.run(
-      'claimSession',
-      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
-      [
-        ref.sessionId,
-        ref.fence,
-        owner,
-        options.workerId,
-        options.leaseMs,
-        options.graceMs,
-        ref.userId,
-        this.#policy.historyLength,
-      ],
-    );
-    if (replyCode(reply) === ScriptCode.Stale) return { claimed: false, reason: 'stale' };
-    if (replyCode(reply) === ScriptCode.PendingTimeout) return { claimed: false, reason: 'pending_timeout' };
-    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('claimSession', reply);
-    const [, deadline, leaseExpiresAt, lifetimeMs, metadata, startedAt] = reply;
-    return {
-      claimed: true,
-      claim: {
-        ...ref,
-        owner,
-        workerId: options.workerId,
-        leaseMs: options.leaseMs,
-        graceMs: options.graceMs,
-        startedAt: Number(startedAt),
-        deadline: Number(deadline),
-        leaseExpiresAt: Number(leaseExpiresAt),
-        lifetimeMs: Number(lifetimeMs),
-        metadata: parseMetadata(String(metadata)),
-        sentAt,
-      },
-    };
-  }
-
-  /** The owner renews the session lease and learns whether a stop was requested. One round trip. */
-  async renew(claim: Claim): Promise<SessionRenewAnswer> {
-    const keys = this.#context.keys.user(claim.userId);
-    const reply = await this.#context.scripts.run(
-      'renewSession',
-      [keys.lease, keys.session, keys.shard],
-      [claim.owner, claim.leaseMs, claim.userId],
-    );
-    if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
-    if (replyCode(reply) === ScriptCode.DeadlineReached) return { ok: false, reason: 'deadline_reached' };
-    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('renewSession', reply);
-    const [, leaseExpiresAt, stop, now] = reply.map(Number);
-    return { ok: true, ttlMs: leaseExpiresAt! - now!, leaseExpiresAt: leaseExpiresAt!, stopRequested: stop === 1 };
-  }
-
-  /**
-   * Keeps the session lease alive every `intervalMs` (about a second, so a stop request is noticed
-   * quickly) and calls `onStopRequested` once when the API asked for a stop. The signal aborts as soon
-   * as the lease is lost.
-   */
-  keepalive(
-    claim: Claim,
-    options: {
-      intervalMs?: number;
-      /** Safety margin, ms: the signal aborts this long before the lease could run out. @defaultValue 0 */
-      marginMs?: number;
-      onStopRequested?: () => void;
-      onRenewed?: (answer: SessionRenewAnswer & { ok: true }) => void;
-      onError?: (err: unknown) => void;
-    } = {},
-  ): Keepalive<SessionRenewAnswer> {
-    let told = false;
-    const elapsed = performance.now() - claim.sentAt;
-    return new Keepalive<SessionRenewAnswer>({
-      renew: () => this.renew(claim),
-      intervalMs: options.intervalMs ?? Math.min(1000, Math.max(1, Math.floor(claim.leaseMs / 3))),
-      ttlMs: claim.leaseExpiresAt - claim.startedAt - elapsed,
-      deadlineInMs: claim.deadline + claim.graceMs - claim.startedAt - elapsed,
-      ...(options.marginMs === undefined ? {} : { marginMs: options.marginMs }),
-      onRenewed: (answer) => {
-        options.onRenewed?.(answer);
-        if (answer.stopRequested && !told) {
-          told = true;
-          options.onStopRequested?.();
-        }
-      },
-      ...(options.onError === undefined ? {} : { onError: options.onError }),
-    });
-  }
-
-  /**
    * Asks for the user's live session to stop: a pending one ends at once as `stopped`; a running one
    * moves to `stopping` and its host stops it. One round trip.
    */
@@ -264,25 +147,6 @@ export class SessionStore {
     if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('requestStop', reply);
     return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
-  }
-
-  /**
-   * The owner records the session's terminal state and exit code and releases its lease. False when
-   * the session had already ended (for example as `lost`): then nothing is changed. One round trip.
-   */
-  async finish(claim: Claim, state: TerminalState, exitCode?: number): Promise<boolean> {
-    if (!(terminalStates as readonly string[]).includes(state))
-      throw new InvalidArgumentError(`state must be one of ${terminalStates.join(', ')}`);
-    if (exitCode !== undefined) assertInteger(exitCode, 'exitCode', -(2 ** 31), 2 ** 31);
-    const keys = this.#context.keys.user(claim.userId);
-    const reply = await this.#context.scripts.run(
-      'finishSession',
-      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
-      [claim.sessionId, claim.owner, state, exitCode ?? '', claim.userId, this.#policy.historyLength],
-    );
-    if (replyCode(reply) === ScriptCode.Stale) return false;
-    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('finishSession', reply);
-    return true;
   }
 
   /**

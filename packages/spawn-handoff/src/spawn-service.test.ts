@@ -99,7 +99,7 @@ describe('the spawn saga: admit → enqueue → roll back → reconcile', () => 
     const token = await tokenFor('saga-e');
     producer.mode = 'take-then-hang';
     producer.onTaken = async (job) =>
-      void (await coordinator.sessions.claim(job, { workerId: 'w', leaseMs: 5000, graceMs: 100 }));
+      void (await coordinator.claims.claim(job, { workerId: 'w', leaseMs: 5000, graceMs: 100 }));
     expect(await service.spawn(token)).toMatchObject({
       outcome: 'admitted',
       userId: 'saga-e',

@@ -454,7 +454,7 @@ try {
   const limiterBytes = await usage(mem.keys.limiter('m', 'memory-user'));
   const admitted = await mem.sessions.admit(issued.token);
   if (admitted.outcome !== 'admitted') throw new Error('not admitted');
-  await mem.sessions.claim(admitted, { workerId: 'm', leaseMs: 60_000, graceMs: 1000 });
+  await mem.claims.claim(admitted, { workerId: 'm', leaseMs: 60_000, graceMs: 1000 });
   const userKeys = mem.keys.user('memory-user');
   const sessionBytes = (await usage(userKeys.session)) + (await usage(userKeys.lease)) + (await usage(userKeys.fence));
   const throttleBytes = await usage(userKeys.spawnThrottle);

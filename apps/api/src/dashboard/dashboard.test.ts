@@ -88,7 +88,7 @@ describe('dashboard', async () => {
     for (const userId of ['dash-alice', 'dash-bob', 'dash-carol'])
       await api.client.spawn((await api.client.issueToken({ userId })).token);
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-dave' })).token);
-    const claimed = await api.coordinator.sessions.claim(admitted, {
+    const claimed = await api.coordinator.claims.claim(admitted, {
       workerId: 'dash-host',
       leaseMs: 10_000,
       graceMs: 1000,

@@ -23,7 +23,7 @@ describe('sessions and history', async () => {
     const admitted = await api.client.spawn(
       (await api.client.issueToken({ userId: 'frank', lifetimeMs: 60_000 })).token,
     );
-    const claimed = await api.coordinator.sessions.claim(admitted, {
+    const claimed = await api.coordinator.claims.claim(admitted, {
       workerId: 'host-1',
       leaseMs: 10_000,
       graceMs: 1000,
@@ -40,7 +40,7 @@ describe('sessions and history', async () => {
       leaseExpiresAt: new Date(claimed.claim.leaseExpiresAt).toISOString(),
       deadline: new Date(claimed.claim.deadline).toISOString(),
     });
-    expect(await api.coordinator.sessions.finish(claimed.claim, 'completed', 0)).toBe(true);
+    expect(await api.coordinator.claims.finish(claimed.claim, 'completed', 0)).toBe(true);
     const history = await get('/v1/users/frank/history');
     expect(history.status).toBe(200);
     expect(history.body.sessions[0]).toEqual({
@@ -63,7 +63,7 @@ describe('sessions and history', async () => {
     expect(del.body).toEqual({ sessionId: pending.sessionId, userId: 'gina', state: 'stopped' });
     expect((await api.client.history('gina'))[0]).toMatchObject({ sessionId: pending.sessionId, state: 'stopped' });
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'gina' })).token);
-    await api.coordinator.sessions.claim(admitted, { workerId: 'host-1', leaseMs: 10_000, graceMs: 1000 });
+    await api.coordinator.claims.claim(admitted, { workerId: 'host-1', leaseMs: 10_000, graceMs: 1000 });
     expect(await api.client.stopSession('gina')).toEqual({
       sessionId: admitted.sessionId,
       userId: 'gina',

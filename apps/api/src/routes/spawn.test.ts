@@ -148,7 +148,7 @@ describe('POST /v1/spawn after Retry-After', async () => {
       // The job goes through and a worker host claims it, but the answer never comes back (as in a failover).
       queue.add = (async (name: string, data: { userId: string; sessionId: string; fence: number }, opts: object) => {
         await add(name, data, opts);
-        await api.app.coordinator.sessions.claim(data, { workerId: 'w-eddie', leaseMs: 5000, graceMs: 100 });
+        await api.app.coordinator.claims.claim(data, { workerId: 'w-eddie', leaseMs: 5000, graceMs: 100 });
         return new Promise(() => {});
       }) as typeof queue.add;
       try {

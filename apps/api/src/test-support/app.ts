@@ -66,6 +66,7 @@ export async function startTestApi(
     viewRedis.disconnect();
   };
   afterAll(close);
+  apps.set(baseUrl, app);
   return {
     app,
     config,
@@ -77,7 +78,13 @@ export async function startTestApi(
   };
 }
 
-/** Sends a raw request and returns status, headers and parsed body. */
+/** Every test API by its base URL: `send` answers through `app.inject()`, with no socket. */
+const apps = new Map<string, ApiApp>();
+
+/**
+ * Sends a raw request and returns status, headers and parsed body: through Fastify's `inject()` for a
+ * test API of this file (no socket needed), through `fetch` otherwise.
+ */
 export async function send(
   baseUrl: string,
   method: string,
@@ -85,19 +92,35 @@ export async function send(
   options: { body?: string; headers?: Record<string, string> } = {},
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON bodies of every shape, checked field by field
 ): Promise<{ status: number; headers: Headers; body: any }> {
+  const app = apps.get(baseUrl);
+  if (app !== undefined) {
+    const injected = await app.inject({
+      method: method as 'GET',
+      url: path,
+      headers: options.headers ?? {},
+      ...(options.body === undefined ? {} : { payload: options.body }),
+    });
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(injected.headers)) {
+      if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : String(value));
+    }
+    return { status: injected.statusCode, headers, body: parsed(injected.body) };
+  }
   const response = await fetch(`${baseUrl}${path}`, {
     method,
     headers: options.headers ?? {},
     ...(options.body === undefined ? {} : { body: options.body }),
   });
-  const text = await response.text();
-  let body: unknown = text;
+  return { status: response.status, headers: response.headers, body: parsed(await response.text()) };
+}
+
+/** JSON when it parses, else the text. */
+function parsed(text: string): unknown {
   try {
-    body = JSON.parse(text);
+    return JSON.parse(text);
   } catch {
-    // not JSON: keep the text
+    return text;
   }
-  return { status: response.status, headers: response.headers, body };
 }
 
 /** JSON request headers, with the test service key unless `auth` is false. */

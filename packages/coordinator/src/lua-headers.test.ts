@@ -1,7 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { defaultScriptsDir, loadScripts, scriptNames } from './script-loader.js';
+import { defaultScriptsDir, loadScripts, scriptNames, type ScriptName } from './script-loader.js';
+import { scriptTable } from './script-table.js';
 
 const FILE_NAME = /^([a-z][A-Za-z0-9]*)-(\d+)\.lua$/;
 
@@ -52,6 +53,13 @@ describe('lua script headers', () => {
     const returnedCodes = new Set([...body.matchAll(/return \{ (-\d+)/g)].map((m) => Number(m[1])));
     const listedCodes = new Set([...output!.matchAll(/\{(-\d+)/g)].map((m) => Number(m[1])));
     expect([...returnedCodes].sort()).toEqual([...listedCodes].sort());
+
+    // The TypeScript side's table agrees with the header: keys, args and reply codes.
+    const spec = scriptTable[FILE_NAME.exec(file)![1] as ScriptName];
+    expect(spec.keys, 'scriptTable keys').toBe(numberOfKeys);
+    expect(spec.args, 'scriptTable args').toBe(argv.length);
+    const codes = [...spec.replies].filter((c) => c < 0).sort();
+    expect(codes, 'scriptTable reply codes').toEqual([...listedCodes].sort());
     expect(body).toMatch(/^local rcall = redis\.call$/m);
   });
 

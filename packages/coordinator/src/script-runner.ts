@@ -2,6 +2,7 @@ import { ScriptReplyError } from './errors.js';
 import { wrapRedisError, type RedisClient } from './redis-errors.js';
 import { ReplicaWaitPool, type ReplicaWait } from './replica-wait-pool.js';
 import { loadScripts, type ScriptName, type ScriptSource } from './script-loader.js';
+import { scriptTable } from './script-table.js';
 import { withTimeout } from './timeout.js';
 
 let cached: Map<string, ScriptSource> | undefined;
@@ -54,8 +55,11 @@ export class Scripts {
   /** Runs a script: one round trip. Throws {@link UnavailableError} when Redis cannot answer. */
   async run(name: ScriptName, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown[]> {
     const source = this.#sources.get(name);
-    if (source === undefined || keys.length !== source.numberOfKeys) {
-      throw new Error(`script ${name} takes ${source?.numberOfKeys ?? '?'} keys, got ${keys.length}`);
+    const spec = scriptTable[name];
+    if (source === undefined || keys.length !== spec.keys || args.length !== spec.args) {
+      throw new Error(
+        `script ${name} takes ${spec.keys} keys and ${spec.args} args, got ${keys.length} and ${args.length}`,
+      );
     }
     let reply: unknown;
     try {

@@ -1,0 +1,47 @@
+import { ScriptCode } from './errors.js';
+import type { ScriptName } from './script-loader.js';
+
+/** What the TypeScript side holds of one script's contract (its header in `lua/` is the full one). */
+export interface ScriptSpec {
+  /** `KEYS` it takes (also in its file name). */
+  readonly keys: number;
+  /** `ARGV` it takes. */
+  readonly args: number;
+  /** Every code its reply can start with (none: the reply is a rate-limit result, not a code). */
+  readonly replies: readonly ScriptCode[];
+}
+
+/**
+ * One row per script: keys, args and reply codes, checked against each script's header by
+ * `lua-headers.test.ts` and against every call by the runner (a call with the wrong number of keys or
+ * args is a bug, refused before it is sent).
+ */
+export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
+  acquireLease: { keys: 2, args: 3, replies: [ScriptCode.Ok, ScriptCode.LeaseHeld] },
+  admit: {
+    keys: 9,
+    args: 7,
+    replies: [
+      ScriptCode.Ok,
+      ScriptCode.TokenInvalid,
+      ScriptCode.SessionExists,
+      ScriptCode.Throttled,
+      ScriptCode.Cancelled,
+    ],
+  },
+  cancelAdmission: { keys: 5, args: 3, replies: [ScriptCode.Ok, ScriptCode.Stale] },
+  claimSession: { keys: 5, args: 8, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.PendingTimeout] },
+  consumeToken: { keys: 1, args: 0, replies: [ScriptCode.Ok, ScriptCode.TokenInvalid] },
+  finishSession: { keys: 5, args: 6, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.BadArgument] },
+  fixedWindow: { keys: 1, args: 2, replies: [] },
+  gcra: { keys: 1, args: 2, replies: [] },
+  heartbeatWorker: { keys: 2, args: 6, replies: [ScriptCode.Ok] },
+  issueToken: { keys: 2, args: 5, replies: [ScriptCode.Ok, ScriptCode.Throttled] },
+  readSession: { keys: 5, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
+  releaseLease: { keys: 1, args: 1, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },
+  renewLease: { keys: 1, args: 2, replies: [ScriptCode.Ok, ScriptCode.LeaseLost, ScriptCode.DeadlineReached] },
+  renewSession: { keys: 3, args: 3, replies: [ScriptCode.Ok, ScriptCode.LeaseLost, ScriptCode.DeadlineReached] },
+  requestStop: { keys: 5, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
+  slidingWindow: { keys: 1, args: 2, replies: [] },
+  sweepSession: { keys: 5, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
+};

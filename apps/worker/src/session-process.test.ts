@@ -163,13 +163,16 @@ describe('the session runtime', () => {
     const l = new RuntimeLauncher('true', logger, '/nonexistent/session-runtime.js');
     launchers.push(l);
     await l.open();
+    // Started again at once after the first death; after the second young one, it waits.
     await until(
-      () => logs.some((line) => line['msg'] === 'session runtime died; its sessions are killed and end as lost'),
-      2000,
-      'the runtime died',
+      () =>
+        logs.filter((line) => line['msg'] === 'session runtime died; its sessions are killed and end as lost')
+          .length === 2,
+      3000,
+      'the runtime died twice',
     );
     expect(await launch(l, 60_000).handle.exited).toEqual({ exitCode: 127, cause: 'spawn_failed' });
-    expect(logs.filter((line) => line['msg'] === 'session runtime started').length).toBe(1);
+    expect(logs.filter((line) => line['msg'] === 'session runtime started').length).toBe(2);
   });
 
   it('closing lets the runtime exit', async () => {

@@ -94,6 +94,8 @@ export class RuntimeLauncher implements SessionLauncher {
   /** After a runtime that died young: no new one before this `performance.now()` instant. */
   #retryAt = 0;
   #backoffMs = 0;
+  /** Consecutive runtimes that died within a second of their start. */
+  #youngDeaths = 0;
   #retry: NodeJS.Timeout | undefined;
   #next = 0;
   #closing = false;
@@ -187,11 +189,16 @@ export class RuntimeLauncher implements SessionLauncher {
       running.settle({ exitCode: 137, cause: 'runtime_lost' });
     }
     if (this.#closing) return;
-    // A runtime that dies young is started again after a growing pause (0.5 s, doubling, at most 30 s).
-    this.#backoffMs =
-      performance.now() - this.#startedAt < 1000 ? Math.min(Math.max(500, this.#backoffMs * 2), 30_000) : 0;
+    // Started again at once; only a runtime that keeps dying within a second of its start (a crash loop,
+    // not a kill) waits before the next try, 0.5 s doubling to 30 s, and sessions fail meanwhile.
+    this.#youngDeaths = performance.now() - this.#startedAt < 1000 ? this.#youngDeaths + 1 : 0;
+    this.#backoffMs = this.#youngDeaths < 2 ? 0 : Math.min(500 * 2 ** (this.#youngDeaths - 2), 30_000);
     this.#retryAt = performance.now() + this.#backoffMs;
-    this.#retry = setTimeout(() => this.#ensure(), this.#backoffMs);
+    this.#retry = setTimeout(() => {
+      // A timer may fire a fraction of a millisecond early on the monotonic clock.
+      this.#retryAt = 0;
+      this.#ensure();
+    }, this.#backoffMs);
     this.#retry.unref();
   }
 

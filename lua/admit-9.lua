@@ -11,7 +11,7 @@
     KEYS[4] the user's spawn throttle key (string: GCRA theoretical arrival time, epoch ms)
     KEYS[5] the user's session lease key (hash {o, f, d})
     KEYS[6] the user's history key (list of JSON, newest first)
-    KEYS[7] the live-session index shard of the user's slot (sorted set: userId by due time, epoch ms)
+    KEYS[7] the live-session index of the user's slot (sorted set: userId by due time, epoch ms)
     KEYS[8] the recent endings of the user's slot (list of JSON, newest first, capped)
     KEYS[9] the tombstone of this admission (exists once the admission was cancelled)
 

@@ -9,7 +9,7 @@
     KEYS[1] the user's session key (hash: the live session)
     KEYS[2] token key the session was admitted with
     KEYS[3] the user's spawn throttle key
-    KEYS[4] the live-session index shard of the user's slot
+    KEYS[4] the live-session index of the user's slot
     KEYS[5] the tombstone of this admission (string, expires)
 
     ARGV[1] session id of the admission to roll back

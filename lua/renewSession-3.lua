@@ -5,7 +5,7 @@
   Input:
     KEYS[1] the user's session lease key (hash {o = owner, f = fence, d = hard deadline epoch ms})
     KEYS[2] the user's session key (hash: the live session)
-    KEYS[3] the live-session index shard of the user's slot
+    KEYS[3] the live-session index of the user's slot
 
     ARGV[1] lease owner id
     ARGV[2] lease time to live, milliseconds

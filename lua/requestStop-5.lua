@@ -7,7 +7,7 @@
     KEYS[1] the user's session key (hash: the live session)
     KEYS[2] the user's session lease key (hash {o, f, d})
     KEYS[3] the user's history key (list of JSON, newest first)
-    KEYS[4] the live-session index shard of the user's slot
+    KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
 
     ARGV[1] user id

@@ -268,7 +268,7 @@ describe('sweep', () => {
     if (admitted.outcome !== 'admitted') throw new Error('not admitted');
     const outcome = await claims.claim(admitted, { ...worker, leaseMs: 10_000 });
     if (!outcome.claimed) throw new Error('not claimed');
-    const shard = coordinator.keys.user('healthy').shard;
+    const shard = coordinator.keys.user('healthy').liveIndex;
     expect(Number(await coordinator.redis.zscore(shard, 'healthy'))).toBe(outcome.claim.leaseExpiresAt);
     expect((await sweeper.sweepOnce()).lost).toBe(0);
     expect((await sessions.settleAndRead('healthy'))?.state).toBe('running');

@@ -49,7 +49,7 @@ export class Claims {
     const sentAt = performance.now();
     const reply = await this.#context.scripts.run(
       'claimSession',
-      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
       [
         ref.sessionId,
         ref.fence,
@@ -88,7 +88,7 @@ export class Claims {
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
       'renewSession',
-      [keys.lease, keys.session, keys.shard],
+      [keys.lease, keys.session, keys.liveIndex],
       [claim.owner, claim.leaseMs, claim.userId],
     );
     if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
@@ -144,7 +144,7 @@ export class Claims {
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
       'finishSession',
-      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
       [claim.sessionId, claim.owner, state, exitCode ?? '', claim.userId, this.#policy.historyLength],
     );
     if (replyCode(reply) === ScriptCode.Stale) return false;

@@ -15,8 +15,8 @@ export interface UserKeys {
   readonly spawnThrottle: string;
   /** Sorted set: sliding-window log of the tokens issued to the user. */
   readonly tokenRate: string;
-  /** Sorted set: the live-session index shard that shares the user's slot. */
-  readonly shard: string;
+  /** Sorted set: the live-session index of the user's cluster slot. */
+  readonly liveIndex: string;
   /** List of JSON: the recent endings of the user's slot (for the dashboard), capped. */
   readonly ended: string;
 }
@@ -24,7 +24,7 @@ export interface UserKeys {
 /**
  * Builds every Redis key of the coordinator; nothing else concatenates key strings.
  * Layout: `<prefix>:{u:<userId>}:<kind>` for a user's keys, `<prefix>:{<slotTag>}:live` for the
- * live-session index shard of a slot, `<prefix>:rl:<name>:{<id>}` for stand-alone limiters and
+ * live-session index of a slot, `<prefix>:rl:<name>:{<id>}` for stand-alone limiters and
  * `<prefix>:lease:{r:<resource>}` for stand-alone leases.
  */
 export class Keys {
@@ -47,7 +47,7 @@ export class Keys {
       history: `${base}:history`,
       spawnThrottle: `${base}:spawn`,
       tokenRate: `${base}:tokens`,
-      shard: this.shard(slot),
+      liveIndex: this.liveIndex(slot),
       ended: this.ended(slot),
     };
   }
@@ -86,8 +86,8 @@ export class Keys {
     return Math.floor((slotOf(`{u:${userId}}`) * count) / SLOT_COUNT);
   }
 
-  /** The live-session index shard of one cluster slot. */
-  shard(slot: number): string {
+  /** The live-session index of one cluster slot. */
+  liveIndex(slot: number): string {
     const tag = slotTags()[slot];
     if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
     return `${this.prefix}:{${tag}}:live`;
@@ -100,8 +100,8 @@ export class Keys {
     return `${this.prefix}:{${tag}}:ended`;
   }
 
-  /** Every live-session index shard, one per cluster slot. */
-  allShards(): string[] {
+  /** Every live-session index, one per cluster slot. */
+  allLiveIndexes(): string[] {
     return slotTags().map((tag) => `${this.prefix}:{${tag}}:live`);
   }
 

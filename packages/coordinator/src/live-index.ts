@@ -42,7 +42,7 @@ export async function readIndex(
           slots.map(
             async (slot) =>
               [
-                await redis.zrange(keys.shard(slot), 0, -1, 'WITHSCORES'),
+                await redis.zrange(keys.liveIndex(slot), 0, -1, 'WITHSCORES'),
                 await redis.lrange(keys.ended(slot), 0, endedPerSlot - 1),
               ] as [string[], string[]],
           ),
@@ -50,7 +50,7 @@ export async function readIndex(
       } else {
         const pipeline = redis.pipeline();
         for (const slot of slots)
-          pipeline.zrange(keys.shard(slot), 0, -1, 'WITHSCORES').lrange(keys.ended(slot), 0, endedPerSlot - 1);
+          pipeline.zrange(keys.liveIndex(slot), 0, -1, 'WITHSCORES').lrange(keys.ended(slot), 0, endedPerSlot - 1);
         const results = (await pipeline.exec()) ?? [];
         replies = slots.map((_, i) => {
           const [zErr, z] = results[2 * i]!;

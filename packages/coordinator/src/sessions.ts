@@ -62,7 +62,7 @@ export class SessionStore {
         keys.spawnThrottle,
         keys.lease,
         keys.history,
-        keys.shard,
+        keys.liveIndex,
         keys.ended,
         this.#context.keys.cancelledAdmission(userId, sessionId),
       ],
@@ -123,7 +123,7 @@ export class SessionStore {
         keys.session,
         this.#context.keys.token(parsed.userId, parsed.digest),
         keys.spawnThrottle,
-        keys.shard,
+        keys.liveIndex,
         this.#context.keys.cancelledAdmission(parsed.userId, sessionId),
       ],
       [sessionId, parsed.userId, CANCELLED_ADMISSION_TTL_MS],
@@ -141,7 +141,7 @@ export class SessionStore {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'requestStop',
-      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
       [userId, this.#policy.historyLength],
     );
     if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
@@ -157,7 +157,7 @@ export class SessionStore {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'sweepSession',
-      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
       [userId, this.#policy.historyLength],
     );
     return replyCode(reply) === ScriptCode.Ok;
@@ -172,7 +172,7 @@ export class SessionStore {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'readSession',
-      [keys.session, keys.lease, keys.history, keys.shard, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
       [userId, this.#policy.historyLength],
     );
     if (replyCode(reply) === ScriptCode.NoSession) return undefined;

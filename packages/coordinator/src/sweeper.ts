@@ -5,22 +5,22 @@ import { wrapRedisError } from './redis-errors.js';
 /** Options of {@link Sweeper}. */
 export interface SweeperOptions {
   /**
-   * Milliseconds between sweeps. A sweep reads all 16384 index shards (one per cluster slot): about
+   * Milliseconds between sweeps. A sweep reads all 16384 index indexes (one per cluster slot): about
    * 3 ms of Redis time and 100 ms of client CPU, so it runs every few seconds; admissions and stop
    * requests end an overdue session of their own user at once anyway.
    * @defaultValue 5000
    */
   intervalMs?: number;
   /**
-   * Index shards read per pipelined batch.
+   * Index indexes read per pipelined batch.
    * @defaultValue 2048
    */
   batchSize?: number;
   /**
-   * Due users taken from one shard per sweep (the rest wait for the next sweep).
+   * Due users taken from one slot's live index per sweep (the rest wait for the next sweep).
    * @defaultValue 100
    */
-  perShard?: number;
+  perSlot?: number;
   /** Called when a sweep fails (Redis unreachable); the sweeper goes on at the next interval. */
   onError?: (err: unknown) => void;
   /** Called after each sweep that ended sessions. */
@@ -52,28 +52,28 @@ export class Sweeper {
   constructor(context: Context, sessions: SessionStore, options: SweeperOptions = {}) {
     this.#context = context;
     this.#sessions = sessions;
-    this.#options = { intervalMs: 5000, batchSize: 2048, perShard: 100, ...options };
+    this.#options = { intervalMs: 5000, batchSize: 2048, perSlot: 100, ...options };
   }
 
-  /** Finds the users due now in every index shard. */
+  /** Finds the users due now in every slot's live index. */
   async dueUsers(): Promise<string[]> {
     const { redis, keys } = this.#context;
-    const shards = keys.allShards();
+    const indexes = keys.allLiveIndexes();
     const due: string[] = [];
     try {
       const [seconds, micros] = await redis.time();
       const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-      for (let i = 0; i < shards.length; i += this.#options.batchSize) {
-        const batch = shards.slice(i, i + this.#options.batchSize);
+      for (let i = 0; i < indexes.length; i += this.#options.batchSize) {
+        const batch = indexes.slice(i, i + this.#options.batchSize);
         const replies =
           'nodes' in redis
             ? await Promise.all(
-                batch.map((shard) => redis.zrangebyscore(shard, '-inf', now, 'LIMIT', 0, this.#options.perShard)),
+                batch.map((index) => redis.zrangebyscore(index, '-inf', now, 'LIMIT', 0, this.#options.perSlot)),
               )
             : (
                 (await batch
                   .reduce(
-                    (pipeline, shard) => pipeline.zrangebyscore(shard, '-inf', now, 'LIMIT', 0, this.#options.perShard),
+                    (pipeline, index) => pipeline.zrangebyscore(index, '-inf', now, 'LIMIT', 0, this.#options.perSlot),
                     redis.pipeline(),
                   )
                   .exec()) ?? []

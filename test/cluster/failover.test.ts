@@ -86,9 +86,16 @@ describe.each([1, 0])(
           expect(child.signalCode).toBeNull();
         }
         expect(load.unended).toEqual([]);
-        if (waitReplicas > 0) expect(load.vanished).toEqual([]);
+        // A session the API answered 503 for, found by a retry that met 403 (its token looked used), is
+        // rolled back once Redis answers again: gone by design, and the API says so in its log.
+        const rolledBack = new Set(
+          system.api.logs.filter((line) => /rolled back/.test(String(line['msg']))).map((line) => line['sessionId']),
+        );
+        for (const gone of load.vanished.filter((v) => !v.answered)) expect(rolledBack).toContain(gone.sessionId);
+        const lost = load.vanished.filter((v) => v.answered);
+        if (waitReplicas > 0) expect(lost).toEqual([]);
         // Only a session admitted around the SIGKILL, before its admission reached the replica, can vanish.
-        for (const gone of load.vanished) expect(Math.abs(gone.admittedAt - killedAt)).toBeLessThan(2000);
+        for (const gone of lost) expect(Math.abs(gone.admittedAt - killedAt)).toBeLessThan(2000);
         // Requests that met the failover were refused (503) within the contract's 2 s, as the API measured
         // them (the test process's own view adds its event-loop lag on these 2 busy cores), then retried.
         const refusalsMs = system.api.logs
@@ -121,7 +128,7 @@ describe.each([1, 0])(
         const firstBusyAfterPromotion = busyAfter.sort((a, b) => a.at - b.at)[0];
         console.info(
           `failover (REDIS_WAIT_REPLICAS=${waitReplicas}): replica promoted ${promotedAt - killedAt} ms after the SIGKILL; busy user admitted again ${firstBusyAfterPromotion!.at - killedAt} ms after it; ` +
-            `${load.admitted.length} sessions admitted in ${DURATION_MS / 1000} s; refused and retried: ${JSON.stringify(Object.fromEntries(load.refused))}, slowest 503 ${Math.round(Math.max(0, ...refusalsMs))} ms in the API (${Math.round(load.slowestRefusalMs)} ms seen by the client); sessions lost with a write: ${load.vanished.length}`,
+            `${load.admitted.length} sessions admitted in ${DURATION_MS / 1000} s; refused and retried: ${JSON.stringify(Object.fromEntries(load.refused))}, slowest 503 ${Math.round(Math.max(0, ...refusalsMs))} ms in the API (${Math.round(load.slowestRefusalMs)} ms seen by the client); sessions lost with a write: ${lost.length}, rolled back after a 503: ${load.vanished.length - lost.length}`,
         );
       },
       DURATION_MS + 90_000,

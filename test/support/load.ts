@@ -11,8 +11,13 @@ export interface LoadResult {
   blocked: number[];
   /** Sessions that did not reach a terminal state in time. */
   unended: string[];
-  /** Sessions that are gone without a terminal state: neither live nor in the history (a write lost in a failover). */
-  vanished: Array<{ userId: string; sessionId: string; admittedAt: number }>;
+  /**
+   * Sessions that are gone without a terminal state: neither live nor in the history. `answered`: the API
+   * answered this admission with 202, so only a write lost in a failover explains it. Otherwise the
+   * session was only found (after a 503, the retry met 403/409 and the user's live session was this one):
+   * the API had answered 503 for it and rolls such an admission back once Redis answers again.
+   */
+  vanished: Array<{ userId: string; sessionId: string; admittedAt: number; answered: boolean }>;
   /** Requests the API refused or could not answer (retried), by HTTP status or error name. */
   refused: Map<string, number>;
   /** The longest time the API took to refuse a request, ms. */
@@ -69,6 +74,7 @@ export async function spawnAgainAndAgain(
       ))!;
       const asked = performance.now();
       let admission: Admission | undefined = await retrying(() => system.client.spawn(token), spent);
+      const answered = admission !== undefined;
       if (admission === undefined) {
         const live = await retrying(() => system.client.findSession(userId));
         if (live === undefined) continue;
@@ -104,7 +110,7 @@ export async function spawnAgainAndAgain(
         return;
       }
       if (vanished) {
-        result.vanished.push({ userId, sessionId, admittedAt });
+        result.vanished.push({ userId, sessionId, admittedAt, answered });
         continue;
       }
       result.blocked.push(waited ?? performance.now() - asked);

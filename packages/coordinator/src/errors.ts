@@ -13,6 +13,8 @@ export const errorCodes = {
   deadline_reached: { message: 'The lease has reached its hard deadline and cannot be renewed.' },
   lease_held: { message: 'Another owner holds the lease.' },
   invalid_argument: { message: 'An argument is not valid.' },
+  no_capacity: { message: 'No worker host has a free slot now; retry shortly.' },
+  no_host: { message: 'No live worker host has this id.' },
   unavailable: { message: 'Redis is unavailable; retry shortly.' },
   script_failed: { message: 'A coordinator script returned an unexpected reply.' },
 } as const;
@@ -74,6 +76,8 @@ export enum ScriptCode {
   NoSession = -10,
   BadArgument = -11,
   Cancelled = -12,
+  NoCapacity = -13,
+  NoHost = -14,
 }
 
 const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
@@ -88,6 +92,8 @@ const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
   [ScriptCode.NoSession]: 'no_session',
   [ScriptCode.BadArgument]: 'invalid_argument',
   [ScriptCode.Cancelled]: 'token_invalid',
+  [ScriptCode.NoCapacity]: 'no_capacity',
+  [ScriptCode.NoHost]: 'no_host',
 };
 
 /** The code a script answered with: the first element of its reply. */

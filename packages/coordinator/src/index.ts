@@ -32,5 +32,12 @@ export { Claims, type ClaimOptions, type SessionRenewAnswer } from './claims.js'
 export * from './session-types.js';
 export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';
 export { USER_ID_PATTERN, assertUserId } from './validate.js';
-export { WorkerRegistry, type WorkerHeartbeat, type WorkerRecord } from './workers.js';
+export {
+  WorkerRegistry,
+  type Capacity,
+  type ReserveOutcome,
+  type WorkerHeartbeat,
+  type WorkerRecord,
+  type WorkerState,
+} from './workers.js';
 export { readIndex, type IndexSnapshot, type IndexedUser, type RecentEnding } from './live-index.js';

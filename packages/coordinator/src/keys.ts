@@ -115,9 +115,19 @@ export class Keys {
     return `${this.prefix}:{workers}:queue-shards`;
   }
 
-  /** The registry of worker hosts (sorted set: host id by last heartbeat). */
+  /** The registry of worker hosts (sorted set: host id by when its heartbeat runs out, epoch ms). */
   workers(): string {
     return `${this.prefix}:{workers}:index`;
+  }
+
+  /** The worker capacity (hash: `total` slots of live hosts, `c:<workerId>` each host's share). */
+  capacity(): string {
+    return `${this.prefix}:{workers}:capacity`;
+  }
+
+  /** The held slots (sorted set: id of an admitted, unended session by when its hold runs out, epoch ms). */
+  held(): string {
+    return `${this.prefix}:{workers}:held`;
   }
 
   /** The heartbeat record of one worker host (same slot as the registry). */

@@ -15,6 +15,7 @@ import { servicesPlugin } from './plugins/services.js';
 import { DASHBOARD_PATH, dashboardPlugin } from './dashboard/plugin.js';
 import { operationRoutes } from './routes/operations.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { hostRoutes } from './routes/hosts.js';
 import { spawnRoutes } from './routes/spawn.js';
 import { tokenRoutes } from './routes/tokens.js';
 
@@ -112,6 +113,7 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(tokenRoutes);
   await app.register(spawnRoutes);
   await app.register(sessionRoutes);
+  await app.register(hostRoutes);
   await app.register(dashboardPlugin, { prefix: DASHBOARD_PATH });
   return app;
 }

@@ -25,6 +25,11 @@ export interface ApiConfig extends CommonConfig {
   spawnFailureWindowMs: number;
   /** Trust `X-Forwarded-For` from a proxy in front of the API for the client address. @defaultValue false */
   trustProxy: boolean;
+  /**
+   * Refuse a spawn with `503 no_capacity` when no worker slot is free; false admits beyond capacity
+   * (for pools that autoscale on queue length). @defaultValue true
+   */
+  capacityCheck: boolean;
 }
 
 const apiKeysVar = z
@@ -66,6 +71,7 @@ const apiEnvShape = {
   SPAWN_FAILURE_LIMIT: intVar(20, 1, 1_000_000_000),
   SPAWN_FAILURE_WINDOW_MS: intVar(10_000, 1, 24 * 3_600_000),
   TRUST_PROXY: stringVar('false', /^(true|false)$/, 'true or false'),
+  CAPACITY_CHECK: stringVar('true', /^(true|false)$/, 'true or false'),
 };
 
 /** Parses the API's environment; throws a one-line ConfigError naming the first bad variable. */
@@ -91,5 +97,6 @@ export function loadApiConfig(env: Readonly<Record<string, string | undefined>>)
     spawnFailureLimit: parsed.SPAWN_FAILURE_LIMIT,
     spawnFailureWindowMs: parsed.SPAWN_FAILURE_WINDOW_MS,
     trustProxy: parsed.TRUST_PROXY === 'true',
+    capacityCheck: parsed.CAPACITY_CHECK === 'true',
   };
 }

@@ -8,6 +8,7 @@ export const statFields = [
   'token_invalid',
   'session_exists',
   'throttled',
+  'no_capacity',
   'tokens_issued',
   'tokens_throttled',
 ] as const;

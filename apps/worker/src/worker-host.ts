@@ -55,6 +55,13 @@ export class WorkerHost {
   #beat: (() => void) | undefined;
   #soon: NodeJS.Timeout | undefined;
   #busy = 0;
+  /** Sessions taken from the queue and not finished: their slots' holds are renewed with each heartbeat. */
+  readonly #running = new Set<string>();
+  /** Sessions finished since the last heartbeat that went through: their holds are given back with the next. */
+  #ended: string[] = [];
+  #draining: Promise<void> | undefined;
+  #drainedResolve: (() => void) | undefined;
+  readonly #drained = new Promise<void>((resolve) => (this.#drainedResolve = resolve));
 
   constructor(options: WorkerHostOptions) {
     this.#config = options.config;
@@ -131,21 +138,62 @@ export class WorkerHost {
       log: this.#logger,
     });
     const beat = (this.#beat = (): void => {
+      const ended = this.#ended;
+      this.#ended = [];
       this.#coordinator.workers
         .heartbeat(
-          { workerId: this.#config.workerId, slots: this.#config.slots, busy: this.#busy, startedAt: this.#startedAt },
+          {
+            workerId: this.#config.workerId,
+            slots: this.#config.slots,
+            busy: this.#busy,
+            startedAt: this.#startedAt,
+            running: [...this.#running],
+            ended,
+          },
           this.#heartbeatMs * 3,
         )
-        .catch((err: unknown) => this.#logger.debug({ err: { message: (err as Error).message } }, 'heartbeat failed'));
+        .then(
+          (state) => {
+            if (state === 'draining') void this.drain('asked through the API');
+          },
+          (err: unknown) => {
+            this.#ended.push(...ended); // given back with the next heartbeat
+            this.#logger.debug({ err: { message: (err as Error).message } }, 'heartbeat failed');
+          },
+        );
     });
     beat();
     this.#heartbeat = setInterval(beat, this.#heartbeatMs);
     this.#logger.info({ slots: this.#config.slots, leaseMs: this.#config.leaseMs }, 'worker host started');
   }
 
+  /**
+   * Drains: takes no new sessions (a job fetched meanwhile is handed back for another host), lets the
+   * running ones end on their own, and resolves once they have (their ends recorded). Then the host
+   * can stop with nothing left to stop. Started by `POST /v1/hosts/{workerId}/drain` (heard with the
+   * next heartbeat) or by SIGTSTP; calling it again returns the same promise.
+   */
+  drain(reason: string): Promise<void> {
+    this.#draining ??= (async () => {
+      this.#logger.info(
+        { reason, busy: this.#busy },
+        'draining: taking no new sessions; exiting once the running ones have ended',
+      );
+      this.#beatSoon();
+      await Promise.all(this.#workers.map((worker) => worker.close()));
+      this.#drainedResolve?.();
+    })();
+    return this.#draining;
+  }
+
+  /** Resolves once the host has drained (see {@link WorkerHost.drain}), however the drain was asked for. */
+  get drained(): Promise<void> {
+    return this.#drained;
+  }
+
   async #process(payload: SpawnJob, job: Job, token: string | undefined): Promise<RunOutcome> {
-    if (this.#shutdown.signal.aborted) {
-      this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'shutting down; job handed back');
+    if (this.#shutdown.signal.aborted || this.#draining !== undefined) {
+      this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'shutting down or draining; job handed back');
       return handBack(job, token, this.#logger);
     }
     if (this.#busy >= this.#config.slots) {
@@ -157,13 +205,16 @@ export class WorkerHost {
     }
     // Slots in use are published soon, not only at the next heartbeat (at most one extra beat per 250 ms).
     this.#busy++;
+    this.#running.add(payload.sessionId);
     if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
     this.#beatSoon();
     try {
       return await this.#runner.run(payload, this.#shutdown.signal);
     } finally {
       this.#busy--;
-      if (!this.#shutdown.signal.aborted) {
+      this.#running.delete(payload.sessionId);
+      this.#ended.push(payload.sessionId);
+      if (!this.#shutdown.signal.aborted && this.#draining === undefined) {
         this.#pauseFetching(false);
         this.#beatSoon();
       }
@@ -202,7 +253,8 @@ export class WorkerHost {
       await settleWithin(Promise.all(workers.map((worker) => worker.close(true))), 500);
       this.#queueRedis?.disconnect();
     } else {
-      await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId), 1000);
+      const ended = [...this.#ended, ...this.#running];
+      await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId, ended), 1000);
     }
     await this.#launcher.close?.();
     await settleWithin(this.#coordinator.close(), 500);

@@ -16,6 +16,8 @@ export const apiErrors = {
   session_exists: { status: 409, message: coordinatorCodes.session_exists.message },
   throttled: { status: 429, message: coordinatorCodes.throttled.message },
   no_session: { status: 404, message: coordinatorCodes.no_session.message },
+  no_host: { status: 404, message: coordinatorCodes.no_host.message },
+  no_capacity: { status: 503, message: coordinatorCodes.no_capacity.message },
   unavailable: { status: 503, message: coordinatorCodes.unavailable.message },
   internal: { status: 500, message: 'Something went wrong on our side; it has been logged.' },
 } as const;
@@ -38,6 +40,8 @@ export const statusOfCoordinatorCode: Readonly<Record<ErrorCode, number>> = {
   deadline_reached: 409,
   lease_held: 409,
   invalid_argument: 400,
+  no_capacity: 503,
+  no_host: 404,
   unavailable: 503,
   script_failed: 500,
 };

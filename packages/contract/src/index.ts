@@ -3,6 +3,8 @@ export { apiErrors, statusOfCoordinatorCode, type ApiErrorCode, type ErrorBody }
 export type {
   Admission,
   EndedSession,
+  Host,
+  Hosts,
   IssueTokenRequest,
   IssuedToken,
   LiveSession,

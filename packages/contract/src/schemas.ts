@@ -94,6 +94,32 @@ export const historyView = z.object({
   ),
 });
 
+export const workerParams = z
+  .object({
+    workerId: z
+      .string()
+      .regex(/^[A-Za-z0-9._:@-]{1,128}$/, 'must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ -')
+      .describe("A worker host's WORKER_ID"),
+  })
+  .strict();
+
+export const hostView = z.object({
+  workerId: z.string(),
+  state: z.enum(['active', 'draining']),
+  slots: z.number().int(),
+  busy: z.number().int(),
+  heartbeatAt: z.string(),
+  startedAt: z.string(),
+});
+
+export const hostsView = z.object({
+  hosts: z.array(hostView),
+  freeSlots: z
+    .number()
+    .int()
+    .describe('Slots of live, not draining hosts, less the sessions admitted and not yet ended'),
+});
+
 export const errorSchema = z.object({
   error: z.looseObject({ code: z.string(), message: z.string() }),
 });

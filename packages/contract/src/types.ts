@@ -1,7 +1,16 @@
 // The shapes of the API's requests and answers, inferred from the schemas: the client and the CLI use
 // these (type-only imports, so they carry no runtime dependency).
 import type { z } from 'zod';
-import type { historyView, issueTokenBody, sessionView, spawnAdmitted, stopAccepted, tokenIssued } from './schemas.js';
+import type {
+  historyView,
+  hostView,
+  hostsView,
+  issueTokenBody,
+  sessionView,
+  spawnAdmitted,
+  stopAccepted,
+  tokenIssued,
+} from './schemas.js';
 
 /** States of a session (see the contract). */
 export type SessionState = z.infer<typeof sessionView>['state'] | EndedSession['state'];
@@ -17,3 +26,7 @@ export type LiveSession = z.infer<typeof sessionView>;
 export type StopAccepted = z.infer<typeof stopAccepted>;
 /** One entry of `GET /v1/users/{userId}/history`. */
 export type EndedSession = z.infer<typeof historyView>['sessions'][number];
+/** One worker host of `GET /v1/hosts`. */
+export type Host = z.infer<typeof hostView>;
+/** `200` of `GET /v1/hosts`. */
+export type Hosts = z.infer<typeof hostsView>;

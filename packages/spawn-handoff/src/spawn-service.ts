@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { UnavailableError, withTimeout, type AdmitOutcome, type SessionStore } from '@cq/coordinator';
+import {
+  UnavailableError,
+  withTimeout,
+  type AdmitOutcome,
+  type SessionStore,
+  type WorkerRegistry,
+} from '@cq/coordinator';
 import type { SpawnProducer } from './producer.js';
 import type { SpawnLogger } from './logger.js';
 import { AdmissionReconciler } from './reconciler.js';
@@ -10,6 +16,17 @@ export interface SpawnServiceOptions {
   producer: SpawnProducer;
   log: SpawnLogger;
   /**
+   * The worker capacity: each admitted session holds a slot (see {@link WorkerRegistry.reserve}) for
+   * `holdMs`, until a worker host that runs it renews the hold. Without it, no slot is held.
+   */
+  capacity?: {
+    workers: Pick<WorkerRegistry, 'reserve' | 'release'>;
+    /** Refuse an admission (`no_capacity`) when no slot is free; false holds one all the same (`CAPACITY_CHECK=false`). */
+    enforce: boolean;
+    /** How long a hold lasts unless renewed, ms: the pending timeout plus a margin for the claiming host's heartbeat. */
+    holdMs: number;
+  };
+  /**
    * Every spawn is decided within this many ms of its arrival (the contract's 2 s for a 503, less a
    * margin): the enqueue and, when it fails, the rollback share what the admission left of it.
    * @defaultValue 1500
@@ -19,6 +36,9 @@ export interface SpawnServiceOptions {
   stepMinMs?: number;
 }
 
+/** What a `no_capacity` refusal advises: slots free as sessions end, which nothing predicts; look again in a second. */
+export const NO_CAPACITY_RETRY_MS = 1000;
+
 /** How a spawn ended: what the HTTP route maps to a status, and nothing else. */
 export type SpawnOutcome =
   | Exclude<AdmitOutcome, { outcome: 'admitted' }>
@@ -26,6 +46,11 @@ export type SpawnOutcome =
       /** The enqueue's answer was lost, but a worker host had already taken the job. */
       readonly confirmedByWorker: boolean;
     })
+  | {
+      /** No worker slot was free: the admission was rolled back, the token is valid again. */
+      readonly outcome: 'no_capacity';
+      readonly retryAfterMs: number;
+    }
   | {
       readonly outcome: 'unavailable';
       /**
@@ -58,7 +83,7 @@ export class SpawnService {
   }
 
   async spawn(token: string): Promise<SpawnOutcome> {
-    const { sessions, producer } = this.#options;
+    const { sessions, producer, capacity } = this.#options;
     const sessionId = randomUUID();
     const deadline = performance.now() + this.#answerWithinMs;
     const left = (): number => Math.max(this.#stepMinMs, Math.round(deadline - performance.now()));
@@ -76,6 +101,27 @@ export class SpawnService {
       sessionId: admission.sessionId,
       fence: admission.fence,
     });
+    if (capacity !== undefined) {
+      // A slot for the session, decided in the capacity's own cluster slot after the admission, so
+      // the refusals that need no slot (403, 409, 429) cost one round trip; a refused hold undoes the admission.
+      const hold = await withTimeout(
+        capacity.workers.reserve(admission.sessionId, capacity.holdMs, capacity.enforce),
+        left(),
+        'capacity',
+      ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+      if (hold instanceof Error || hold.outcome === 'no_capacity') {
+        const failure = hold instanceof Error ? { message: hold.message } : undefined;
+        const rollback = await this.#rollBack(token, admission.sessionId, left);
+        // A hold whose answer was lost may still have been taken: give it back (it runs out by itself otherwise).
+        if (hold instanceof Error) void capacity.workers.release([admission.sessionId]).catch(() => {});
+        if (failure === undefined && rollback !== 'deferred') {
+          log.debug({ rollback }, 'no worker slot free; admission rolled back');
+          return { outcome: 'no_capacity', retryAfterMs: NO_CAPACITY_RETRY_MS };
+        }
+        log.warn({ err: failure, rollback }, 'capacity check failed; admission rolled back');
+        return this.#unavailable(rollback === 'deferred' ? 'deferred' : 'rolled_back');
+      }
+    }
     try {
       await withTimeout(
         producer.enqueue({ userId: admission.userId, sessionId: admission.sessionId, fence: admission.fence }),
@@ -86,29 +132,15 @@ export class SpawnService {
     } catch (err) {
       const enqueueError = { message: (err as Error).message };
       // The session could not be handed on: roll the admission back so the token works again.
-      const rollback = await withTimeout(
-        sessions.cancelAdmission(token, admission.sessionId),
-        left(),
-        'rollback',
-      ).catch((cause: unknown) => (cause instanceof Error ? cause : new Error(String(cause))));
-      if (rollback instanceof Error) {
-        // Redis is unreachable, or too slow to answer in time: cancel later, if the session is still pending then.
-        this.reconciler.add(token, admission.sessionId);
-        log.warn({ err: enqueueError, rollback: rollback.message }, 'enqueue failed; rollback deferred');
-        return {
-          outcome: 'unavailable',
-          why: 'deferred',
-          message:
-            'The spawn queue is unavailable; retry shortly with the same token (once the admission is rolled back it works again).',
-        };
+      const rollback = await this.#rollBack(token, admission.sessionId, left);
+      if (rollback === 'deferred') {
+        log.warn({ err: enqueueError }, 'enqueue failed; rollback deferred');
+        return this.#unavailable('deferred');
       }
-      if (rollback.cancelled) {
+      if (rollback === 'cancelled') {
+        if (capacity !== undefined) void capacity.workers.release([admission.sessionId]).catch(() => {});
         log.warn({ err: enqueueError, rollback }, 'enqueue failed; admission rolled back');
-        return {
-          outcome: 'unavailable',
-          why: 'rolled_back',
-          message: 'The spawn queue is unavailable; the token is still valid, retry shortly.',
-        };
+        return this.#unavailable('rolled_back');
       }
       // Not pending any more: the job did reach a worker host (only its answer was lost), or the
       // admission itself was lost in a failover. Answer what Redis holds.
@@ -117,16 +149,37 @@ export class SpawnService {
       );
       if (live?.sessionId !== admission.sessionId) {
         log.warn({ err: enqueueError, rollback }, 'enqueue failed and the admission is gone');
-        return {
-          outcome: 'unavailable',
-          why: 'unconfirmed',
-          message:
-            'The spawn queue is unavailable and the admission could not be confirmed; look up the session, or retry with a new token.',
-        };
+        return this.#unavailable('unconfirmed');
       }
       log.info({ err: enqueueError }, 'enqueue answer lost, but a worker host already took the session');
       return { ...admission, confirmedByWorker: true };
     }
+  }
+
+  /**
+   * Rolls an admission back within the budget: `cancelled` (the token is valid again), `stale` (the
+   * session is not pending any more), or `deferred` (Redis did not answer in time; the reconciler
+   * finishes it).
+   */
+  async #rollBack(token: string, sessionId: string, left: () => number): Promise<'cancelled' | 'stale' | 'deferred'> {
+    try {
+      const result = await withTimeout(this.#options.sessions.cancelAdmission(token, sessionId), left(), 'rollback');
+      return result.cancelled ? 'cancelled' : 'stale';
+    } catch {
+      this.reconciler.add(token, sessionId);
+      return 'deferred';
+    }
+  }
+
+  #unavailable(why: 'rolled_back' | 'deferred' | 'unconfirmed'): SpawnOutcome {
+    const message = {
+      rolled_back: 'The spawn queue is unavailable; the token is still valid, retry shortly.',
+      deferred:
+        'The spawn queue is unavailable; retry shortly with the same token (once the admission is rolled back it works again).',
+      unconfirmed:
+        'The spawn queue is unavailable and the admission could not be confirmed; look up the session, or retry with a new token.',
+    }[why];
+    return { outcome: 'unavailable', why, message };
   }
 
   /** One last, bounded attempt at the admissions left to reconcile. */

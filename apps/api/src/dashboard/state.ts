@@ -21,7 +21,16 @@ export interface LiveRow {
 export interface DashboardState {
   now: number;
   live: { total: number; offset: number; limit: number; filter: string; rows: LiveRow[] };
-  workers: Array<{ workerId: string; slots: number; busy: number; heartbeatAgeMs: number; startedAt: number }>;
+  workers: Array<{
+    workerId: string;
+    state: 'active' | 'draining';
+    slots: number;
+    busy: number;
+    heartbeatAgeMs: number;
+    startedAt: number;
+  }>;
+  /** Slots of live, not draining hosts, less the sessions admitted and not yet ended. */
+  freeSlots: number;
   ended: Array<{
     userId: string;
     sessionId: string;
@@ -37,6 +46,7 @@ export interface DashboardState {
     throttled: number;
     tokenInvalid: number;
     sessionExists: number;
+    noCapacity: number;
     tokensThrottled: number;
   }>;
 }
@@ -70,9 +80,10 @@ export class DashboardStateReader {
   }
 
   async read(query: { filter: string; offset: number; limit: number }): Promise<DashboardState> {
-    const [index, workers, chart] = await Promise.all([
+    const [index, workers, capacity, chart] = await Promise.all([
       this.#index(),
       this.#coordinator.workers.list(),
+      this.#coordinator.workers.capacity(),
       this.#stats.read(15),
     ]);
     const now = Date.now();
@@ -101,11 +112,13 @@ export class DashboardStateReader {
       live: { total: matching.length, offset: query.offset, limit: query.limit, filter: query.filter, rows },
       workers: workers.map((w) => ({
         workerId: w.workerId,
+        state: w.state,
         slots: w.slots,
         busy: w.busy,
         heartbeatAgeMs: now - w.seenAt,
         startedAt: w.startedAt,
       })),
+      freeSlots: capacity.free,
       ended: index.ended
         .filter((e) => query.filter === '' || e.userId.includes(query.filter))
         .slice(0, 50)
@@ -124,6 +137,7 @@ export class DashboardStateReader {
         throttled: m.counts.throttled,
         tokenInvalid: m.counts.token_invalid,
         sessionExists: m.counts.session_exists,
+        noCapacity: m.counts.no_capacity,
         tokensThrottled: m.counts.tokens_throttled,
       })),
     };

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The API's Prometheus metrics, on a registry of the app's own. */
 export interface ApiMetrics {
@@ -11,6 +11,10 @@ export interface ApiMetrics {
   readonly redisErrors: Counter<'operation'>;
   readonly replicaWaitShortfalls: Counter<'script'>;
   readonly requestDuration: Histogram<'method' | 'route' | 'status'>;
+  /** Worker slots: `free` (what admission may still hold), `total` and `held`; set at each scrape. */
+  readonly slots: Gauge<'kind'>;
+  /** Live worker hosts by state; set at each scrape. */
+  readonly hosts: Gauge<'state'>;
 }
 
 declare module 'fastify' {
@@ -56,6 +60,18 @@ export const metricsPlugin = fp(
         help: 'HTTP request latency',
         labelNames: ['method', 'route', 'status'],
         buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+        registers: [registry],
+      }),
+      slots: new Gauge({
+        name: 'cq_worker_slots',
+        help: "Worker slots: free (live, not draining hosts' SLOTS less the sessions admitted and not ended), total, held",
+        labelNames: ['kind'],
+        registers: [registry],
+      }),
+      hosts: new Gauge({
+        name: 'cq_worker_hosts',
+        help: 'Live worker hosts by state',
+        labelNames: ['state'],
         registers: [registry],
       }),
     };

@@ -26,6 +26,13 @@ export interface ServicesOptions {
   sweep?: boolean;
 }
 
+/**
+ * How long past its pending deadline an admitted session's slot stays held unless a host renews it: time
+ * for the host that claims it at the last moment to publish its heartbeat. It also bounds how long an API
+ * that dies between holding a slot and handing the session on keeps that slot: PENDING_TIMEOUT_MS + this.
+ */
+export const HOLD_MARGIN_MS = 5000;
+
 async function closeClient(client: RedisClient): Promise<void> {
   if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
   else client.disconnect();
@@ -71,6 +78,12 @@ export const servicesPlugin = fp(
       producer: spawnQueues,
       log: app.log,
       answerWithinMs: BUDGET.commandMs,
+      // Every admission holds a slot, checked or not, so free slots and the queue tell an autoscaler the same story.
+      capacity: {
+        workers: coordinator.workers,
+        enforce: config.capacityCheck,
+        holdMs: config.policy.pendingTimeoutMs + HOLD_MARGIN_MS,
+      },
     });
     app.decorate('spawns', spawns);
     app.addHook('onReady', async () => {

@@ -24,6 +24,16 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
   });
 
   app.get('/metrics', { schema: { summary: 'Prometheus metrics', hide: true } }, async (_request, reply) => {
+    // Capacity and hosts are read at the scrape; with Redis away they keep their last values.
+    const { workers } = app.coordinator;
+    const read = Promise.all([workers.capacity(), workers.list()]).catch(() => undefined);
+    const seen = (await settleWithin(read, BUDGET.readyMs)) ? await read : undefined;
+    if (seen !== undefined) {
+      const [capacity, hosts] = seen;
+      for (const kind of ['free', 'total', 'held'] as const) app.metrics.slots.set({ kind }, capacity[kind]);
+      for (const state of ['active', 'draining'] as const)
+        app.metrics.hosts.set({ state }, hosts.filter((h) => h.state === state).length);
+    }
     reply.header('Content-Type', app.metrics.registry.contentType);
     return app.metrics.registry.metrics();
   });

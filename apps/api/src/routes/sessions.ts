@@ -56,6 +56,13 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       const { userId } = request.params;
       const outcome = await app.coordinator.sessions.requestStop(userId);
       if (outcome.outcome === 'no_session') throw new HttpError('no_session', `User ${userId} has no live session.`);
+      // A pending session stopped here gives its worker slot back now (a running one, through its host).
+      if (outcome.outcome === 'stopped')
+        await app.coordinator.workers
+          .release([outcome.sessionId])
+          .catch((err: unknown) =>
+            request.log.debug({ err: { message: (err as Error).message } }, 'slot not given back; its hold runs out'),
+          );
       request.log.info({ userId, sessionId: outcome.sessionId, state: outcome.outcome }, 'stop requested');
       return reply.code(202).send({ sessionId: outcome.sessionId, userId, state: outcome.outcome });
     },

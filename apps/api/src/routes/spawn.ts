@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError, sendError } from '../http-errors.js';
 import { FailedAttemptLimiter } from '../failed-attempts.js';
-import { setRateLimitHeaders } from '../rate-limit-headers.js';
+import { retryAfterSeconds, setRateLimitHeaders } from '../rate-limit-headers.js';
 import { errorSchema, spawnAdmitted, spawnBody } from '@cq/contract';
 
 /** `POST /v1/spawn`: admit a spawn with a one-time token (the token is the credential). */
@@ -25,6 +25,7 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
           403: errorSchema,
           409: errorSchema,
           429: errorSchema,
+          // Also `no_capacity`: no worker slot is free (Retry-After).
           503: errorSchema,
         },
       },
@@ -73,6 +74,9 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
           return sendError(reply, 'throttled', 'Spawning too often for this user.', {
             retryAfterMs: outcome.rate.retryAfterMs,
           });
+        case 'no_capacity':
+          reply.header('Retry-After', String(retryAfterSeconds(outcome.retryAfterMs)));
+          return sendError(reply, 'no_capacity', undefined, { retryAfterMs: outcome.retryAfterMs });
         case 'unavailable':
           throw new HttpError('unavailable', outcome.message);
         case 'admitted':

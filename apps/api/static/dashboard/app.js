@@ -31,7 +31,9 @@
     const svg = $('chart');
     const max = Math.max(
       1,
-      ...points.map((p) => p.admitted + p.throttled + p.tokenInvalid + p.sessionExists + p.tokensThrottled),
+      ...points.map(
+        (p) => p.admitted + p.throttled + p.tokenInvalid + p.sessionExists + p.noCapacity + p.tokensThrottled,
+      ),
     );
     const w = 600 / points.length;
     const parts = [];
@@ -41,6 +43,7 @@
         ['admitted', p.admitted],
         ['throttled', p.throttled],
         ['rejected', p.tokenInvalid + p.sessionExists],
+        ['full', p.noCapacity],
         ['tokens', p.tokensThrottled],
       ]) {
         const h = (n / max) * 110;
@@ -75,6 +78,7 @@
     $('worker-count').textContent = s.workers.length;
     $('slot-count').textContent =
       s.workers.reduce((n, w) => n + w.busy, 0) + ' / ' + s.workers.reduce((n, w) => n + w.slots, 0);
+    $('free-slots').textContent = s.freeSlots;
     $('page').textContent =
       s.live.total === 0
         ? 'none'
@@ -97,6 +101,7 @@
       tr.dataset.worker = w.workerId;
       tr.append(
         cell(w.workerId, 'worker'),
+        cell(w.state, 'state s-' + w.state),
         cell(ms(w.heartbeatAgeMs), 'age'),
         cell(w.busy + ' / ' + w.slots, 'slots'),
         cell(time(w.startedAt)),

@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import { jsonHeaders, send, startTestApi } from '../test-support/app.js';
+
+describe('capacity, hosts and drain', async () => {
+  const api = await startTestApi({ CAPACITY_CHECK: 'true', TOKEN_LIMIT: '100000', SPAWN_INTERVAL_MS: '60000' });
+  // A worker host as the API sees one: its heartbeat in Redis (the hosts themselves are tested end to end).
+  const host = (workerId: string, slots: number, busy = 0) =>
+    api.coordinator.workers.heartbeat({ workerId, slots, busy, startedAt: Date.parse('2026-11-22T10:00:00Z') }, 60_000);
+  const spawn = (token: string) =>
+    send(api.baseUrl, 'POST', '/v1/spawn', { body: JSON.stringify({ token }), headers: jsonHeaders(false) });
+  const token = async (userId: string) => (await api.client.issueToken({ userId })).token;
+  const get = (path: string) => send(api.baseUrl, 'GET', path, { headers: jsonHeaders() });
+  const post = (path: string) =>
+    send(api.baseUrl, 'POST', path, { headers: { authorization: jsonHeaders().authorization! } });
+
+  it('503 no_capacity with Retry-After once the slots are held; the refused token and throttle stay as they were', async () => {
+    await host('cap-a', 2);
+    expect((await get('/v1/hosts')).body).toEqual({
+      hosts: [
+        {
+          workerId: 'cap-a',
+          state: 'active',
+          slots: 2,
+          busy: 0,
+          heartbeatAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+          startedAt: '2026-11-22T10:00:00.000Z',
+        },
+      ],
+      freeSlots: 2,
+    });
+    expect((await spawn(await token('cap-1'))).status).toBe(202);
+    expect((await spawn(await token('cap-2'))).status).toBe(202);
+    const refusedToken = await token('cap-3');
+    const refused = await spawn(refusedToken);
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(refused.body.error).toMatchObject({ code: 'no_capacity', retryAfterMs: 1000 });
+    expect(await api.coordinator.sessions.settleAndRead('cap-3')).toBeUndefined();
+    expect((await get('/v1/hosts')).body.freeSlots).toBe(0);
+
+    // A pending session stopped gives its slot back at once; the refused token then works (its throttle
+    // was not moved: SPAWN_INTERVAL_MS is a minute).
+    expect((await send(api.baseUrl, 'DELETE', '/v1/users/cap-1/session', { headers: jsonHeaders() })).status).toBe(202);
+    expect((await get('/v1/hosts')).body.freeSlots).toBe(1);
+    expect((await spawn(refusedToken)).status).toBe(202);
+
+    const metrics = (await send(api.baseUrl, 'GET', '/metrics')).body as string;
+    expect(metrics).toContain('cq_admissions_total{outcome="no_capacity"} 1');
+    expect(metrics).toContain('cq_worker_slots{kind="free"} 0');
+    expect(metrics).toContain('cq_worker_hosts{state="active"} 1');
+  });
+
+  it('drain: 202 with the host now draining, its free slots leave the capacity at once; 404 no_host; 400 for a bad id', async () => {
+    await host('cap-b', 3, 1);
+    const before = (await get('/v1/hosts')).body.freeSlots as number;
+    const drained = await post('/v1/hosts/cap-b/drain');
+    expect(drained.status).toBe(202);
+    expect(drained.body).toMatchObject({ workerId: 'cap-b', state: 'draining', slots: 3, busy: 1 });
+    const after = (await get('/v1/hosts')).body;
+    expect(after.hosts.find((h: { workerId: string }) => h.workerId === 'cap-b')).toMatchObject({ state: 'draining' });
+    expect(after.freeSlots).toBe(before - 2);
+    expect((await post('/v1/hosts/cap-b/drain')).status).toBe(202);
+    const unknown = await post('/v1/hosts/nobody/drain');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.code).toBe('no_host');
+    expect((await post('/v1/hosts/' + encodeURIComponent('bad host{}') + '/drain')).status).toBe(400);
+    expect((await send(api.baseUrl, 'POST', '/v1/hosts/cap-b/drain')).status).toBe(401);
+    expect((await send(api.baseUrl, 'GET', '/v1/hosts')).status).toBe(401);
+  });
+});

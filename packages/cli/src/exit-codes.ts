@@ -22,6 +22,8 @@ export const exitCodes = {
   unavailable: 8,
   /** Any other error answer (400, 413, ...). */
   rejected: 9,
+  /** 404 no_host (drain). */
+  noHost: 14,
 } as const;
 
 /** The exit code of each API error code a script may want to tell apart; any other is `rejected`. */
@@ -32,6 +34,9 @@ const exitCodeOfApiError: Partial<Record<ApiErrorCode | 'unreachable', number>> 
   session_exists: exitCodes.sessionExists,
   throttled: exitCodes.throttled,
   unavailable: exitCodes.unavailable,
+  // No worker slot free: like unavailable, retry shortly with the same token.
+  no_capacity: exitCodes.unavailable,
+  no_host: exitCodes.noHost,
   // The client's code when the API could not be reached at all.
   unreachable: exitCodes.unavailable,
 };

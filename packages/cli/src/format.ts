@@ -1,8 +1,10 @@
-import { ApiError, SessionExistsError, ThrottledError } from '@cq/client';
+import { ApiError, NoCapacityError, SessionExistsError, ThrottledError } from '@cq/client';
 
 /** One line describing an error answer, e.g. `throttled: retry in 7 s`. */
 export function describeError(err: unknown): string {
   if (err instanceof ThrottledError) return `throttled: retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
+  if (err instanceof NoCapacityError)
+    return `no_capacity: no worker slot is free; the token stays valid, retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
   if (err instanceof SessionExistsError) return `session_exists: the user already has session ${err.sessionId}`;
   if (err instanceof ApiError) return `${err.code}: ${err.message}`;
   return `error: ${err instanceof Error ? err.message : String(err)}`;

@@ -16,6 +16,8 @@ commands:
   stop <userId>                                                 stop the user's live session
   history <userId>                                              the user's ended sessions
   watch <userId>                                                follow the live session until it ends (or say how the last one ended)
+  hosts                                                         the live worker hosts and the free slots
+  drain <workerId>                                              drain a worker host: no new sessions, exit 0 after its last one
   demo [--users N]                                              spawn sessions for a few users and show what happens
 
 options:
@@ -24,7 +26,7 @@ options:
   --json       print JSON instead of text
 
 exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 no session,
-6 session exists, 7 throttled, 8 unavailable, 9 other refusal; watch: 10 failed, 11 expired,
+6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host; watch: 10 failed, 11 expired,
 12 stopped, 13 lost (0 completed).
 `;
 
@@ -318,6 +320,39 @@ export async function main(
       }
       case 'watch':
         return await watch(ctx, need('a user id'));
+      case 'hosts': {
+        const { hosts, freeSlots } = await ctx.client.hosts();
+        if (ctx.json) ctx.out(JSON.stringify({ hosts, freeSlots }));
+        else {
+          const now = Date.now();
+          if (hosts.length === 0) ctx.out('no live worker hosts');
+          else
+            ctx.out(
+              table([
+                ['HOST', 'STATE', 'BUSY', 'SLOTS', 'HEARTBEAT', 'UP SINCE'],
+                ...hosts.map((h) => [
+                  h.workerId,
+                  h.state,
+                  String(h.busy),
+                  String(h.slots),
+                  `${duration(now - Date.parse(h.heartbeatAt))} ago`,
+                  h.startedAt,
+                ]),
+              ]),
+            );
+          ctx.out(`free slots: ${freeSlots}`);
+        }
+        return exitCodes.ok;
+      }
+      case 'drain': {
+        const host = await ctx.client.drainHost(need('a worker host id'));
+        print(
+          ctx,
+          host,
+          `${host.workerId}: draining, ${host.busy} session(s) left to end on their own; it exits when they have`,
+        );
+        return exitCodes.ok;
+      }
       case 'demo': {
         const users = parseIntOption(values.users, 'users') ?? 3;
         if (users < 1 || users > 20) throw new UsageError('--users must be from 1 to 20');

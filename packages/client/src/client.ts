@@ -1,5 +1,14 @@
 import { ApiError, NoSessionError, UnavailableError, toApiError } from './errors.js';
-import type { Admission, EndedSession, IssueTokenRequest, IssuedToken, LiveSession, StopAccepted } from './types.js';
+import type {
+  Admission,
+  EndedSession,
+  Host,
+  Hosts,
+  IssueTokenRequest,
+  IssuedToken,
+  LiveSession,
+  StopAccepted,
+} from './types.js';
 
 /** Options of {@link CoordinatorClient}. */
 export interface ClientOptions {
@@ -97,6 +106,19 @@ export class CoordinatorClient {
       `/v1/users/${encodeURIComponent(userId)}/history`,
     );
     return body.sessions;
+  }
+
+  /** `GET /v1/hosts`: the live worker hosts and the free slots. */
+  hosts(): Promise<Hosts> {
+    return this.#request('GET', '/v1/hosts');
+  }
+
+  /**
+   * `POST /v1/hosts/{workerId}/drain`: the host takes no new sessions, lets its running ones end, then
+   * exits 0; throws {@link NoHostError} when no live host has this id.
+   */
+  drainHost(workerId: string): Promise<Host> {
+    return this.#request('POST', `/v1/hosts/${encodeURIComponent(workerId)}/drain`);
   }
 
   /** `GET /readyz`: whether the API can reach Redis. */

@@ -55,6 +55,21 @@ export class UnavailableError extends ApiError {
   override name = 'UnavailableError';
 }
 
+/** 503 `no_capacity`: no worker slot is free now; the token is still valid: ask again after `retryAfterMs`. */
+export class NoCapacityError extends UnavailableError {
+  override name = 'NoCapacityError';
+  readonly retryAfterMs: number;
+  constructor(status: number, code: string, message: string, body: unknown, retryAfterMs: number) {
+    super(status, code, message, body);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** 404 `no_host`: no live worker host has this id. */
+export class NoHostError extends ApiError {
+  override name = 'NoHostError';
+}
+
 /** Builds the typed error for an error answer. */
 export function toApiError(status: number, body: unknown, headers: Headers): ApiError {
   const error = (
@@ -62,12 +77,17 @@ export function toApiError(status: number, body: unknown, headers: Headers): Api
   )?.error;
   const code = typeof error?.code === 'string' ? error.code : `http_${status}`;
   const message = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
+  const retryAfterMs = (): number => {
+    const exact = Number(error?.retryAfterMs);
+    return Number.isFinite(exact) ? exact : Number(headers.get('retry-after')) * 1000;
+  };
   switch (code as ApiErrorCode) {
-    case 'throttled': {
-      const exact = Number(error?.retryAfterMs);
-      const header = Number(headers.get('retry-after')) * 1000;
-      return new ThrottledError(status, code, message, body, Number.isFinite(exact) ? exact : header);
-    }
+    case 'throttled':
+      return new ThrottledError(status, code, message, body, retryAfterMs());
+    case 'no_capacity':
+      return new NoCapacityError(status, code, message, body, retryAfterMs());
+    case 'no_host':
+      return new NoHostError(status, code, message, body);
     case 'session_exists':
       return new SessionExistsError(status, code, message, body, String(error?.sessionId ?? ''));
     case 'token_invalid':

@@ -1,6 +1,8 @@
 export { CoordinatorClient, type ClientOptions } from './client.js';
 export {
   ApiError,
+  NoCapacityError,
+  NoHostError,
   NoSessionError,
   SessionExistsError,
   ThrottledError,

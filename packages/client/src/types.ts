@@ -4,6 +4,8 @@ export type {
   Admission,
   ApiErrorCode,
   EndedSession,
+  Host,
+  Hosts,
   IssueTokenRequest,
   IssuedToken,
   LiveSession,

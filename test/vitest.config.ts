@@ -6,6 +6,7 @@ const onBothTargets = [
   'e2e/sessions.test.ts',
   'e2e/host-crash.test.ts',
   'e2e/chaos.test.ts',
+  'e2e/capacity.test.ts',
 ];
 
 export default defineConfig({

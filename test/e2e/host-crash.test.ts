@@ -7,8 +7,16 @@ import { startSystem } from '../support/system.js';
 
 const LEASE_MS = 3000;
 
+/** A worker host's heartbeat record lives 3 heartbeats (2 s each). */
+const HEARTBEAT_TTL_MS = 6000;
+
 describe('a worker host dies by SIGKILL', async () => {
-  const system = await startSystem({ workerEnv: { LEASE_MS: String(LEASE_MS), SESSION_GRACE_MS: '5000' } });
+  // The lease is under test: the users' next spawns are admitted (CAPACITY_CHECK=false) although the only
+  // host is dead, and wait for the host started afterwards. How the dead host leaves the capacity is checked too.
+  const system = await startSystem({
+    apiEnv: { CAPACITY_CHECK: 'false' },
+    workerEnv: { LEASE_MS: String(LEASE_MS), SESSION_GRACE_MS: '5000' },
+  });
   const users = ['crash-a', 'crash-b', 'crash-c'];
 
   it('its session processes are gone within 2 s, the sessions end as lost, and the users can spawn again within LEASE_MS + 2 s', async () => {
@@ -53,8 +61,17 @@ describe('a worker host dies by SIGKILL', async () => {
       expect(entry).toMatchObject({ state: 'lost', workerId: 'host-1' });
     }
 
-    // A new host takes the users' new sessions.
+    // The dead host leaves the capacity with its sessions' slots when its heartbeat runs out.
+    await until(
+      async () => (await system.client.hosts()).hosts.length === 0,
+      HEARTBEAT_TTL_MS + 1000 - (performance.now() - killedAt),
+      'the dead host no longer listed',
+    );
+    expect(performance.now() - killedAt).toBeLessThanOrEqual(HEARTBEAT_TTL_MS + 1000);
+
+    // A new host takes the users' new sessions; its slots are the capacity now, less those three.
     await system.addWorker('host-2');
+    expect((await system.client.hosts()).freeSlots).toBe(4 - 3);
     await until(
       () => users.every((u) => system.observed().some((o) => o.userId === u && o.fence === 2)),
       15_000,

@@ -73,7 +73,9 @@ describe('sessions end to end through the API', async () => {
 });
 
 describe('lost: no worker host claims the session in time', async () => {
-  const system = await startSystem({ workers: 0, apiEnv: { PENDING_TIMEOUT_MS: '500' } });
+  // No host at all: with the capacity check the spawn would be refused (503 no_capacity); without it
+  // (a pool that scales on queue length) it is admitted and waits for a host until its pending deadline.
+  const system = await startSystem({ workers: 0, apiEnv: { PENDING_TIMEOUT_MS: '500', CAPACITY_CHECK: 'false' } });
 
   it('the sweep ends it as lost, with nobody asking about the user', async () => {
     const s = await system.client.spawn((await system.client.issueToken({ userId: 'u-unclaimed' })).token);

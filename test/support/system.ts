@@ -66,6 +66,7 @@ export async function startSystem(
     ...options.workerEnv,
   };
   const workers: Started[] = [];
+  const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
   const addWorker = async (
     id: string,
     env: Record<string, string> = {},
@@ -73,10 +74,15 @@ export async function startSystem(
   ): Promise<Started> => {
     const worker = await startWorker({ ...workerEnv, ...env, WORKER_ID: id }, startOptions);
     workers.push(worker);
+    // Its slots count once its first heartbeat is in: until then a spawn could meet no_capacity.
+    await until(
+      async () => (await client.hosts()).hosts.some((h) => h.workerId === id),
+      10_000,
+      `worker host ${id} listed by the API`,
+    );
     return worker;
   };
   for (let i = 0; i < (options.workers ?? 1); i++) await addWorker(`host-${i + 1}`);
-  const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
   return {
     api,
     client,

@@ -52,11 +52,18 @@ export class WorkerHost {
   #workers: Worker[] = [];
   #queueRedis: RedisClient | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
-  #beat: (() => void) | undefined;
+  #beat: ((all: boolean) => void) | undefined;
+  #claimBeat: NodeJS.Immediate | undefined;
   #soon: NodeJS.Timeout | undefined;
   #busy = 0;
   /** Sessions taken from the queue and not finished: their slots' holds are renewed with each heartbeat. */
   readonly #running = new Set<string>();
+  /**
+   * Sessions taken since the last heartbeat: the next tick's heartbeat moves their holds from the
+   * admission's (pending timeout + margin) to the heartbeat's time to live, so a host that dies right
+   * after taking them leaves the capacity with them, within its heartbeat's time to live.
+   */
+  #claimed: string[] = [];
   /** Sessions finished since the last heartbeat that went through: their holds are given back with the next. */
   #ended: string[] = [];
   #draining: Promise<void> | undefined;
@@ -92,13 +99,22 @@ export class WorkerHost {
     });
   }
 
+  /** A heartbeat 250 ms from now (at most one such per 250 ms), to publish slots in use and give back ended holds. */
   #beatSoon(): void {
     if (this.#soon !== undefined) return;
     this.#soon = setTimeout(() => {
       this.#soon = undefined;
-      this.#beat?.();
+      this.#beat?.(false);
     }, 250);
     this.#soon.unref();
+  }
+
+  /** A heartbeat on the next tick for the sessions just taken (one for all those taken in this tick). */
+  #beatForClaims(): void {
+    this.#claimBeat ??= setImmediate(() => {
+      this.#claimBeat = undefined;
+      this.#beat?.(false);
+    });
   }
 
   /** Sessions running now. */
@@ -137,9 +153,12 @@ export class WorkerHost {
       run: (payload, job, token) => this.#process(payload, job, token),
       log: this.#logger,
     });
-    const beat = (this.#beat = (): void => {
+    // Every heartbeat renews the holds of the sessions taken since the last one; the periodic one, all.
+    const beat = (this.#beat = (all: boolean): void => {
       const ended = this.#ended;
       this.#ended = [];
+      const running = all ? [...this.#running] : this.#claimed.filter((id) => this.#running.has(id));
+      this.#claimed = [];
       this.#coordinator.workers
         .heartbeat(
           {
@@ -147,7 +166,7 @@ export class WorkerHost {
             slots: this.#config.slots,
             busy: this.#busy,
             startedAt: this.#startedAt,
-            running: [...this.#running],
+            running,
             ended,
           },
           this.#heartbeatMs * 3,
@@ -162,8 +181,8 @@ export class WorkerHost {
           },
         );
     });
-    beat();
-    this.#heartbeat = setInterval(beat, this.#heartbeatMs);
+    beat(true);
+    this.#heartbeat = setInterval(() => beat(true), this.#heartbeatMs);
     this.#logger.info({ slots: this.#config.slots, leaseMs: this.#config.leaseMs }, 'worker host started');
   }
 
@@ -203,11 +222,12 @@ export class WorkerHost {
       this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'all slots busy; job handed back');
       return handBack(job, token, this.#logger);
     }
-    // Slots in use are published soon, not only at the next heartbeat (at most one extra beat per 250 ms).
+    // A heartbeat on the next tick publishes the slot in use and takes over the session's hold.
     this.#busy++;
     this.#running.add(payload.sessionId);
+    this.#claimed.push(payload.sessionId);
     if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
-    this.#beatSoon();
+    this.#beatForClaims();
     try {
       return await this.#runner.run(payload, this.#shutdown.signal);
     } finally {
@@ -241,6 +261,7 @@ export class WorkerHost {
   async stop(): Promise<void> {
     clearInterval(this.#heartbeat);
     clearTimeout(this.#soon);
+    if (this.#claimBeat !== undefined) clearImmediate(this.#claimBeat);
     const workers = this.#workers;
     const closing = workers.length === 0 ? undefined : Promise.all(workers.map((worker) => worker.close()));
     this.#shutdown.abort();

@@ -164,3 +164,62 @@ describe('the admission reconciler (fake timers)', () => {
     expect(reconciler.size).toBe(0);
   });
 });
+
+describe('the capacity step: a slot is held after the admission, or the admission is rolled back', () => {
+  const producer = new FakeProducer();
+  /** The registry, with an answer the test can lose: the hold is taken, then the call never returns. */
+  let loseAnswer = false;
+  const workers = {
+    reserve: async (...args: Parameters<typeof coordinator.workers.reserve>) => {
+      const outcome = await coordinator.workers.reserve(...args);
+      return loseAnswer ? new Promise<never>(() => {}) : outcome;
+    },
+    release: (ids: readonly string[]) => coordinator.workers.release(ids),
+  };
+  const service = new SpawnService({
+    sessions: coordinator.sessions,
+    producer,
+    log,
+    answerWithinMs: 300,
+    stepMinMs: 50,
+    capacity: { workers, enforce: true, holdMs: 60_000 },
+  });
+  afterAll(() => service.close());
+  afterEach(() => {
+    producer.mode = 'take';
+    loseAnswer = false;
+  });
+  const held = async () => (await coordinator.workers.capacity()).held;
+
+  it('no slot free: no_capacity, nothing queued, no session, and the token works again', async () => {
+    const token = await tokenFor('cap-none');
+    const before = producer.jobs.length;
+    expect(await service.spawn(token)).toEqual({ outcome: 'no_capacity', retryAfterMs: 1000 });
+    expect(producer.jobs.length).toBe(before);
+    expect(await coordinator.sessions.settleAndRead('cap-none')).toBeUndefined();
+    await coordinator.workers.heartbeat({ workerId: 'saga-host', slots: 1, busy: 0, startedAt: 1 }, 60_000);
+    expect(await service.spawn(token)).toMatchObject({ outcome: 'admitted', userId: 'cap-none' });
+    expect(await held()).toBe(1);
+  });
+
+  it('a hold whose answer is lost: the admission is rolled back within the budget and the hold given back', async () => {
+    await coordinator.workers.heartbeat({ workerId: 'saga-host', slots: 5, busy: 0, startedAt: 1 }, 60_000);
+    const before = await held();
+    const token = await tokenFor('cap-lost');
+    loseAnswer = true;
+    const started = performance.now();
+    expect(await service.spawn(token)).toMatchObject({ outcome: 'unavailable', why: 'rolled_back' });
+    expect(performance.now() - started).toBeLessThan(300 + 200);
+    await vi.waitFor(async () => expect(await held()).toBe(before), { timeout: 2000 });
+    loseAnswer = false;
+    expect(await service.spawn(token)).toMatchObject({ outcome: 'admitted', userId: 'cap-lost' });
+  });
+
+  it('a queue that refuses: the admission is rolled back and its hold given back', async () => {
+    const before = await held();
+    const token = await tokenFor('cap-queue');
+    producer.mode = 'refuse';
+    expect(await service.spawn(token)).toMatchObject({ outcome: 'unavailable', why: 'rolled_back' });
+    await vi.waitFor(async () => expect(await held()).toBe(before), { timeout: 2000 });
+  });
+});

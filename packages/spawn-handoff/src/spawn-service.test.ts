@@ -182,7 +182,7 @@ describe('the capacity step: a slot is held after the admission, or the admissio
     log,
     answerWithinMs: 300,
     stepMinMs: 50,
-    capacity: { workers, enforce: true, holdMs: 60_000 },
+    capacity: { workers, holdMs: 60_000 },
   });
   afterAll(() => service.close());
   afterEach(() => {

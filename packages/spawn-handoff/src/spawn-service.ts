@@ -16,13 +16,12 @@ export interface SpawnServiceOptions {
   producer: SpawnProducer;
   log: SpawnLogger;
   /**
-   * The worker capacity: each admitted session holds a slot (see {@link WorkerRegistry.reserve}) for
-   * `holdMs`, until a worker host that runs it renews the hold. Without it, no slot is held.
+   * The capacity check: each admitted session must hold a free slot (see {@link WorkerRegistry.reserve})
+   * for `holdMs`, until a worker host that runs it renews the hold; with none free the admission is
+   * rolled back (`no_capacity`). Without it, admissions hold nothing (`CAPACITY_CHECK=false`).
    */
   capacity?: {
     workers: Pick<WorkerRegistry, 'reserve' | 'release'>;
-    /** Refuse an admission (`no_capacity`) when no slot is free; false holds one all the same (`CAPACITY_CHECK=false`). */
-    enforce: boolean;
     /** How long a hold lasts unless renewed, ms: the pending timeout plus a margin for the claiming host's heartbeat. */
     holdMs: number;
   };
@@ -105,7 +104,7 @@ export class SpawnService {
       // A slot for the session, decided in the capacity's own cluster slot after the admission, so
       // the refusals that need no slot (403, 409, 429) cost one round trip; a refused hold undoes the admission.
       const hold = await withTimeout(
-        capacity.workers.reserve(admission.sessionId, capacity.holdMs, capacity.enforce),
+        capacity.workers.reserve(admission.sessionId, capacity.holdMs, true),
         left(),
         'capacity',
       ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));

@@ -78,12 +78,11 @@ export const servicesPlugin = fp(
       producer: spawnQueues,
       log: app.log,
       answerWithinMs: BUDGET.commandMs,
-      // Every admission holds a slot, checked or not, so free slots and the queue tell an autoscaler the same story.
-      capacity: {
-        workers: coordinator.workers,
-        enforce: config.capacityCheck,
-        holdMs: config.policy.pendingTimeoutMs + HOLD_MARGIN_MS,
-      },
+      // With the check off, admissions hold no slot (and cost what they did before it); hosts still
+      // hold one for each session they run, so free slots stay right for an autoscaler.
+      ...(config.capacityCheck
+        ? { capacity: { workers: coordinator.workers, holdMs: config.policy.pendingTimeoutMs + HOLD_MARGIN_MS } }
+        : {}),
     });
     app.decorate('spawns', spawns);
     app.addHook('onReady', async () => {

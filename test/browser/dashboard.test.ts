@@ -56,6 +56,13 @@ describe('the dashboard in a real browser', async () => {
     await page.locator('#workers tbody tr[data-worker="host-1"]').waitFor({ timeout: 10_000 });
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-running.png`, fullPage: true });
 
+    // Drained while alice runs: the host is marked draining and its free slots leave the capacity.
+    await system.client.drainHost('host-1');
+    await page
+      .locator('#workers tbody tr[data-worker="host-1"] td.state', { hasText: 'draining' })
+      .waitFor({ timeout: 10_000 });
+    await page.locator('#free-slots', { hasText: /^0$/ }).waitFor({ timeout: 10_000 });
+
     await system.client.stopSession('alice');
     const ended = page.locator('#ended tbody tr[data-user="alice"]');
     await ended.locator('td.state', { hasText: 'stopped' }).waitFor({ timeout: 10_000 });

@@ -18,7 +18,7 @@ import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock';
 import { measure, medianOf, type Sample } from './measure.js';
 import { benchRedis, redisBenchmark } from './redis.js';
-import { benchSessions } from './sessions.js';
+import { benchAdmission, benchSessions } from './sessions.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
@@ -409,6 +409,25 @@ try {
     runs: pipelineRuns,
   };
   out();
+
+  // 4a. The admission's own cost, with and without the capacity check -------------------------------
+  out('## Admission: POST /v1/spawn → 202 on the built API (real HTTP), with the capacity check and without it');
+  out();
+  const admission = await benchAdmission(server.url, quick);
+  const [checked, unchecked] = admission as [(typeof admission)[number], (typeof admission)[number]];
+  out('| mode | scripts per spawn | 1 caller p50 ms | p99 ms | 50 callers spawns/s | vs without the check |');
+  out('| --- | ---: | ---: | ---: | ---: | ---: |');
+  for (const row of admission)
+    out(
+      `| ${row.mode} | ${fmt(row.scriptsPerSpawn, 2)} | ${fmt(row.p50, 2)} | ${fmt(row.p99, 2)} | ${fmt(row.perSecond)} | ${ratio(row.perSecond, unchecked.perSecond)} |`,
+    );
+  out();
+  results['admission'] = admission;
+  target(
+    'admission with the capacity check, spawns/s ≥ 70% of without it',
+    checked.perSecond / unchecked.perSecond,
+    0.7,
+  );
 
   // 4b. Sessions on real processes ------------------------------------------------------------------
   out('## Sessions: spawn → session process started, on the built API and worker hosts (real HTTP, real processes)');

@@ -18,6 +18,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Coordinator } from '@cq/coordinator';
+import { Redis } from 'ioredis';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const API_KEY = 'bench-sessions-key-0123456789';
@@ -103,7 +105,7 @@ export class Stack {
     return `echo "$USER_ID $(date +%s%N)" >> ${this.file}; ${this.then}`;
   }
 
-  async startApi(): Promise<void> {
+  async startApi(env: Record<string, string> = {}): Promise<void> {
     this.api = startProc('apps/api/dist/main.js', {
       REDIS_URL: this.redisUrl,
       KEY_PREFIX: this.keyPrefix,
@@ -114,6 +116,7 @@ export class Stack {
       TOKEN_LIMIT: '1000000',
       SPAWN_INTERVAL_MS: '1',
       SPAWN_BURST: '1000',
+      ...env,
     });
     const line = await this.api.waitFor((l) => String(l['msg']).startsWith('Server listening at http://127.0.0.1'));
     this.baseUrl = /(http:\/\/127\.0\.0\.1:\d+)/.exec(String(line['msg']))![1]!;
@@ -131,20 +134,36 @@ export class Stack {
     this.hosts.push(host);
     const runtime = await host.waitFor((l) => l['msg'] === 'session runtime started');
     await host.waitFor((l) => l['msg'] === 'worker host started');
+    // Its slots count once its first heartbeat is in.
+    while (!((await this.get('/v1/hosts'))['hosts'] as Array<{ workerId: string }>).some((h) => h.workerId === id))
+      await sleep(20);
     return { host, runtimePid: runtime['runtimePid'] as number };
+  }
+
+  /** Waits until `free` slots are free again (a host gives an ended session's slot back with its next heartbeat). */
+  async slotsFree(free: number): Promise<void> {
+    while (((await this.get('/v1/hosts'))['freeSlots'] as number) < free) await sleep(20);
+  }
+
+  async get(path: string): Promise<Record<string, unknown>> {
+    return this.request('GET', path, undefined, true);
   }
 
   /** POSTs JSON on a kept-alive connection (node:http: the client's own cost stays small). */
   async post(path: string, body: unknown, auth = true): Promise<Record<string, unknown>> {
-    const payload = JSON.stringify(body);
+    return this.request('POST', path, body, auth);
+  }
+
+  async request(method: string, path: string, body: unknown, auth: boolean): Promise<Record<string, unknown>> {
+    const payload = body === undefined ? '' : JSON.stringify(body);
     const { status, json } = await new Promise<{ status: number; json: Record<string, unknown> }>((resolve, reject) => {
       const req = request(
         `${this.baseUrl}${path}`,
         {
-          method: 'POST',
+          method,
           agent,
           headers: {
-            'content-type': 'application/json',
+            ...(payload === '' ? {} : { 'content-type': 'application/json' }),
             'content-length': Buffer.byteLength(payload),
             ...(auth ? { authorization: `Bearer ${API_KEY}` } : {}),
           },
@@ -277,6 +296,96 @@ function rss(pid: number): number {
 }
 
 /** What {@link benchSessions} measured. */
+/** `POST /v1/spawn` → 202 with and without the capacity check: the admission's own cost. */
+export interface AdmissionRow {
+  mode: string;
+  /** One caller, one spawn at a time. */
+  p50: number;
+  p99: number;
+  /** 50 callers at once. */
+  perSecond: number;
+  /** Scripts Redis ran per admitted spawn (EVAL/EVALSHA calls from INFO commandstats). */
+  scriptsPerSpawn: number;
+}
+
+/**
+ * The admission alone, on the built API over real HTTP: `POST /v1/spawn` → 202 with `CAPACITY_CHECK`
+ * on and off, side by side, alternating. No worker host runs (the sessions stay pending): the check
+ * counts the slots of a host record published through the coordinator (a stand-in with ample slots).
+ */
+export async function benchAdmission(redisUrl: string, quick: boolean): Promise<AdmissionRow[]> {
+  const SERIAL = quick ? 300 : 1500;
+  const PARALLEL = quick ? 1000 : 5000;
+  const RUNS = quick ? 1 : 3;
+  const redis = new Redis(redisUrl);
+  const scripts = async (): Promise<number> => {
+    const stats = await redis.info('commandstats');
+    let calls = 0;
+    for (const m of stats.matchAll(/cmdstat_(?:evalsha|eval|evalsha_ro|eval_ro):calls=(\d+)/g)) calls += Number(m[1]);
+    return calls;
+  };
+  const modes = [
+    { mode: 'CAPACITY_CHECK=true (admit, hold a slot, enqueue)', check: 'true' },
+    { mode: 'CAPACITY_CHECK=false (admit, enqueue: the path before the check)', check: 'false' },
+  ];
+  const samples = new Map<string, AdmissionRow[]>();
+  try {
+    for (let run = 0; run < RUNS; run++) {
+      for (const { mode, check } of run % 2 === 0 ? modes : [...modes].reverse()) {
+        const prefix = `benchadm${check === 'true' ? 'on' : 'off'}${run}`;
+        const stack = new Stack(redisUrl, prefix, 'exit 0');
+        await stack.startApi({
+          CAPACITY_CHECK: check,
+          PENDING_TIMEOUT_MS: '3600000',
+          SWEEP_INTERVAL_MS: '3600000',
+        });
+        await new Coordinator({ redis, keyPrefix: prefix }).workers.heartbeat(
+          { workerId: 'stand-in', slots: 1_000_000, busy: 0, startedAt: Date.now() },
+          3_600_000,
+        );
+        try {
+          const warm = await stack.tokens(Array.from({ length: 50 }, (_, i) => `warm-${i}`));
+          for (const token of warm) await stack.post('/v1/spawn', { token }, false);
+          const serialTokens = await stack.tokens(Array.from({ length: SERIAL }, (_, i) => `one-${i}`));
+          const times: number[] = [];
+          const before = await scripts();
+          for (const token of serialTokens) {
+            const t0 = performance.now();
+            await stack.post('/v1/spawn', { token }, false);
+            times.push(performance.now() - t0);
+          }
+          const scriptsPerSpawn = ((await scripts()) - before) / SERIAL;
+          const parallelTokens: string[] = [];
+          for (let i = 0; i < PARALLEL; i += 500)
+            parallelTokens.push(
+              ...(await stack.tokens(Array.from({ length: Math.min(500, PARALLEL - i) }, (_, j) => `par-${i + j}`))),
+            );
+          let next = 0;
+          const t0 = performance.now();
+          await Promise.all(
+            Array.from({ length: 50 }, async () => {
+              while (next < parallelTokens.length)
+                await stack.post('/v1/spawn', { token: parallelTokens[next++] }, false);
+            }),
+          );
+          const perSecond = (PARALLEL * 1000) / (performance.now() - t0);
+          const row = { mode, ...percentiles(times), perSecond, scriptsPerSpawn };
+          samples.set(mode, [...(samples.get(mode) ?? []), row]);
+        } finally {
+          await stack.stop();
+        }
+      }
+    }
+  } finally {
+    redis.disconnect();
+  }
+  // The median run of each mode, by throughput.
+  return modes.map(({ mode }) => {
+    const rows = [...samples.get(mode)!].sort((a, b) => a.perSecond - b.perSecond);
+    return rows[Math.floor(rows.length / 2)]!;
+  });
+}
+
 export interface SessionBench {
   latency: Array<{ case: string; callers: number; p50: number; p99: number; n: number }>;
   startsPerSecond: { ours: number; bare: number; sessions: number };
@@ -298,11 +407,14 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
   const SERIAL = quick ? 40 : 200;
   const ROUNDS = quick ? 3 : 15;
   const AT_ONCE = 20;
+  // Room for the sessions of a round and for the ones that ended but whose slots the hosts have not
+  // given back yet (with their next heartbeat, within 250 ms).
+  const LAT_SLOTS = 32;
   const latency = new Stack(redisUrl, 'benchlat', 'exit 0');
   try {
     await latency.startApi();
-    await latency.addHost('lat-1', 16);
-    await latency.addHost('lat-2', 16);
+    await latency.addHost('lat-1', LAT_SLOTS);
+    await latency.addHost('lat-2', LAT_SLOTS);
     // Warm-up: the first spawns load scripts and open connections.
     const warm = Array.from({ length: 10 }, (_, i) => `warm-${i}`);
     for (const [i, token] of (await latency.tokens(warm)).entries()) {
@@ -322,12 +434,12 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
     for (let round = 0; round < ROUNDS; round++) {
       const users = Array.from({ length: AT_ONCE }, (_, i) => `many-${round}-${i}`);
       const tokens = await latency.tokens(users);
+      // The sessions before have ended and their slots come back: each round starts with both hosts idle.
+      await latency.slotsFree(2 * LAT_SLOTS);
       const t0 = nowMs();
       await Promise.all(tokens.map((token) => latency.post('/v1/spawn', { token }, false)));
       const seen = await latency.waitStarted(users);
       for (const u of users) together.push(seen.get(u)! - t0);
-      // Let the sessions end and free their slots before the next round.
-      await sleep(100);
     }
     result.latency.push({ case: 'ours: POST /v1/spawn → session started', callers: AT_ONCE, ...percentiles(together) });
   } finally {
@@ -369,7 +481,8 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
   const STARTS = quick ? 100 : 300;
   const starts = new Stack(redisUrl, 'benchstarts', 'exec sleep 600');
   try {
-    await starts.startApi();
+    // Queued before any host runs: admitted without the capacity check, as for a pool that scales on its queue.
+    await starts.startApi({ CAPACITY_CHECK: 'false' });
     const users = Array.from({ length: STARTS }, (_, i) => `start-${i}`);
     const tokens = await starts.tokens(users);
     for (let i = 0; i < tokens.length; i += 50)

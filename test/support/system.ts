@@ -54,7 +54,6 @@ export async function startSystem(
     SPAWN_INTERVAL_MS: '1',
     SPAWN_BURST: '1000',
     SWEEP_INTERVAL_MS: '250',
-    SPAWN_FAILURE_LIMIT: '1000000',
     ...options.apiEnv,
   });
   const workerEnv = {

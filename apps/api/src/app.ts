@@ -1,4 +1,5 @@
 import swagger from '@fastify/swagger';
+import underPressure from '@fastify/under-pressure';
 import type { Socket } from 'node:net';
 import Fastify, { type ConnectionError } from 'fastify';
 import {
@@ -10,6 +11,7 @@ import {
 import type { Logger } from 'pino';
 import type { ApiConfig } from './config.js';
 import { errorsPlugin } from './plugins/errors.js';
+import { errorBody } from './http-errors.js';
 import { metricsPlugin } from './plugins/metrics.js';
 import { servicesPlugin } from './plugins/services.js';
 import { DASHBOARD_PATH, dashboardPlugin } from './dashboard/plugin.js';
@@ -96,6 +98,20 @@ export async function buildApp(options: BuildAppOptions) {
   });
 
   await app.register(metricsPlugin, { defaultMetrics: options.defaultMetrics ?? true });
+  // Load shedding that looks at the process, not at who asks: junk from one address can never make a
+  // valid token fail, however much of it there is (see docs/http-api.md, "Load and abuse").
+  if (options.config.maxEventLoopDelayMs > 0)
+    await app.register(underPressure, {
+      maxEventLoopDelay: options.config.maxEventLoopDelayMs,
+      retryAfter: 1,
+      pressureHandler: (_request, reply) => {
+        app.metrics.shed.inc();
+        void reply
+          .code(503)
+          .header('Retry-After', '1')
+          .send(errorBody('unavailable', 'The API is overloaded; retry shortly.'));
+      },
+    });
   await app.register(errorsPlugin);
   await app.register(servicesPlugin, { config: options.config, sweep: options.sweep ?? true });
   await app.register(swagger, {

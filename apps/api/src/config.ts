@@ -19,12 +19,13 @@ export interface ApiConfig extends CommonConfig {
   sweepIntervalMs: number;
   /** Whether the dashboard's queue actions (retry, remove, ...) are enabled. @defaultValue false */
   dashboardActions: boolean;
-  /** Failed spawn attempts (invalid tokens) allowed per client address per window. @defaultValue 20 */
-  spawnFailureLimit: number;
-  /** The window of {@link ApiConfig.spawnFailureLimit}, ms. @defaultValue 10000 */
-  spawnFailureWindowMs: number;
   /** Trust `X-Forwarded-For` from a proxy in front of the API for the client address. @defaultValue false */
   trustProxy: boolean;
+  /**
+   * Shed load: while the event loop lags more than this, answer `503 unavailable` with `Retry-After: 1`
+   * (whoever sends the requests); 0 turns it off. @defaultValue 1000
+   */
+  maxEventLoopDelayMs: number;
   /**
    * Refuse a spawn with `503 no_capacity` when no worker slot is free; false admits beyond capacity
    * (for pools that autoscale on queue length). @defaultValue true
@@ -68,10 +69,9 @@ const apiEnvShape = {
   PENDING_TIMEOUT_MS: intVar(defaultPolicy.pendingTimeoutMs, 1, 30 * 24 * 3_600_000),
   SWEEP_INTERVAL_MS: intVar(5000, 100, 3_600_000),
   DASHBOARD_ACTIONS: stringVar('false', /^(true|false)$/, 'true or false'),
-  SPAWN_FAILURE_LIMIT: intVar(20, 1, 1_000_000_000),
-  SPAWN_FAILURE_WINDOW_MS: intVar(10_000, 1, 24 * 3_600_000),
   TRUST_PROXY: stringVar('false', /^(true|false)$/, 'true or false'),
   CAPACITY_CHECK: stringVar('true', /^(true|false)$/, 'true or false'),
+  MAX_EVENT_LOOP_DELAY_MS: intVar(1000, 0, 60_000),
 };
 
 /** Parses the API's environment; throws a one-line ConfigError naming the first bad variable. */
@@ -94,9 +94,8 @@ export function loadApiConfig(env: Readonly<Record<string, string | undefined>>)
     },
     sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,
     dashboardActions: parsed.DASHBOARD_ACTIONS === 'true',
-    spawnFailureLimit: parsed.SPAWN_FAILURE_LIMIT,
-    spawnFailureWindowMs: parsed.SPAWN_FAILURE_WINDOW_MS,
     trustProxy: parsed.TRUST_PROXY === 'true',
     capacityCheck: parsed.CAPACITY_CHECK === 'true',
+    maxEventLoopDelayMs: parsed.MAX_EVENT_LOOP_DELAY_MS,
   };
 }

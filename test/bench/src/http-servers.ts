@@ -1,7 +1,9 @@
-// Child process of the HTTP benchmark: the real API (buildApp) and a bare Fastify route answering {}
-// side by side, in the same kind of process. Prints one JSON line with their URLs and test tokens.
+// Child process of the HTTP benchmark: the real API (buildApp), a bare Fastify route answering {}, and
+// minimal Fastify routes doing the same work as our spawn and token paths (the limit), side by side in
+// the same kind of process. Prints one JSON line with their URLs and test tokens.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { buildApp, loadApiConfig } from '@cq/api';
-import { Coordinator } from '@cq/coordinator';
+import { Coordinator, Keys, loadScripts } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
 import Fastify from 'fastify';
 import { Redis } from 'ioredis';
@@ -16,8 +18,6 @@ const config = loadApiConfig({
   SPAWN_INTERVAL_MS: '3600000',
   LOG_LEVEL: 'silent',
   PORT: '0',
-  // The benchmark measures the Redis-backed 403 path, not the per-address guard that blocks a guesser.
-  SPAWN_FAILURE_LIMIT: '1000000000',
 });
 const api = await buildApp({
   config,
@@ -29,6 +29,86 @@ await api.listen({ host: '127.0.0.1', port: 0 });
 
 const bare = Fastify({ logger: false, bodyLimit: 64 * 1024 });
 bare.post('/bare', async () => ({}));
+
+// The limit: the same work as our paths, done minimally. Spawn: parse the JSON body, check the token's
+// form, SHA-256 its secret, build the user's keys, one EVALSHA of our admit script, answer its JSON.
+// Tokens: parse the body, check the user id, 32 random bytes, SHA-256, one EVALSHA of issueToken, 201.
+const scriptRedis = new Redis(redisUrl);
+const scripts = loadScripts();
+const shaOf = async (name: string): Promise<string> =>
+  (await scriptRedis.script('LOAD', scripts.get(name as never)!.lua)) as string;
+const admitSha = await shaOf('admit');
+const issueSha = await shaOf('issueToken');
+const keys = new Keys(keyPrefix);
+const TOKEN = /^v1\.([A-Za-z0-9_-]{1,172})\.([A-Za-z0-9_-]{43})$/;
+const USER = /^[A-Za-z0-9._:@-]{1,128}$/;
+const { policy } = config;
+bare.post('/minimal/spawn', async (request, reply) => {
+  const match = TOKEN.exec(String((request.body as { token?: unknown } | undefined)?.token));
+  const userId = match === null ? '' : Buffer.from(match[1]!, 'base64url').toString('utf8');
+  if (match === null || !USER.test(userId))
+    return reply.code(403).send({ error: { code: 'token_invalid', message: 'The token is unknown.' } });
+  const digest = createHash('sha256').update(match[2]!).digest('hex');
+  const user = keys.user(userId);
+  const sessionId = randomUUID();
+  const answer = (await scriptRedis.evalsha(
+    admitSha,
+    9,
+    keys.token(userId, digest),
+    user.session,
+    user.fence,
+    user.spawnThrottle,
+    user.lease,
+    user.history,
+    user.liveIndex,
+    user.ended,
+    keys.cancelledAdmission(userId, sessionId),
+    sessionId,
+    userId,
+    policy.spawnIntervalMs,
+    policy.spawnBurst,
+    policy.maxLifetimeMs,
+    policy.pendingTimeoutMs,
+    policy.historyLength,
+  )) as unknown[];
+  switch (Number(answer[0])) {
+    case -2:
+      return reply.code(409).send({ error: { code: 'session_exists', message: 'Live.', sessionId: answer[1] } });
+    case -3:
+      return reply
+        .code(429)
+        .header('Retry-After', String(Math.ceil(Number(answer[3]) / 1000)))
+        .send({ error: { code: 'throttled', message: 'Later.', retryAfterMs: answer[3] } });
+    case 1:
+      return reply.code(202).send({ sessionId, userId, fence: answer[1], state: 'pending', lifetimeMs: answer[2] });
+    default:
+      return reply.code(403).send({ error: { code: 'token_invalid', message: 'The token is unknown.' } });
+  }
+});
+bare.post('/minimal/tokens', async (request, reply) => {
+  const userId = String((request.body as { userId?: unknown } | undefined)?.userId);
+  if (!USER.test(userId)) return reply.code(400).send({ error: { code: 'invalid_request', message: 'userId' } });
+  const secret = randomBytes(32).toString('base64url');
+  const digest = createHash('sha256').update(secret).digest('hex');
+  const user = keys.user(userId);
+  const answer = (await scriptRedis.evalsha(
+    issueSha,
+    2,
+    keys.token(userId, digest),
+    user.tokenRate,
+    policy.tokenTtlMs,
+    '',
+    '{}',
+    policy.tokenLimit,
+    policy.tokenWindowMs,
+  )) as unknown[];
+  if (Number(answer[0]) !== 1) return reply.code(429).send({ error: { code: 'throttled', message: 'Later.' } });
+  return reply.code(201).send({
+    token: `v1.${Buffer.from(userId).toString('base64url')}.${secret}`,
+    userId,
+    expiresAt: new Date(Number(answer[1])).toISOString(),
+  });
+});
 await bare.listen({ host: '127.0.0.1', port: 0 });
 
 // A user whose spawn throttle is closed and who has no live session: every spawn with this token is 429.
@@ -39,13 +119,21 @@ const second = await coordinator.tokens.issue('throttled-user');
 if (first.outcome !== 'issued' || second.outcome !== 'issued') throw new Error('could not issue bench tokens');
 await coordinator.sessions.admit(first.token);
 await coordinator.sessions.requestStop('throttled-user');
+// A user with a live (pending) session: every spawn with this valid token is 409, and it stays unused.
+const live = await coordinator.tokens.issue('live-user');
+const existing = await coordinator.tokens.issue('live-user');
+if (live.outcome !== 'issued' || existing.outcome !== 'issued') throw new Error('could not issue bench tokens');
+await coordinator.sessions.admit(live.token);
 redis.disconnect();
 
 const url = (server: { server: { address(): unknown } }): string =>
   `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
 process.stdout.write(
-  `${JSON.stringify({ apiUrl: url(api), bareUrl: url(bare), throttledToken: second.token, apiKey: 'bench-key-0123456789abcdef' })}\n`,
+  `${JSON.stringify({ apiUrl: url(api), bareUrl: url(bare), throttledToken: second.token, liveToken: existing.token, apiKey: 'bench-key-0123456789abcdef' })}\n`,
 );
 process.on('SIGTERM', () => {
-  void Promise.all([api.close(), bare.close()]).then(() => process.exit(0));
+  void Promise.all([api.close(), bare.close()]).then(() => {
+    scriptRedis.disconnect();
+    process.exit(0);
+  });
 });

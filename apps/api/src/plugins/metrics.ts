@@ -8,6 +8,8 @@ export interface ApiMetrics {
   readonly admissions: Counter<'outcome'>;
   readonly tokensIssued: Counter;
   readonly throttled: Counter<'route'>;
+  /** Requests answered 503 because the process was overloaded (event loop lag). */
+  readonly shed: Counter;
   readonly redisErrors: Counter<'operation'>;
   readonly replicaWaitShortfalls: Counter<'script'>;
   readonly requestDuration: Histogram<'method' | 'route' | 'status'>;
@@ -41,6 +43,11 @@ export const metricsPlugin = fp(
         name: 'cq_throttled_total',
         help: 'Requests answered 429, by route',
         labelNames: ['route'],
+        registers: [registry],
+      }),
+      shed: new Counter({
+        name: 'cq_shed_total',
+        help: 'Requests answered 503 because the event loop lagged more than MAX_EVENT_LOOP_DELAY_MS',
         registers: [registry],
       }),
       redisErrors: new Counter({

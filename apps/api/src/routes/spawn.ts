@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError, sendError } from '../http-errors.js';
-import { FailedAttemptLimiter } from '../failed-attempts.js';
 import { retryAfterSeconds, setRateLimitHeaders } from '../rate-limit-headers.js';
 import { errorSchema, spawnAdmitted, spawnBody } from '@cq/contract';
 
@@ -8,11 +7,6 @@ import { errorSchema, spawnAdmitted, spawnBody } from '@cq/contract';
 export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
   const { policy } = app.config;
   const quota = { name: 'spawn', limit: policy.spawnBurst, windowMs: policy.spawnIntervalMs * policy.spawnBurst };
-  const failures = new FailedAttemptLimiter({
-    limit: app.config.spawnFailureLimit,
-    windowMs: app.config.spawnFailureWindowMs,
-  });
-  const failureQuota = { name: 'spawn-failures', limit: failures.limit, windowMs: failures.windowMs };
   app.post(
     '/v1/spawn',
     {
@@ -31,22 +25,6 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
-      // An address that guessed wrong too often is refused without asking Redis.
-      const blocked = failures.check(request.ip);
-      if (blocked !== undefined) {
-        const retryAfterMs = blocked.retryAfterMs;
-        setRateLimitHeaders(reply, failureQuota, {
-          allowed: false,
-          limit: failures.limit,
-          remaining: 0,
-          retryAfterMs,
-          resetAfterMs: retryAfterMs,
-        });
-        app.metrics.throttled.inc({ route: '/v1/spawn' });
-        return sendError(reply, 'throttled', 'Too many invalid tokens from this address; retry later.', {
-          retryAfterMs,
-        });
-      }
       const outcome = await app.spawns.spawn(request.body.token);
       // Counted as decided by the admission; a hand-off that failed afterwards counts once more.
       const admission = outcome.outcome === 'unavailable' ? 'admitted' : outcome.outcome;
@@ -56,7 +34,6 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
         app.metrics.admissions.inc({ outcome: 'rolled_back' });
       switch (outcome.outcome) {
         case 'token_invalid':
-          failures.fail(request.ip);
           return sendError(reply, 'token_invalid');
         case 'session_exists':
           reply.header('Location', `/v1/users/${encodeURIComponent(outcome.userId)}/session`);

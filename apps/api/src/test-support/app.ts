@@ -36,8 +36,6 @@ export async function startTestApi(
     API_KEYS: TEST_API_KEY,
     LOG_LEVEL: 'info',
     PORT: '0',
-    // Tests send thousands of invalid tokens from 127.0.0.1 on purpose; the guard has its own test.
-    SPAWN_FAILURE_LIMIT: '1000000000',
     // No worker host runs in these tests: admit beyond capacity unless a test publishes hosts and turns the check on.
     CAPACITY_CHECK: 'false',
     ...env,

@@ -2,7 +2,6 @@ import { watchClient } from '@cq/test-harness';
 import type { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { jsonHeaders, send, startTestApi } from './test-support/app.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 describe('spawn rejection paths', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '60000' });

@@ -83,11 +83,19 @@ export const metricsPlugin = fp(
       }),
     };
     app.decorate('metrics', metrics);
-    app.addHook('onResponse', async (request, reply) => {
-      metrics.requestDuration.observe(
-        { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
-        reply.elapsedTime / 1000,
-      );
+    // One labelled child per method, route and status, looked up by a string key: prom-client would
+    // otherwise hash the label object on every request.
+    const timers = new Map<string, { observe(seconds: number): void }>();
+    app.addHook('onResponse', (request, reply, done) => {
+      const route = request.routeOptions.url ?? 'unmatched';
+      const key = `${request.method} ${reply.statusCode} ${route}`;
+      let timer = timers.get(key);
+      if (timer === undefined) {
+        timer = metrics.requestDuration.labels(request.method, route, String(reply.statusCode));
+        timers.set(key, timer);
+      }
+      timer.observe(reply.elapsedTime / 1000);
+      done();
     });
   },
   { name: 'metrics', fastify: '5.x' },

@@ -1,7 +1,7 @@
 // Child process of the HTTP benchmark: the real API (buildApp), a bare Fastify route answering {}, and
 // minimal Fastify routes doing the same work as our spawn and token paths (the limit), side by side in
 // the same kind of process. Prints one JSON line with their URLs and test tokens.
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { buildApp, loadApiConfig } from '@cq/api';
 import { Coordinator, Keys, loadScripts } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
@@ -10,10 +10,11 @@ import { Redis } from 'ioredis';
 
 const redisUrl = process.env['REDIS_URL']!;
 const keyPrefix = 'benchhttp';
+const apiKey = 'bench-key-0123456789abcdef';
 const config = loadApiConfig({
   REDIS_URL: redisUrl,
   KEY_PREFIX: keyPrefix,
-  API_KEYS: 'bench-key-0123456789abcdef',
+  API_KEYS: apiKey,
   TOKEN_LIMIT: '1000000',
   SPAWN_INTERVAL_MS: '3600000',
   LOG_LEVEL: 'silent',
@@ -85,7 +86,12 @@ bare.post('/minimal/spawn', async (request, reply) => {
       return reply.code(403).send({ error: { code: 'token_invalid', message: 'The token is unknown.' } });
   }
 });
+const keyDigest = createHash('sha256').update(apiKey).digest();
 bare.post('/minimal/tokens', async (request, reply) => {
+  // The service key, checked as ours is: SHA-256, then a constant-time comparison.
+  const presented = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1] ?? '';
+  if (!timingSafeEqual(createHash('sha256').update(presented).digest(), keyDigest))
+    return reply.code(401).send({ error: { code: 'unauthorized', message: 'key' } });
   const userId = String((request.body as { userId?: unknown } | undefined)?.userId);
   if (!USER.test(userId)) return reply.code(400).send({ error: { code: 'invalid_request', message: 'userId' } });
   const secret = randomBytes(32).toString('base64url');
@@ -129,7 +135,7 @@ redis.disconnect();
 const url = (server: { server: { address(): unknown } }): string =>
   `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
 process.stdout.write(
-  `${JSON.stringify({ apiUrl: url(api), bareUrl: url(bare), throttledToken: second.token, liveToken: existing.token, apiKey: 'bench-key-0123456789abcdef' })}\n`,
+  `${JSON.stringify({ apiUrl: url(api), bareUrl: url(bare), throttledToken: second.token, liveToken: existing.token, apiKey })}\n`,
 );
 process.on('SIGTERM', () => {
   void Promise.all([api.close(), bare.close()]).then(() => {

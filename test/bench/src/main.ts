@@ -242,7 +242,7 @@ try {
     {
       name: 'POST /v1/tokens (201)',
       ours: () => cannon(`${servers.apiUrl}/v1/tokens`, '', auth, true),
-      limit: () => cannon(`${servers.bareUrl}/minimal/tokens`, '', {}, true),
+      limit: () => cannon(`${servers.bareUrl}/minimal/tokens`, '', auth, true),
       target: 0.7,
     },
   ];

@@ -1,13 +1,17 @@
 --[[
   Ends the user's current session with a terminal state: appends it to the capped history and to the
   slot's list of recent endings (for the dashboard), removes the live record and its index entry, and
-  deletes the lease when it belongs to this session.
+  deletes the lease when it belongs to this session. A `lost` ending says why: `not_claimed` when the
+  session was still pending (no worker host took it in time), `host_lost` when a host had it.
 ]]
 local RECENT_ENDINGS_PER_SLOT = 20
 
 local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, state, exitCode, now)
-  local s = rcall('HMGET', sessionKey, 'id', 'fence', 'worker', 'started')
+  local s = rcall('HMGET', sessionKey, 'id', 'fence', 'worker', 'started', 'state')
   local entry = { sessionId = s[1], fence = tonumber(s[2]), state = state, endedAt = now }
+  if state == 'lost' then
+    if s[5] == 'pending' then entry['reason'] = 'not_claimed' else entry['reason'] = 'host_lost' end
+  end
   if s[3] then entry['workerId'] = s[3] end
   if s[4] then entry['startedAt'] = tonumber(s[4]) end
   if exitCode ~= nil then entry['exitCode'] = exitCode end

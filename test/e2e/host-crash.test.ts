@@ -58,7 +58,7 @@ describe('a worker host dies by SIGKILL', async () => {
     for (const ms of again) expect(ms).toBeLessThanOrEqual(LEASE_MS + 2000);
     for (const [i, userId] of users.entries()) {
       const entry = (await system.client.history(userId)).find((h) => h.sessionId === admitted[i]!.sessionId);
-      expect(entry).toMatchObject({ state: 'lost', workerId: 'host-1' });
+      expect(entry).toMatchObject({ state: 'lost', reason: 'host_lost', workerId: 'host-1' });
     }
 
     // The dead host leaves the capacity with its sessions' slots when its heartbeat runs out.

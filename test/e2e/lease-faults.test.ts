@@ -161,6 +161,8 @@ describe.each(cases)('$name', (fault) => {
         (h) => h.sessionId === sessions[i]!.admission.sessionId,
       );
       expect(entries.map((e) => e.state)).toEqual([fault.recordedAs]);
+      // A host had it: lost by the host, not for want of one.
+      expect(entries.map((e) => e.reason)).toEqual(['host_lost']);
     }
     expect(system.api.child.exitCode).toBeNull();
     if (fault.recover !== undefined) {

@@ -80,7 +80,7 @@ describe('lost: no worker host claims the session in time', async () => {
   it('the sweep ends it as lost, with nobody asking about the user', async () => {
     const s = await system.client.spawn((await system.client.issueToken({ userId: 'u-unclaimed' })).token);
     const entry = await system.ended('u-unclaimed', s.sessionId, 5000);
-    expect(entry).toMatchObject({ state: 'lost', fence: s.fence });
+    expect(entry).toMatchObject({ state: 'lost', reason: 'not_claimed', fence: s.fence });
     expect(entry.workerId).toBeUndefined();
     // A worker host that comes up later takes the stale job and starts nothing.
     const late = await system.addWorker('late-host');

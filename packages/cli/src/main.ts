@@ -115,7 +115,7 @@ async function watch(ctx: Context, userId: string): Promise<number> {
   print(
     ctx,
     { userId, ...ended },
-    `${userId}: ${ended.state}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}, session ${ended.sessionId}${when}`,
+    `${userId}: ${ended.state}${ended.reason === undefined ? '' : ` (${ended.reason})`}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}, session ${ended.sessionId}${when}`,
   );
   return endCodes[ended.state];
 }
@@ -308,7 +308,7 @@ export async function main(
               ['ENDED', 'STATE', 'FENCE', 'EXIT', 'WORKER', 'SESSION'],
               ...sessions.map((s) => [
                 s.endedAt,
-                s.state,
+                s.reason === undefined ? s.state : `${s.state} (${s.reason})`,
                 String(s.fence),
                 s.exitCode === undefined ? '-' : String(s.exitCode),
                 s.workerId ?? '-',

@@ -86,6 +86,10 @@ export const historyView = z.object({
       sessionId: z.string(),
       fence: z.number().int(),
       state: z.enum(terminalStates),
+      reason: z
+        .enum(['host_lost', 'not_claimed'])
+        .optional()
+        .describe('For lost: a worker host had it and lost it, or no host claimed it within PENDING_TIMEOUT_MS'),
       workerId: z.string().optional(),
       startedAt: z.string().optional(),
       endedAt: z.string(),

@@ -251,9 +251,14 @@ describe('sweep', () => {
     await elapse(200); // past the pending timeout and the unrenewed lease
     const result = await sweeper.sweepOnce();
     expect(result.lost).toBe(2);
-    expect((await sessions.history('unclaimed'))[0]).toMatchObject({ state: 'lost', sessionId: pending.sessionId });
+    expect((await sessions.history('unclaimed'))[0]).toMatchObject({
+      state: 'lost',
+      reason: 'not_claimed',
+      sessionId: pending.sessionId,
+    });
     expect((await sessions.history('abandoned'))[0]).toMatchObject({
       state: 'lost',
+      reason: 'host_lost',
       sessionId: running.sessionId,
       workerId: 'host-a',
     });
@@ -290,7 +295,11 @@ describe('sweep', () => {
     await elapse(200); // past the pending timeout, no sweep in between
     const second = await sessions.admit(await token(coordinator, 'lazy'));
     expect(second.outcome).toBe('admitted');
-    expect((await sessions.history('lazy'))[0]).toMatchObject({ state: 'lost', sessionId: first.sessionId });
+    expect((await sessions.history('lazy'))[0]).toMatchObject({
+      state: 'lost',
+      reason: 'not_claimed',
+      sessionId: first.sessionId,
+    });
   });
 });
 
@@ -306,6 +315,7 @@ describe('reading a session', () => {
     expect(await coordinator.sessions.settleAndRead('dead-host')).toBeUndefined();
     expect((await coordinator.sessions.history('dead-host'))[0]).toMatchObject({
       state: 'lost',
+      reason: 'host_lost',
       sessionId: admitted.sessionId,
     });
   });

@@ -50,7 +50,12 @@ export interface HistoryEntry {
   readonly startedAt?: number;
   readonly endedAt: number;
   readonly exitCode?: number;
+  /** Why a `lost` session was lost: a host had it (`host_lost`), or none claimed it in time (`not_claimed`). */
+  readonly reason?: LostReason;
 }
+
+/** Why a session ended as `lost`. */
+export type LostReason = 'host_lost' | 'not_claimed';
 
 /** The spawn rules {@link SessionStore.admit} applies; defaults come from the coordinator's policy. */
 export interface AdmitPolicy {

@@ -37,6 +37,7 @@ export interface DashboardState {
     fence: number;
     state: string;
     exitCode?: number;
+    reason?: string;
     endedAt: number;
     workerId?: string;
   }>;
@@ -129,6 +130,7 @@ export class DashboardStateReader {
           state: e.state,
           endedAt: e.endedAt,
           ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }),
+          ...(e.reason === undefined ? {} : { reason: e.reason }),
           ...(e.workerId === undefined ? {} : { workerId: e.workerId }),
         })),
       chart: chart.map((m) => ({

@@ -90,6 +90,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
           ...isoField('startedAt', entry.startedAt),
           endedAt: iso(entry.endedAt),
           ...(entry.exitCode === undefined ? {} : { exitCode: entry.exitCode }),
+          ...(entry.reason === undefined ? {} : { reason: entry.reason }),
         })),
       };
     },

@@ -111,7 +111,7 @@
       tr.dataset.user = e.userId;
       tr.append(
         cell(e.userId, 'user'),
-        cell(e.state, 'state s-' + e.state),
+        cell(e.reason ? e.state + ' (' + e.reason + ')' : e.state, 'state s-' + e.state),
         cell(e.fence, 'fence'),
         cell(e.exitCode, 'exit'),
         cell(e.workerId, 'worker'),

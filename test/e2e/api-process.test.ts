@@ -34,6 +34,8 @@ describe('node apps/api/dist/main.js', () => {
       ...targetEnv(currentTarget()),
       API_KEYS: `other-key-abcdefghijkl,${API_KEY}`,
       KEY_PREFIX: randomPrefix(),
+      // No worker host runs here: the spawn is admitted beyond capacity (the check has its own tests).
+      CAPACITY_CHECK: 'false',
     });
     const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
     expect(await client.ready()).toBe(true);

@@ -33,6 +33,16 @@ describe('sessions end to end through the API', async () => {
     await system.ended('u-running', s.sessionId);
   });
 
+  it('ready: a session that announces itself on SESSION_NOTIFY_FD shows ready and its endpoint; before that it runs, not ready', async () => {
+    await spawn('u-ready', { readyAfterMs: 500, endpoint: 'http://10.1.2.3:8888' });
+    await until(async () => (await client.findSession('u-ready'))?.state === 'running', 10_000, 'running');
+    expect(await client.getSession('u-ready')).toMatchObject({ state: 'running', ready: false });
+    expect((await client.getSession('u-ready')).endpoint).toBeUndefined();
+    await until(async () => (await client.findSession('u-ready'))?.ready === true, 5000, 'ready');
+    expect(await client.getSession('u-ready')).toMatchObject({ ready: true, endpoint: 'http://10.1.2.3:8888' });
+    await client.stopSession('u-ready');
+  });
+
   it('stopped: a stop through the API is noticed within 1 s and ends the process', async () => {
     const s = await spawn('u-stopped');
     await until(async () => (await client.findSession('u-stopped'))?.state === 'running', 10_000, 'running');

@@ -2,8 +2,9 @@
 // A session for tests (SESSION_COMMAND="node test/support/session.mjs <observer file>"): an independent
 // observer of what really runs. Every 50 ms it appends "userId fence timestamp pid" to the observer
 // file. SESSION_METADATA: durationMs (forever when absent), exitCode (default 0), ignoreTerm (keep
-// running on SIGTERM, so only SIGKILL ends it).
-import { appendFileSync } from 'node:fs';
+// running on SIGTERM, so only SIGKILL ends it), readyAfterMs and endpoint (announce readiness on
+// SESSION_NOTIFY_FD after that long, with that endpoint).
+import { appendFileSync, writeSync } from 'node:fs';
 
 const file = process.argv[2];
 const metadata = JSON.parse(process.env.SESSION_METADATA ?? '{}');
@@ -21,4 +22,9 @@ process.on('SIGTERM', () => {
   }
   process.exit(143);
 });
+if (metadata.readyAfterMs !== undefined)
+  setTimeout(() => {
+    const announcement = { ready: true, ...(metadata.endpoint === undefined ? {} : { endpoint: metadata.endpoint }) };
+    writeSync(Number(process.env.SESSION_NOTIFY_FD), `${JSON.stringify(announcement)}\n`);
+  }, metadata.readyAfterMs);
 if (metadata.durationMs !== undefined) setTimeout(() => process.exit(metadata.exitCode ?? 0), metadata.durationMs);

@@ -48,7 +48,7 @@ describe.each(['false', 'true'])('junk tokens from one address, TRUST_PROXY=%s',
   const api = await startTestApi({ TRUST_PROXY: trustProxy });
   // Behind a proxy every client arrives from the proxy's address; with TRUST_PROXY the address is the
   // forwarded one. Either way the junk and the valid token come from one address here.
-  const from = trustProxy === 'true' ? { 'x-forwarded-for': '203.0.113.7' } : {};
+  const from: Record<string, string> = trustProxy === 'true' ? { 'x-forwarded-for': '203.0.113.7' } : {};
   const spawn = async (token: string) =>
     (
       await fetch(`${api.baseUrl}/v1/spawn`, {

@@ -29,6 +29,12 @@ if [ "$code" = bad ] || { [ -n "$code" ] && [ "$code" -gt 255 ]; }; then
   code=
 fi
 
+# Ready at once: say so on SESSION_NOTIFY_FD (a demo has no endpoint to announce). Silently skipped
+# when the descriptor is not open (the script run by hand).
+case ${SESSION_NOTIFY_FD:-} in
+  [0-9]) { eval "echo '{\"ready\": true}' >&$SESSION_NOTIFY_FD"; } 2>/dev/null ;;
+esac
+
 napper=
 trap 'echo "demo: $session stopping on SIGTERM"; [ -z "$napper" ] || kill "$napper" 2>/dev/null; exit 143' TERM
 # `sleep & wait`: a SIGTERM interrupts the wait at once (the shell runs traps only between commands).

@@ -41,6 +41,10 @@ export type FromRuntime =
   | { readonly t: 'started'; readonly id: string; readonly pid: number }
   /** A line the session printed (cut at 4 KiB). */
   | { readonly t: 'out'; readonly id: string; readonly stream: 'stdout' | 'stderr'; readonly line: string }
+  /** The session announced on `SESSION_NOTIFY_FD` that it is ready (sent again only when the endpoint changes). */
+  | { readonly t: 'ready'; readonly id: string; readonly endpoint?: string }
+  /** A line on `SESSION_NOTIFY_FD` that is not a readiness announcement (the first few per session). */
+  | { readonly t: 'notify_bad'; readonly id: string; readonly reason: string; readonly count: number }
   /** Lines dropped while the host was not reading (it was frozen or slow). */
   | { readonly t: 'dropped'; readonly id: string; readonly lines: number }
   /** The session's process exited (128 + signal number when killed); its group has been SIGKILLed. */

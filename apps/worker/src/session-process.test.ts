@@ -183,3 +183,43 @@ describe('the session runtime', () => {
     await until(() => !alive(pid), 2000, 'the runtime exited');
   });
 });
+
+describe('readiness on SESSION_NOTIFY_FD (fd 3)', () => {
+  it('a ready line marks the session ready with its endpoint; junk, 10 MB without a newline and an overlong endpoint are skipped, bounded and reported', async () => {
+    // Writes to fd 3, in order: junk, 10 MB in one line, an endpoint over 512 characters, then the
+    // announcement twice (the second is not passed on), then a new endpoint; then it waits to be stopped.
+    const script = [
+      "echo 'not json' >&3",
+      "head -c 10485760 /dev/zero | tr '\\0' x >&3; echo >&3",
+      `printf '{"ready": true, "endpoint": "%s"}\\n' "$(head -c 600 /dev/zero | tr '\\0' e)" >&3`,
+      `echo '{"ready": true, "endpoint": "http://10.0.0.7:8888"}' >&3`,
+      `echo '{"ready": true, "endpoint": "http://10.0.0.7:8888"}' >&3`,
+      `echo '{"ready": true, "endpoint": "http://10.0.0.7:9999"}' >&3`,
+      'echo done',
+      'exec sleep 60',
+    ].join('; ');
+    const l = await launcher(script);
+    const endpoints: Array<string | undefined> = [];
+    const { handle, output } = launch(l, 60_000, { onReady: (endpoint) => endpoints.push(endpoint) });
+    await until(() => endpoints.length === 2, 20_000, 'two announcements');
+    expect(endpoints).toEqual(['http://10.0.0.7:8888', 'http://10.0.0.7:9999']);
+    await until(() => output.includes('done'), 5000, 'the script ran through');
+    const bad = logs.filter((l) => String(l['msg']).startsWith('bad line on SESSION_NOTIFY_FD'));
+    expect(bad.map((l) => l['reason'])).toEqual([
+      'not JSON',
+      'a line longer than 1024 characters',
+      'endpoint must be a string of 1 to 512 characters',
+    ]);
+    handle.kill();
+    expect((await handle.exited).exitCode).toBe(137);
+  }, 30_000);
+
+  it('a session that never writes there is never ready, and runs as before', async () => {
+    const l = await launcher('echo hello; exit 0');
+    const endpoints: Array<string | undefined> = [];
+    const { handle, output } = launch(l, 60_000, { onReady: (endpoint) => endpoints.push(endpoint) });
+    expect((await handle.exited).exitCode).toBe(0);
+    expect(output).toEqual(['hello']);
+    expect(endpoints).toEqual([]);
+  });
+});

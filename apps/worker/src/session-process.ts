@@ -26,6 +26,8 @@ export interface LaunchSpec {
   readonly holdsUntil: number;
   /** Receives each line the session prints. */
   readonly onOutput: (stream: 'stdout' | 'stderr', line: string) => void;
+  /** The session announced it is ready on `SESSION_NOTIFY_FD` (again when its endpoint changes). */
+  readonly onReady?: (endpoint: string | undefined) => void;
 }
 
 /** How a session ended. */
@@ -162,6 +164,17 @@ export class RuntimeLauncher implements SessionLauncher {
         break;
       case 'out':
         running.spec.onOutput(message.stream, message.line);
+        break;
+      case 'ready':
+        running.spec.onReady?.(message.endpoint);
+        break;
+      case 'notify_bad':
+        this.#logger.warn(
+          { sessionId: running.spec.sessionEnv['SESSION_ID'], reason: message.reason, count: message.count },
+          message.count < 5
+            ? 'bad line on SESSION_NOTIFY_FD ignored'
+            : 'bad line on SESSION_NOTIFY_FD ignored; further ones are ignored without a word',
+        );
         break;
       case 'dropped':
         this.#logger.warn(

@@ -99,6 +99,22 @@ export class SessionRunner {
       onError: (err) => log.warn({ err: { message: (err as Error).message } }, 'lease renewal failed; retrying'),
     });
     const deadlineAt = claim.sentAt + claim.deadline - claim.startedAt;
+    // Readiness announcements are recorded one after another, in the order the session made them.
+    let announcing: Promise<unknown> = Promise.resolve();
+    const onReady = (endpoint: string | undefined): void => {
+      announcing = announcing.then(async () => {
+        try {
+          const marked = await retryWhile(UnavailableError, () => coordinator.claims.markReady(claim, endpoint), {
+            initialDelayMs: 100,
+            maxDelayMs: 1000,
+            giveUpAfterMs: this.#options.leaseMs,
+          });
+          if (marked) log.info({ endpoint }, 'session ready');
+        } catch (err) {
+          log.warn({ err: { message: (err as Error).message } }, 'could not record that the session is ready');
+        }
+      });
+    };
     const handle = launcher.launch({
       sessionEnv: {
         SESSION_ID: claim.sessionId,
@@ -106,11 +122,13 @@ export class SessionRunner {
         FENCE: String(claim.fence),
         DEADLINE: String(claim.deadline),
         SESSION_METADATA: JSON.stringify(claim.metadata),
+        SESSION_NOTIFY_FD: '3',
       },
       graceMs,
       deadlineAt,
       holdsUntil: keepalive.holdsUntil,
       onOutput: (stream, line) => log.info({ stream, line }, 'session output'),
+      onReady,
     });
     log.info({ deadline: new Date(claim.deadline).toISOString(), lifetimeMs: claim.lifetimeMs }, 'session started');
 

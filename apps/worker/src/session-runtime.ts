@@ -115,7 +115,8 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
   try {
     child = spawn(argv[0]!, argv.slice(1), {
       detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // fd 3 is SESSION_NOTIFY_FD: the session writes readiness announcements there.
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
       env: { ...order.env },
     });
   } catch (err) {
@@ -157,6 +158,8 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
       send({ t: 'out', id: order.id, stream, line: line.length > MAX_LINE ? `${line.slice(0, MAX_LINE)}…` : line });
     });
   }
+  const notify = child.stdio[3];
+  if (notify !== null && notify !== undefined) readNotifications(order.id, notify as NodeJS.ReadableStream);
   holdUntil(session, order.killBy);
   session.deadlineTimer = setTimeout(
     () => {
@@ -166,6 +169,72 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
     Math.max(0, order.deadlineAt - monotonicNow()),
   );
   if (hostGone) terminate(session, Math.min(session.graceMs, ORPHAN_GRACE_MS));
+}
+
+/** Longest line read on `SESSION_NOTIFY_FD`; a longer one is skipped whole, never buffered. */
+const MAX_NOTIFY_LINE = 1024;
+/** Longest endpoint a session may announce (the contract's). */
+const MAX_ENDPOINT = 512;
+/** Bad notification lines reported to the host per session; the rest are only counted. */
+const BAD_REPORTED = 5;
+
+/**
+ * Reads JSON lines from a session's `SESSION_NOTIFY_FD`: `{"ready": true, "endpoint"?: "..."}` marks
+ * it ready (the host hears of it again only when the endpoint changes); anything else is reported as a
+ * bad line (the first few) and ignored. Memory stays bounded whatever the session writes: at most one
+ * line of {@link MAX_NOTIFY_LINE} characters is held.
+ */
+function readNotifications(id: string, stream: NodeJS.ReadableStream): void {
+  let line = '';
+  let overlong = false;
+  let bad = 0;
+  let announced: string | undefined | null = null;
+  const reject = (reason: string): void => {
+    bad++;
+    if (bad <= BAD_REPORTED) send({ t: 'notify_bad', id, reason, count: bad });
+  };
+  const handle = (text: string): void => {
+    if (text.trim() === '') return;
+    let message: unknown;
+    try {
+      message = JSON.parse(text);
+    } catch {
+      reject('not JSON');
+      return;
+    }
+    const { ready, endpoint } = (message ?? {}) as { ready?: unknown; endpoint?: unknown };
+    if (ready !== true) return reject('not {"ready": true, ...}');
+    if (
+      endpoint !== undefined &&
+      (typeof endpoint !== 'string' || endpoint.length < 1 || endpoint.length > MAX_ENDPOINT)
+    )
+      return reject(`endpoint must be a string of 1 to ${MAX_ENDPOINT} characters`);
+    if (announced === endpoint) return;
+    announced = endpoint;
+    send({ t: 'ready', id, ...(endpoint === undefined ? {} : { endpoint }) });
+  };
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk: string) => {
+    let from = 0;
+    for (;;) {
+      const newline = chunk.indexOf('\n', from);
+      const piece = newline === -1 ? chunk.slice(from) : chunk.slice(from, newline);
+      if (!overlong) {
+        line += piece;
+        if (line.length > MAX_NOTIFY_LINE) {
+          overlong = true;
+          line = '';
+        }
+      }
+      if (newline === -1) return;
+      if (overlong) reject(`a line longer than ${MAX_NOTIFY_LINE} characters`);
+      else handle(line);
+      line = '';
+      overlong = false;
+      from = newline + 1;
+    }
+  });
+  stream.on('error', () => {});
 }
 
 process.on('message', (order: ToRuntime) => {

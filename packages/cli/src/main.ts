@@ -112,11 +112,9 @@ async function watch(ctx: Context, userId: string): Promise<number> {
     return exitCodes.ok;
   }
   const when = sessionId === undefined ? ` at ${ended.endedAt}` : '';
-  print(
-    ctx,
-    { userId, ...ended },
-    `${userId}: ${ended.state}${ended.reason === undefined ? '' : ` (${ended.reason})`}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}, session ${ended.sessionId}${when}`,
-  );
+  const why = ended.reason === undefined ? '' : ` (${ended.reason})`;
+  const code = ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`;
+  print(ctx, { userId, ...ended }, `${userId}: ${ended.state}${why}${code}, session ${ended.sessionId}${when}`);
   return endCodes[ended.state];
 }
 

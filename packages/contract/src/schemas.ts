@@ -68,6 +68,8 @@ export const sessionView = z.object({
   userId: z.string(),
   fence: z.number().int(),
   state: z.enum(['pending', 'running', 'stopping']),
+  ready: z.boolean().describe('The session announced on SESSION_NOTIFY_FD that it is ready'),
+  endpoint: z.string().optional().describe('Where it can be reached, as it announced (at most 512 characters)'),
   workerId: z.string().optional(),
   startedAt: z.string().optional(),
   leaseExpiresAt: z.string().optional(),

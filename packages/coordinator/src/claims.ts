@@ -22,6 +22,9 @@ export interface ClaimOptions {
   graceMs: number;
 }
 
+/** Longest endpoint a session may announce, characters. */
+export const MAX_ENDPOINT_LENGTH = 512;
+
 /**
  * Session records, the worker host's half: claiming a pending session (which takes its lease),
  * renewing that lease (and learning of stop requests), and recording the terminal state. The API's
@@ -131,6 +134,21 @@ export class Claims {
       },
       ...(options.onError === undefined ? {} : { onError: options.onError }),
     });
+  }
+
+  /**
+   * The owner marks the running session ready, with the endpoint where it can be reached (at most
+   * {@link MAX_ENDPOINT_LENGTH} characters; a later call may change it). False when the session is no
+   * longer this owner's. One round trip.
+   */
+  async markReady(claim: Claim, endpoint?: string): Promise<boolean> {
+    if (endpoint !== undefined && (endpoint.length > MAX_ENDPOINT_LENGTH || endpoint === ''))
+      throw new InvalidArgumentError(`endpoint must be 1 to ${MAX_ENDPOINT_LENGTH} characters`);
+    const keys = this.#context.keys.user(claim.userId);
+    const reply = await this.#context.scripts.run('markReady', [keys.session], [claim.owner, endpoint ?? '']);
+    if (replyCode(reply) === ScriptCode.LeaseLost) return false;
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('markReady', reply);
+    return true;
   }
 
   /**

@@ -23,6 +23,7 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['sessions.admit (rejected: session_exists)', () => c.sessions.admit(state['t3'].token)],
     ['sessions.claim', async () => (state['c'] = await c.claims.claim(state['a'], worker))],
     ['sessions.renew', () => c.claims.renew(state['c'].claim)],
+    ['claims.markReady', () => c.claims.markReady(state['c'].claim, 'http://10.0.0.1:1')],
     ['sessions.settleAndRead', () => c.sessions.settleAndRead('slot-user')],
     ['sessions.requestStop', () => c.sessions.requestStop('slot-user')],
     ['sessions.sweepUser', () => c.sessions.sweepUser('slot-user')],
@@ -39,6 +40,10 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['fixedWindow.check', () => c.fixedWindowLimiter({ name: 'f', limit: 1, windowMs: 100 }).check('x')],
     ['slidingWindow.check', () => c.slidingWindowLimiter({ name: 's', limit: 1, windowMs: 100 }).check('x')],
     ['workers.heartbeat', () => c.workers.heartbeat({ workerId: 'w1', slots: 4, busy: 1, startedAt: 1 }, 5000)],
+    ['workers.reserve', () => c.workers.reserve('s1', 5000, true)],
+    ['workers.capacity', () => c.workers.capacity()],
+    ['workers.drain', () => c.workers.drain('w1')],
+    ['workers.release', () => c.workers.release(['s1'])],
     ['workers.withdraw', () => c.workers.withdraw('w1')],
   ];
 }

@@ -28,7 +28,7 @@ export * from './limiters/index.js';
 export { LeaseManager, type Lease, type LeaseRenewAnswer, type AcquireOptions, type AcquireOutcome } from './lease.js';
 export { Keepalive, LeaseLostError, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
 export { SessionStore } from './sessions.js';
-export { Claims, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
+export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
 export * from './session-types.js';
 export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';
 export { USER_ID_PATTERN, assertUserId } from './validate.js';

@@ -48,6 +48,7 @@ describe('the hash layouts', () => {
       createdAt: 100,
       lifetimeMs: 5000,
       metadata: { a: 1 },
+      ready: false,
       workerId: 'w-1',
       startedAt: 150,
       deadline: 5150,

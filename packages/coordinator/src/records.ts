@@ -29,6 +29,10 @@ export const SessionField = {
   deadline: 'deadline',
   leaseExpiresAt: 'leaseExp',
   stopRequested: 'stop',
+  /** '1' once the session announced it is ready (markReady). */
+  ready: 'ready',
+  /** Where the session can be reached, as it announced ('' for nowhere in particular). */
+  endpoint: 'endpoint',
 } as const;
 
 /** The lease hash, `<prefix>:{u:<userId>}:lease` (and a plain lease's): owner, fencing token, hard deadline. */
@@ -64,7 +68,10 @@ export function decodeSession(userId: string, flat: readonly unknown[]): Session
     createdAt: Number(h.get(SessionField.createdAt)),
     lifetimeMs: Number(h.get(SessionField.lifetimeMs)),
     metadata: parseMetadata(h.get(SessionField.metadata)),
+    ready: h.get(SessionField.ready) === '1',
   };
+  const endpoint = h.get(SessionField.endpoint);
+  if (endpoint !== undefined && endpoint !== '') view.endpoint = endpoint;
   const pendingDeadline = state === 'pending' ? optionalNumber(h.get(SessionField.pendingDeadline)) : undefined;
   if (pendingDeadline !== undefined) view.pendingDeadline = pendingDeadline;
   const workerId = h.get(SessionField.workerId);

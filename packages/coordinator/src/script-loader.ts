@@ -15,6 +15,7 @@ export const scriptNames = [
   'gcra',
   'heartbeatWorker',
   'issueToken',
+  'markReady',
   'readCapacity',
   'releaseLease',
   'releaseSlots',

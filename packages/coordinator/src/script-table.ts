@@ -39,6 +39,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   heartbeatWorker: { keys: 4, args: 8, replies: [ScriptCode.Ok] },
   issueToken: { keys: 2, args: 5, replies: [ScriptCode.Ok, ScriptCode.Throttled] },
   readSession: { keys: 5, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
+  markReady: { keys: 1, args: 2, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },
   readCapacity: { keys: 3, args: 0, replies: [ScriptCode.Ok] },
   releaseLease: { keys: 1, args: 1, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },
   releaseSlots: { keys: 1, args: 1, replies: [ScriptCode.Ok] },

@@ -30,6 +30,10 @@ export interface SessionView {
   readonly createdAt: number;
   readonly lifetimeMs: number;
   readonly metadata: Metadata;
+  /** The session announced it is ready (through `SESSION_NOTIFY_FD`). */
+  readonly ready: boolean;
+  /** Where it can be reached, as it announced. */
+  readonly endpoint?: string;
   /** Until when a pending session may wait for a worker. */
   readonly pendingDeadline?: number;
   readonly workerId?: string;

@@ -15,6 +15,9 @@ export interface LiveRow {
   lifetimeLeftMs?: number;
   /** Ms until a pending session is dropped as lost. */
   pendingLeftMs?: number;
+  /** The session announced it is ready, and where it can be reached. */
+  ready: boolean;
+  endpoint?: string;
 }
 
 /** What `GET /dashboard/api/state` answers. */
@@ -101,6 +104,8 @@ export class DashboardStateReader {
         sessionId: session.sessionId,
         fence: session.fence,
         state: session.state,
+        ready: session.ready,
+        ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
         ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
         ...(session.startedAt === undefined ? {} : { startedAt: session.startedAt }),
         ...(session.leaseExpiresAt === undefined ? {} : { leaseLeftMs: session.leaseExpiresAt - now }),

@@ -16,6 +16,7 @@ describe('sessions and history', async () => {
       userId: 'erin',
       fence: admitted.fence,
       state: 'pending',
+      ready: false,
     });
   });
 
@@ -35,10 +36,17 @@ describe('sessions and history', async () => {
       userId: 'frank',
       fence: admitted.fence,
       state: 'running',
+      ready: false,
       workerId: 'host-1',
       startedAt: new Date(claimed.claim.startedAt).toISOString(),
       leaseExpiresAt: new Date(claimed.claim.leaseExpiresAt).toISOString(),
       deadline: new Date(claimed.claim.deadline).toISOString(),
+    });
+    // The host marks it ready when the session says so; the endpoint shows with it.
+    expect(await api.coordinator.claims.markReady(claimed.claim, 'http://10.0.0.7:8888')).toBe(true);
+    expect((await get('/v1/users/frank/session')).body).toMatchObject({
+      ready: true,
+      endpoint: 'http://10.0.0.7:8888',
     });
     expect(await api.coordinator.claims.finish(claimed.claim, 'completed', 0)).toBe(true);
     const history = await get('/v1/users/frank/history');

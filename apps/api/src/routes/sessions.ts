@@ -33,6 +33,8 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
         userId: session.userId,
         fence: session.fence,
         state: session.state,
+        ready: session.ready,
+        ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
         ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
         ...isoField('startedAt', session.startedAt),
         ...isoField('leaseExpiresAt', session.leaseExpiresAt),

@@ -89,7 +89,7 @@
       tr.dataset.user = r.userId;
       tr.append(
         cell(r.userId, 'user'),
-        cell(r.state, 'state s-' + r.state),
+        cell(r.ready ? r.state + ' · ready' + (r.endpoint ? ' at ' + r.endpoint : '') : r.state, 'state s-' + r.state),
         cell(r.fence, 'fence'),
         cell(r.workerId, 'worker'),
         cell(r.state === 'pending' ? 'waits ' + ms(r.pendingLeftMs) : ms(r.leaseLeftMs), 'lease'),

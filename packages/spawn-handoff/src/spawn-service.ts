@@ -112,7 +112,7 @@ export class SpawnService {
         const failure = hold instanceof Error ? { message: hold.message } : undefined;
         const rollback = await this.#rollBack(token, admission.sessionId, left);
         // A hold whose answer was lost may still have been taken: give it back (it runs out by itself otherwise).
-        if (hold instanceof Error) void capacity.workers.release([admission.sessionId]).catch(() => {});
+        if (hold instanceof Error) this.#giveBack(admission.sessionId);
         if (failure === undefined && rollback !== 'deferred') {
           log.debug({ rollback }, 'no worker slot free; admission rolled back');
           return { outcome: 'no_capacity', retryAfterMs: NO_CAPACITY_RETRY_MS };
@@ -137,7 +137,7 @@ export class SpawnService {
         return this.#unavailable('deferred');
       }
       if (rollback === 'cancelled') {
-        if (capacity !== undefined) void capacity.workers.release([admission.sessionId]).catch(() => {});
+        this.#giveBack(admission.sessionId);
         log.warn({ err: enqueueError, rollback }, 'enqueue failed; admission rolled back');
         return this.#unavailable('rolled_back');
       }
@@ -168,6 +168,11 @@ export class SpawnService {
       this.reconciler.add(token, sessionId);
       return 'deferred';
     }
+  }
+
+  /** Gives back the slot held for a session that was not handed on; a hold not given back runs out by itself. */
+  #giveBack(sessionId: string): void {
+    void this.#options.capacity?.workers.release([sessionId]).catch(() => {});
   }
 
   #unavailable(why: 'rolled_back' | 'deferred' | 'unconfirmed'): SpawnOutcome {

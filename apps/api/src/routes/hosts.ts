@@ -1,18 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { WorkerRecord } from '@cq/coordinator';
-import { errorSchema, hostView, hostsView, workerParams } from '@cq/contract';
+import { errorSchema, hostView, hostsView, workerParams, type Host } from '@cq/contract';
 import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import { iso } from '../iso.js';
 
-function hostOf(w: WorkerRecord): {
-  workerId: string;
-  state: 'active' | 'draining';
-  slots: number;
-  busy: number;
-  heartbeatAt: string;
-  startedAt: string;
-} {
+/** A host as the API shows it (the contract's shape). */
+function hostOf(w: WorkerRecord): Host {
   return {
     workerId: w.workerId,
     state: w.state,

@@ -1,12 +1,14 @@
 --[[
   Ends the user's current session with a terminal state: appends it to the capped history and to the
   slot's list of recent endings (for the dashboard), removes the live record and its index entry, and
-  deletes the lease when it belongs to this session. A `lost` ending says why: `not_claimed` when the
-  session was still pending (no worker host took it in time), `host_lost` when a host had it.
+  deletes the lease when it belongs to this session, and emits the terminal event. A `lost` ending says
+  why: `not_claimed` when the session was still pending (no worker host took it in time), `host_lost`
+  when a host had it.
 ]]
+--- @include "events"
 local RECENT_ENDINGS_PER_SLOT = 20
 
-local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, state, exitCode, now)
+local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, state, exitCode, now)
   local s = rcall('HMGET', sessionKey, 'id', 'fence', 'worker', 'started', 'state')
   local entry = { sessionId = s[1], fence = tonumber(s[2]), state = state, endedAt = now }
   if state == 'lost' then
@@ -20,6 +22,8 @@ local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, 
   entry['userId'] = userId
   rcall('LPUSH', endedKey, cjson.encode(entry))
   rcall('LTRIM', endedKey, 0, RECENT_ENDINGS_PER_SLOT - 1)
+  emitEvent(eventsKey, { type = state, sessionId = entry.sessionId, userId = userId, fence = entry.fence,
+    workerId = entry.workerId, exitCode = entry.exitCode, reason = entry.reason }, now)
   if rcall('HGET', leaseKey, 'f') == s[2] then rcall('DEL', leaseKey) end
   rcall('DEL', sessionKey)
   rcall('ZREM', shardKey, userId)

@@ -5,7 +5,7 @@
 ]]
 --- @include "endSession"
 
-local function settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, now)
+local function settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now)
   local s = rcall('HMGET', sessionKey, 'state', 'pdl', 'fence')
   local state = s[1]
   if not state then return false end
@@ -16,7 +16,7 @@ local function settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKe
     overdue = rcall('HGET', leaseKey, 'f') ~= s[3]
   end
   if overdue then
-    endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, 'lost', nil, now)
+    endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, 'lost', nil, now)
     return false
   end
   return state

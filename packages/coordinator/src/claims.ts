@@ -52,7 +52,7 @@ export class Claims {
     const sentAt = performance.now();
     const reply = await this.#context.scripts.run(
       'claimSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
       [
         ref.sessionId,
         ref.fence,
@@ -145,7 +145,11 @@ export class Claims {
     if (endpoint !== undefined && (endpoint.length > MAX_ENDPOINT_LENGTH || endpoint === ''))
       throw new InvalidArgumentError(`endpoint must be 1 to ${MAX_ENDPOINT_LENGTH} characters`);
     const keys = this.#context.keys.user(claim.userId);
-    const reply = await this.#context.scripts.run('markReady', [keys.session], [claim.owner, endpoint ?? '']);
+    const reply = await this.#context.scripts.run(
+      'markReady',
+      [keys.session, keys.events],
+      [claim.owner, endpoint ?? ''],
+    );
     if (replyCode(reply) === ScriptCode.LeaseLost) return false;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('markReady', reply);
     return true;
@@ -162,7 +166,7 @@ export class Claims {
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
       'finishSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
       [claim.sessionId, claim.owner, state, exitCode ?? '', claim.userId, this.#policy.historyLength],
     );
     if (replyCode(reply) === ScriptCode.Stale) return false;

@@ -95,6 +95,8 @@ describe('one round trip, one slot', () => {
       const slots = new Set(keys.map(slotOf));
       expect(slots.size, `${name} touches keys on ${slots.size} slots: ${keys.join(' ')}`).toBe(1);
     }
-    expect([...ran].sort(), 'every script was exercised').toEqual([...scriptNames].sort());
+    // publishEventMark names no key: the event feed sends it to each master itself (see events.test.ts).
+    const keyed = scriptNames.filter((name) => name !== 'publishEventMark');
+    expect([...ran].sort(), 'every script was exercised').toEqual([...keyed].sort());
   });
 });

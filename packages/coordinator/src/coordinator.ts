@@ -16,6 +16,7 @@ import type { ReplicaWait } from './replica-wait-pool.js';
 import { Scripts } from './script-runner.js';
 import { Claims } from './claims.js';
 import { SessionStore } from './sessions.js';
+import { EventFeed, type EventFeedOptions } from './events.js';
 import { Sweeper, type SweeperOptions } from './sweeper.js';
 import { TokenStore } from './tokens.js';
 import { WorkerRegistry } from './workers.js';
@@ -125,6 +126,14 @@ export class Coordinator {
   /** Reads every slot's live-session index and recent endings (for dashboards): 2 × 16384 pipelined commands. */
   readIndex(options?: { endedPerSlot?: number }): Promise<IndexSnapshot> {
     return readIndex(this.#context, options);
+  }
+
+  /**
+   * A feed of every session event, in one order, for the readers of this process: one subscription
+   * and one read per batch however many readers it serves. Close it when done.
+   */
+  eventFeed(options?: EventFeedOptions): EventFeed {
+    return new EventFeed(this.#context, options);
   }
 
   /** A sweeper that ends overdue sessions as `lost`; call `start()` on it. */

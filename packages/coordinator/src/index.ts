@@ -28,6 +28,20 @@ export * from './limiters/index.js';
 export { LeaseManager, type Lease, type LeaseRenewAnswer, type AcquireOptions, type AcquireOutcome } from './lease.js';
 export { Keepalive, LeaseLostError, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
 export { SessionStore } from './sessions.js';
+export {
+  EventFeed,
+  EventSubscription,
+  SlowReaderError,
+  EVENT_RETENTION_MS,
+  comparePositions,
+  finalEventTypes,
+  parseEventId,
+  type EventFeedOptions,
+  type EventPosition,
+  type SessionEvent,
+  type SessionEventType,
+  type SubscribeOptions,
+} from './events.js';
 export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
 export * from './session-types.js';
 export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';

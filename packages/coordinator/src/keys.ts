@@ -19,6 +19,8 @@ export interface UserKeys {
   readonly liveIndex: string;
   /** List of JSON: the recent endings of the user's slot (for the dashboard), capped. */
   readonly ended: string;
+  /** Stream: the session events of the user's slot, kept for the event retention. */
+  readonly events: string;
 }
 
 /**
@@ -49,6 +51,7 @@ export class Keys {
       tokenRate: `${base}:tokens`,
       liveIndex: this.liveIndex(slot),
       ended: this.ended(slot),
+      events: this.events(slot),
     };
   }
 
@@ -98,6 +101,18 @@ export class Keys {
     const tag = slotTags()[slot];
     if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
     return `${this.prefix}:{${tag}}:ended`;
+  }
+
+  /** The session events of one cluster slot (stream). */
+  events(slot: number): string {
+    const tag = slotTags()[slot];
+    if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
+    return `${this.prefix}:{${tag}}:events`;
+  }
+
+  /** The channel every session event is published on (a channel, not a key: no hash tag). */
+  eventChannel(): string {
+    return `${this.prefix}:events`;
   }
 
   /** Every live-session index, one per cluster slot. */

@@ -5,8 +5,8 @@ import type { LiveState, SessionView } from './session-types.js';
 import type { Metadata } from './tokens.js';
 
 /**
- * The session hash, `<prefix>:{u:<userId>}:session`. `admit-9.lua` writes the admission fields,
- * `claimSession-5.lua` the running fields, `renewSession-3.lua` moves `leaseExp`, `requestStop-5.lua`
+ * The session hash, `<prefix>:{u:<userId>}:session`. `admit-10.lua` writes the admission fields,
+ * `claimSession-6.lua` the running fields, `renewSession-3.lua` moves `leaseExp`, `requestStop-6.lua`
  * sets `stop`.
  */
 export const SessionField = {

@@ -16,6 +16,7 @@ export const scriptNames = [
   'heartbeatWorker',
   'issueToken',
   'markReady',
+  'publishEventMark',
   'readCapacity',
   'releaseLease',
   'releaseSlots',

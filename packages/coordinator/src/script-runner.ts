@@ -42,6 +42,11 @@ export class Scripts {
     await this.#waits?.close();
   }
 
+  /** The source of a script, with its includes expanded (for calls sent to one node by hand). */
+  source(name: ScriptName): string {
+    return this.#sources.get(name)!.lua;
+  }
+
   /** Loads every script into the server's script cache, so that the first calls are single EVALSHAs too. */
   async preload(): Promise<void> {
     const nodes = 'nodes' in this.#redis ? this.#redis.nodes('master') : [this.#redis];

@@ -65,6 +65,7 @@ export class SessionStore {
         keys.liveIndex,
         keys.ended,
         this.#context.keys.cancelledAdmission(userId, sessionId),
+        keys.events,
       ],
       [
         sessionId,
@@ -125,6 +126,7 @@ export class SessionStore {
         keys.spawnThrottle,
         keys.liveIndex,
         this.#context.keys.cancelledAdmission(parsed.userId, sessionId),
+        keys.events,
       ],
       [sessionId, parsed.userId, CANCELLED_ADMISSION_TTL_MS],
     );
@@ -141,7 +143,7 @@ export class SessionStore {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'requestStop',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
       [userId, this.#policy.historyLength],
     );
     if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
@@ -157,7 +159,7 @@ export class SessionStore {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'sweepSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
       [userId, this.#policy.historyLength],
     );
     return replyCode(reply) === ScriptCode.Ok;
@@ -172,7 +174,7 @@ export class SessionStore {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'readSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended],
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
       [userId, this.#policy.historyLength],
     );
     if (replyCode(reply) === ScriptCode.NoSession) return undefined;

@@ -54,7 +54,7 @@ bare.post('/minimal/spawn', async (request, reply) => {
   const sessionId = randomUUID();
   const answer = (await scriptRedis.evalsha(
     admitSha,
-    9,
+    10,
     keys.token(userId, digest),
     user.session,
     user.fence,
@@ -64,6 +64,7 @@ bare.post('/minimal/spawn', async (request, reply) => {
     user.liveIndex,
     user.ended,
     keys.cancelledAdmission(userId, sessionId),
+    user.events,
     sessionId,
     userId,
     policy.spawnIntervalMs,

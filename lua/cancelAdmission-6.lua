@@ -1,7 +1,8 @@
 --[[
   Rolls back an admission whose session could not be handed on (the enqueue failed, or the admission's
   own answer was lost to a timeout): the token becomes usable again for the rest of its life, the spawn
-  throttle returns to where it was, and the pending session disappears without a trace in the history.
+  throttle returns to where it was, and the pending session disappears without a trace in the history;
+  readers of the events, who saw it `pending`, get a `withdrawn` event.
   The fence stays used: fences only grow. A tombstone makes a late copy of the admission a no-op, so
   the rollback holds whichever of the two Redis executes first.
 
@@ -11,6 +12,7 @@
     KEYS[3] the user's spawn throttle key
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the tombstone of this admission (string, expires)
+    KEYS[6] the event stream of the user's slot (capped stream of JSON events)
 
     ARGV[1] session id of the admission to roll back
     ARGV[2] user id
@@ -26,14 +28,16 @@ local tokenKey = KEYS[2]
 local throttleKey = KEYS[3]
 local shardKey = KEYS[4]
 local tombstoneKey = KEYS[5]
+local eventsKey = KEYS[6]
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local tombstoneTtlMs = tonumber(ARGV[3])
 
 --- @include "includes/nowMs"
+--- @include "includes/events"
 
 rcall('SET', tombstoneKey, '1', 'PX', tombstoneTtlMs)
-local s = rcall('HMGET', sessionKey, 'id', 'state', 'meta', 'tokL', 'tokE', 'ptat')
+local s = rcall('HMGET', sessionKey, 'id', 'state', 'meta', 'tokL', 'tokE', 'ptat', 'fence')
 if s[1] ~= sessionId or s[2] ~= 'pending' then return { -4 } end
 
 local now = nowMs()
@@ -52,4 +56,5 @@ else
 end
 rcall('DEL', sessionKey)
 rcall('ZREM', shardKey, userId)
+emitEvent(eventsKey, { type = 'withdrawn', sessionId = sessionId, userId = userId, fence = tonumber(s[7]) }, now)
 return { 1, restored }

@@ -9,6 +9,7 @@
     KEYS[3] the user's history key (list of JSON, newest first)
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
+    KEYS[6] the event stream of the user's slot (capped stream of JSON events)
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
@@ -24,6 +25,7 @@ local leaseKey = KEYS[2]
 local historyKey = KEYS[3]
 local shardKey = KEYS[4]
 local endedKey = KEYS[5]
+local eventsKey = KEYS[6]
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 
@@ -32,7 +34,7 @@ local historyLength = tonumber(ARGV[2])
 
 local existed = rcall('EXISTS', sessionKey) == 1
 local now = nowMs()
-local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, now)
+local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now)
 if not state then
   if existed then return { 1 } end
   rcall('ZREM', shardKey, userId)

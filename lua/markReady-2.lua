@@ -1,9 +1,11 @@
 --[[
   The owner of a running session marks it ready, with the endpoint where it can be reached (a later
-  call may change the endpoint). Only the session's owner, only while it runs or stops.
+  call may change the endpoint). Only the session's owner, only while it runs or stops. Emits `ready`
+  (again only when the endpoint changes).
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
+    KEYS[2] the event stream of the user's slot (capped stream of JSON events)
 
     ARGV[1] lease owner id
     ARGV[2] endpoint ('' for none), at most 512 characters
@@ -14,11 +16,18 @@
 ]]
 local rcall = redis.call
 local sessionKey = KEYS[1]
+local eventsKey = KEYS[2]
 local owner = ARGV[1]
 local endpoint = ARGV[2]
 
-local s = rcall('HMGET', sessionKey, 'owner', 'ready', 'endpoint')
+--- @include "includes/nowMs"
+--- @include "includes/events"
+
+local s = rcall('HMGET', sessionKey, 'owner', 'ready', 'endpoint', 'id', 'user', 'fence', 'worker')
 if s[1] ~= owner then return { -7 } end
 if s[2] == '1' and (s[3] or '') == endpoint then return { 1, 0 } end
 rcall('HSET', sessionKey, 'ready', '1', 'endpoint', endpoint)
+local event = { type = 'ready', sessionId = s[4], userId = s[5], fence = tonumber(s[6]), workerId = s[7] }
+if endpoint ~= '' then event['endpoint'] = endpoint end
+emitEvent(eventsKey, event, nowMs())
 return { 1, 1 }

@@ -1,7 +1,7 @@
 --[[
   A worker host claims a pending session: only for the matching session id and fence, only while it is
   still pending and within its pending deadline. Starts the lifetime clock and takes the session lease,
-  whose hard deadline (the lifetime cap plus the stop grace) no renewal can pass.
+  whose hard deadline (the lifetime cap plus the stop grace) no renewal can pass. Emits `running`.
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
@@ -9,6 +9,7 @@
     KEYS[3] the user's history key (list of JSON, newest first)
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
+    KEYS[6] the event stream of the user's slot (capped stream of JSON events)
 
     ARGV[1] session id from the job
     ARGV[2] fence from the job
@@ -30,6 +31,7 @@ local leaseKey = KEYS[2]
 local historyKey = KEYS[3]
 local shardKey = KEYS[4]
 local endedKey = KEYS[5]
+local eventsKey = KEYS[6]
 local sessionId = ARGV[1]
 local fence = ARGV[2]
 local owner = ARGV[3]
@@ -47,7 +49,7 @@ if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } en
 
 local now = nowMs()
 if now >= tonumber(s[4]) then
-  endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, 'lost', nil, now)
+  endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, 'lost', nil, now)
   return { -6 }
 end
 
@@ -61,4 +63,6 @@ rcall('PEXPIREAT', leaseKey, leaseExpiresAt)
 rcall('HSET', sessionKey, 'state', 'running', 'worker', workerId, 'owner', owner,
   'started', now, 'deadline', deadline, 'leaseExp', leaseExpiresAt)
 rcall('ZADD', shardKey, leaseExpiresAt, userId)
+emitEvent(eventsKey, { type = 'running', sessionId = sessionId, userId = userId, fence = tonumber(fence),
+  workerId = workerId, deadline = deadline }, now)
 return { 1, deadline, leaseExpiresAt, lifetimeMs, s[6], now }

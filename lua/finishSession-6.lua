@@ -8,6 +8,7 @@
     KEYS[3] the user's history key (list of JSON, newest first)
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
+    KEYS[6] the event stream of the user's slot (capped stream of JSON events)
 
     ARGV[1] session id
     ARGV[2] lease owner id
@@ -27,6 +28,7 @@ local leaseKey = KEYS[2]
 local historyKey = KEYS[3]
 local shardKey = KEYS[4]
 local endedKey = KEYS[5]
+local eventsKey = KEYS[6]
 local sessionId = ARGV[1]
 local owner = ARGV[2]
 local state = ARGV[3]
@@ -41,5 +43,5 @@ local terminal = { completed = true, failed = true, expired = true, stopped = tr
 if not terminal[state] then return { -11 } end
 local s = rcall('HMGET', sessionKey, 'id', 'owner')
 if s[1] ~= sessionId or s[2] ~= owner then return { -4 } end
-endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, state, tonumber(exitCode), nowMs())
+endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, state, tonumber(exitCode), nowMs())
 return { 1 }

@@ -9,6 +9,7 @@
     KEYS[3] the user's history key (list of JSON, newest first)
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
+    KEYS[6] the event stream of the user's slot (capped stream of JSON events)
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
@@ -23,6 +24,7 @@ local leaseKey = KEYS[2]
 local historyKey = KEYS[3]
 local shardKey = KEYS[4]
 local endedKey = KEYS[5]
+local eventsKey = KEYS[6]
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 
@@ -30,12 +32,15 @@ local historyLength = tonumber(ARGV[2])
 --- @include "includes/settleSession"
 
 local now = nowMs()
-local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, now)
+local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now)
 if not state then return { -10 } end
 local sessionId = rcall('HGET', sessionKey, 'id')
 if state == 'pending' then
-  endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, 'stopped', nil, now)
+  endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, 'stopped', nil, now)
   return { 1, sessionId, 'stopped' }
 end
 rcall('HSET', sessionKey, 'state', 'stopping', 'stop', 'requested')
+local s = rcall('HMGET', sessionKey, 'fence', 'worker')
+emitEvent(eventsKey, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),
+  workerId = s[2] }, now)
 return { 1, sessionId, 'stopping' }

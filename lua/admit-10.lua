@@ -1,7 +1,8 @@
 --[[
   Admits a spawn: one all-or-nothing decision (unless this very admission was already cancelled). Checked in this order: the token is valid, the user has
   no live session (an overdue one is first ended as `lost`), the spawn throttle (GCRA) is open. Only then
-  it consumes the token, moves the throttle, takes the next fence and records the session as `pending`.
+  it consumes the token, moves the throttle, takes the next fence, records the session as `pending` and
+  emits its `pending` event.
   A rejection writes nothing but the ending of an overdue session.
 
   Input:
@@ -14,6 +15,7 @@
     KEYS[7] the live-session index of the user's slot (sorted set: userId by due time, epoch ms)
     KEYS[8] the recent endings of the user's slot (list of JSON, newest first, capped)
     KEYS[9] the tombstone of this admission (exists once the admission was cancelled)
+    KEYS[10] the event stream of the user's slot (capped stream of JSON events)
 
     ARGV[1] session id (chosen by the caller, unique)
     ARGV[2] user id
@@ -40,6 +42,7 @@ local historyKey = KEYS[6]
 local shardKey = KEYS[7]
 local endedKey = KEYS[8]
 local tombstoneKey = KEYS[9]
+local eventsKey = KEYS[10]
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local intervalMs = tonumber(ARGV[3])
@@ -57,7 +60,7 @@ local token = rcall('HMGET', tokenKey, 'm', 'l', 'e')
 if not token[1] then return { -1 } end
 
 local now = nowMs()
-if settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, userId, historyLength, now) then
+if settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now) then
   local live = rcall('HMGET', sessionKey, 'id', 'state')
   return { -2, live[1], live[2] }
 end
@@ -79,4 +82,6 @@ rcall('HSET', sessionKey,
   'pdl', pendingDeadline, 'life', lifetimeMs, 'meta', token[1],
   'tokL', token[2], 'tokE', token[3], 'ptat', previousTat)
 rcall('ZADD', shardKey, pendingDeadline, userId)
+emitEvent(eventsKey, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
+  lifetimeMs = lifetimeMs }, now)
 return { 1, fence, lifetimeMs, token[1], pendingDeadline, rate[2], rate[3], rate[5] }

@@ -1,0 +1,18 @@
+--[[
+  Session events. Every state change of a session is appended, in the script that makes the change, to
+  the event stream of the user's cluster slot (so an event exists exactly when its change does), and
+  published on the prefix's event channel (`<prefix>:events`), so an API process learns of it at once
+  without reading 16384 streams. The message is `<entry id> <event JSON>`; `at` is Redis TIME, epoch ms.
+  Entries older than EVENT_RETENTION_MS are trimmed (MINID, approximate: never sooner), and an idle
+  stream expires whole after the same time, so every event of the last EVENT_RETENTION_MS is kept.
+]]
+local EVENT_RETENTION_MS = 900000
+
+local function emitEvent(eventsKey, event, now)
+  event['at'] = now
+  local json = cjson.encode(event)
+  local id = rcall('XADD', eventsKey, 'MINID', '~', now - EVENT_RETENTION_MS, '*', 'e', json)
+  rcall('PEXPIRE', eventsKey, EVENT_RETENTION_MS)
+  local channel = string.gsub(eventsKey, ':{[^}]*}:events$', ':events')
+  rcall('PUBLISH', channel, id .. ' ' .. json)
+end

@@ -1,0 +1,226 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import type { Coordinator } from './coordinator.js';
+import {
+  EVENT_RETENTION_MS,
+  SlowReaderError,
+  comparePositions,
+  parseEventId,
+  type EventFeed,
+  type EventSubscription,
+  type SessionEvent,
+} from './events.js';
+import { defaultScriptsDir } from './script-loader.js';
+import { connect, issueAndAdmit, testCoordinator } from './test-support/setup.js';
+
+const worker = { workerId: 'host-a', leaseMs: 5000, graceMs: 1000 };
+
+function feedOf(coordinator: Coordinator, options?: Parameters<Coordinator['eventFeed']>[0]): EventFeed {
+  const feed = coordinator.eventFeed(options);
+  onTestFinished(() => feed.close());
+  return feed;
+}
+
+/** Reads events from `subscription` until `done` says it has them all (bounded by the test's timeout). */
+async function collect(
+  subscription: EventSubscription,
+  done: (events: SessionEvent[]) => boolean,
+): Promise<SessionEvent[]> {
+  const events: SessionEvent[] = [];
+  while (!done(events)) {
+    const event = await subscription.next();
+    if (event === undefined) break;
+    events.push(event);
+  }
+  return events;
+}
+
+/** The events of one user's sessions: pending → running → ready → stopping → stopped. */
+async function lifecycle(coordinator: Coordinator, userId: string): Promise<void> {
+  const admitted = await issueAndAdmit(coordinator, userId);
+  const outcome = await coordinator.claims.claim(admitted, worker);
+  if (!outcome.claimed) throw new Error('not claimed');
+  await coordinator.claims.markReady(outcome.claim, `http://${userId}.example:8080`);
+  await coordinator.sessions.requestStop(userId);
+  await coordinator.claims.finish(outcome.claim, 'stopped', 143);
+}
+
+describe('session events', () => {
+  it('each state change is one event, written by the script that made it, with its details', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const subscription = await feed.subscribe({ userId: 'ev-one' });
+    await lifecycle(coordinator, 'ev-one');
+    const events = await collect(subscription, (got) => got.length === 5);
+    expect(events.map((e) => e.type)).toEqual(['pending', 'running', 'ready', 'stopping', 'stopped']);
+    const [pending, running, ready, stopping, stopped] = events;
+    expect(pending).toMatchObject({ userId: 'ev-one', fence: 1, lifetimeMs: coordinator.policy.maxLifetimeMs });
+    expect(running).toMatchObject({ workerId: 'host-a', sessionId: pending!.sessionId });
+    expect(running!.deadline).toBeGreaterThan(running!.at);
+    expect(ready).toMatchObject({ endpoint: 'http://ev-one.example:8080' });
+    expect(stopping).toMatchObject({ workerId: 'host-a' });
+    expect(stopped).toMatchObject({ exitCode: 143, workerId: 'host-a' });
+    // The stream holds the same events under the same ids.
+    const stream = await coordinator.redis.xrange(coordinator.keys.user('ev-one').events, '-', '+');
+    expect(stream.map(([id]) => `${id}-${events[0]!.position.slot}`)).toEqual(events.map((e) => e.id));
+  });
+
+  it('a markReady that changes nothing emits nothing; a new endpoint emits ready again', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const subscription = await feed.subscribe({ userId: 'ev-ready' });
+    const admitted = await issueAndAdmit(coordinator, 'ev-ready');
+    const outcome = await coordinator.claims.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    await coordinator.claims.markReady(outcome.claim, 'a:1');
+    await coordinator.claims.markReady(outcome.claim, 'a:1');
+    await coordinator.claims.markReady(outcome.claim, 'b:2');
+    await coordinator.claims.finish(outcome.claim, 'completed', 0);
+    const events = await collect(subscription, (got) => got.at(-1)?.type === 'completed');
+    expect(events.map((e) => [e.type, e.endpoint])).toEqual([
+      ['pending', undefined],
+      ['running', undefined],
+      ['ready', 'a:1'],
+      ['ready', 'b:2'],
+      ['completed', undefined],
+    ]);
+  });
+
+  it('lost says why: not_claimed for a session no host took, host_lost for one whose lease ran out', async () => {
+    const coordinator = testCoordinator({ policy: { pendingTimeoutMs: 50 } });
+    const feed = feedOf(coordinator);
+    const subscription = await feed.subscribe();
+    await issueAndAdmit(coordinator, 'ev-unclaimed');
+    const claimedOne = await issueAndAdmit(coordinator, 'ev-dead-host');
+    const claimed = await coordinator.claims.claim(claimedOne, { ...worker, leaseMs: 60 });
+    expect(claimed.claimed).toBe(true);
+    // Both become overdue; a read settles each (the sweeper would too).
+    await expect
+      .poll(async () => {
+        await coordinator.sessions.settleAndRead('ev-unclaimed');
+        await coordinator.sessions.settleAndRead('ev-dead-host');
+        return (await coordinator.sessions.history('ev-dead-host')).length;
+      })
+      .toBe(1);
+    const events = await collect(subscription, (got) => got.filter((e) => e.type === 'lost').length === 2);
+    const lost = Object.fromEntries(events.filter((e) => e.type === 'lost').map((e) => [e.userId, e.reason]));
+    expect(lost).toEqual({ 'ev-unclaimed': 'not_claimed', 'ev-dead-host': 'host_lost' });
+  });
+
+  it('an admission rolled back is withdrawn', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const subscription = await feed.subscribe({ userId: 'ev-withdrawn' });
+    const issued = await coordinator.tokens.issue('ev-withdrawn');
+    if (issued.outcome !== 'issued') throw new Error('not issued');
+    const admitted = await coordinator.sessions.admit(issued.token);
+    if (admitted.outcome !== 'admitted') throw new Error('not admitted');
+    expect((await coordinator.sessions.cancelAdmission(issued.token, admitted.sessionId)).cancelled).toBe(true);
+    const events = await collect(subscription, (got) => got.length === 2);
+    expect(events.map((e) => [e.type, e.sessionId])).toEqual([
+      ['pending', admitted.sessionId],
+      ['withdrawn', admitted.sessionId],
+    ]);
+  });
+
+  it('every reader gets every event of 300 concurrent sessions once, in id order, and a replay from any id gets exactly the rest', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const readers = await Promise.all(Array.from({ length: 3 }, () => feed.subscribe()));
+    const users = Array.from({ length: 300 }, (_, i) => `ev-many-${i}`);
+    await Promise.all(users.map((userId) => lifecycle(coordinator, userId)));
+    const expected = users.length * 5;
+    const seen = await Promise.all(readers.map((reader) => collect(reader, (got) => got.length === expected)));
+    for (const events of seen) expect(events.map((e) => e.id)).toEqual(seen[0]!.map((e) => e.id));
+    const ids = seen[0]!.map((e) => e.id);
+    readers.slice(1).forEach((reader) => reader.close());
+    expect(new Set(ids).size).toBe(expected);
+    const positions = seen[0]!.map((e) => e.position);
+    for (let i = 1; i < positions.length; i++)
+      expect(comparePositions(positions[i - 1]!, positions[i]!)).toBeLessThan(0);
+    // Per user, the lifecycle's order.
+    const byUser = new Map<string, string[]>();
+    for (const event of seen[0]!) byUser.set(event.userId, [...(byUser.get(event.userId) ?? []), event.type]);
+    for (const types of byUser.values()) expect(types).toEqual(['pending', 'running', 'ready', 'stopping', 'stopped']);
+
+    // Replays from a few ids: the events after each one, then the live ones; none twice, none missing.
+    for (const cut of [0, 1, 777, expected - 2]) {
+      const after = parseEventId(ids[cut]!)!;
+      const replay = await feed.subscribe({ after });
+      expect(replay.expired).toBe(false);
+      await lifecycle(coordinator, `ev-after-${cut}`);
+      ids.push(...(await collect(readers[0]!, (got) => got.length === 5)).map((e) => e.id));
+      const got = await collect(replay, (events) => events.length === ids.length - cut - 1);
+      replay.close();
+      expect(got.map((e) => e.id)).toEqual(ids.slice(cut + 1));
+    }
+  });
+
+  it('a replay pages through a slot with more events than a page', async () => {
+    const coordinator = testCoordinator({ policy: { spawnIntervalMs: 1, spawnBurst: 10 } });
+    const feed = feedOf(coordinator, { pageSize: 3 });
+    const first = await feed.subscribe({ userId: 'ev-paged' });
+    for (let i = 0; i < 4; i++) await lifecycle(coordinator, 'ev-paged');
+    const events = await collect(first, (got) => got.length === 20);
+    const replay = await feed.subscribe({ after: events[0]!.position, userId: 'ev-paged' });
+    const again = await collect(replay, (got) => got.length === 19);
+    expect(again.map((e) => e.id)).toEqual(events.slice(1).map((e) => e.id));
+  });
+
+  it('a lost subscription is reopened and what it missed is read back: nothing lost, nothing twice', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const reader = await feed.subscribe();
+    const admin = connect();
+    onTestFinished(() => admin.disconnect());
+    const users = Array.from({ length: 40 }, (_, i) => `ev-cut-${i}`);
+    const work = Promise.all(
+      users.map(async (userId, i) => {
+        if (i === 20) await admin.client('KILL', 'TYPE', 'pubsub');
+        await lifecycle(coordinator, userId);
+      }),
+    );
+    await work;
+    const events = await collect(reader, (got) => got.length === users.length * 5);
+    expect(new Set(events.map((e) => e.id)).size).toBe(users.length * 5);
+    for (let i = 1; i < events.length; i++)
+      expect(comparePositions(events[i - 1]!.position, events[i]!.position)).toBeLessThan(0);
+  });
+
+  it('a reader that does not read is dropped once it holds maxQueued events; the feed goes on', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator, { maxQueued: 50 });
+    const idle = await feed.subscribe();
+    const busy = await feed.subscribe();
+    // Rounds of 15 events that the busy reader reads as they come; the idle one reads none of 60.
+    for (let round = 0; round < 4; round++) {
+      await Promise.all([0, 1, 2].map((i) => lifecycle(coordinator, `ev-slow-${round}-${i}`)));
+      expect((await collect(busy, (got) => got.length === 15)).length).toBe(15);
+    }
+    await expect(idle.next()).rejects.toBeInstanceOf(SlowReaderError);
+    expect(idle.queued).toBe(0);
+    expect(feed.subscribers).toBe(1);
+  });
+
+  it('a reader resuming from an id older than the retention is told so, then reads on live', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const stale = await feed.subscribe({ after: { ms: Date.now() - EVENT_RETENTION_MS - 60_000, seq: 0, slot: 0 } });
+    expect(stale.expired).toBe(true);
+    await lifecycle(coordinator, 'ev-stale');
+    const events = await collect(stale, (got) => got.length === 5);
+    expect(events.map((e) => e.userId)).toEqual(Array(5).fill('ev-stale'));
+  });
+
+  it('parses only its own ids', () => {
+    expect(parseEventId('1700000000000-0-16383')).toEqual({ ms: 1700000000000, seq: 0, slot: 16383 });
+    for (const bad of ['', 'x', '1-2', '1-2-16384', '1-2-3-4', '-1-0-0', '1-99999999999999999-1'])
+      expect(parseEventId(bad)).toBeUndefined();
+  });
+
+  it('the Lua retention is the one the feed assumes', () => {
+    const lua = readFileSync(join(defaultScriptsDir, 'includes', 'events.lua'), 'utf8');
+    expect(Number(/local EVENT_RETENTION_MS = (\d+)/.exec(lua)?.[1])).toBe(EVENT_RETENTION_MS);
+  });
+});

@@ -1,9 +1,11 @@
+import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import swagger from '@fastify/swagger';
 import underPressure from '@fastify/under-pressure';
 import type { Socket } from 'node:net';
-import Fastify, { type ConnectionError } from 'fastify';
+import Fastify, { type ConnectionError, type FastifyPluginAsync } from 'fastify';
 import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
+import type { EventFeedOptions } from '@cq/coordinator';
 import type { ApiConfig } from './config.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { errorBody } from './http-errors.js';
@@ -15,6 +17,7 @@ import { sessionRoutes } from './routes/sessions.js';
 import { hostRoutes } from './routes/hosts.js';
 import { spawnRoutes } from './routes/spawn.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { SSE_HEARTBEAT_MS, eventRoutes } from './routes/events.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -63,7 +66,13 @@ export interface BuildAppOptions {
   sweep?: boolean;
   /** Collect Node's default process metrics. @defaultValue true */
   defaultMetrics?: boolean;
+  /** Options of the event feed behind the SSE routes (tests bound its reader queue). */
+  eventFeed?: EventFeedOptions;
 }
+
+// From ESM the default import is the package's module.exports: the plugin wrapped by fastify-plugin, so
+// its decorators reach every route. Its typings describe the unwrapped `.default` instead.
+const sse = sseModule as unknown as FastifyPluginAsync<SSEPluginOptions>;
 
 /** Builds the API (not yet listening). Close it with `app.close()`: that also closes its Redis clients. */
 export async function buildApp(options: BuildAppOptions) {
@@ -110,7 +119,11 @@ export async function buildApp(options: BuildAppOptions) {
       },
     });
   await app.register(errorsPlugin);
-  await app.register(servicesPlugin, { config: options.config, sweep: options.sweep ?? true });
+  await app.register(servicesPlugin, {
+    config: options.config,
+    sweep: options.sweep ?? true,
+    ...(options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed }),
+  });
   await app.register(swagger, {
     openapi: {
       info: {
@@ -122,11 +135,17 @@ export async function buildApp(options: BuildAppOptions) {
     },
     transform: jsonSchemaTransform,
   });
+  // Server-sent events: data is written as the routes serialized it (once per event, for every reader).
+  await app.register(sse, {
+    heartbeatInterval: SSE_HEARTBEAT_MS,
+    serializer: (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data)),
+  });
   await app.register(operationRoutes);
   await app.register(tokenRoutes);
   await app.register(spawnRoutes);
   await app.register(sessionRoutes);
   await app.register(hostRoutes);
+  await app.register(eventRoutes);
   await app.register(dashboardPlugin, { prefix: DASHBOARD_PATH });
   return app;
 }

@@ -1,3 +1,4 @@
+import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { ApiError, NoSessionError, UnavailableError, toApiError } from './errors.js';
 import type {
   Admission,
@@ -7,8 +8,24 @@ import type {
   IssueTokenRequest,
   IssuedToken,
   LiveSession,
+  SessionEventData,
   StopAccepted,
+  StreamErrorData,
 } from './types.js';
+
+/** One item of an event stream: a session event (with its id on `/v1/events`), or the stream's error event. */
+export type StreamedEvent =
+  (SessionEventData & { readonly id?: string }) | ({ readonly type: 'error' } & StreamErrorData);
+
+/** Options of {@link CoordinatorClient.events}. */
+export interface EventsOptions {
+  /** Only this user's current or next session (`/v1/users/{userId}/session/events`); the stream ends with it. */
+  userId?: string;
+  /** `/v1/events` only: resume after this event id (what a reconnecting EventSource sends). */
+  lastEventId?: string;
+  /** Ends the stream when it aborts. */
+  signal?: AbortSignal;
+}
 
 /** Options of {@link CoordinatorClient}. */
 export interface ClientOptions {
@@ -36,6 +53,63 @@ export class CoordinatorClient {
     this.#baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.#apiKey = options.apiKey;
     this.#timeoutMs = options.timeoutMs ?? 10_000;
+  }
+
+  /**
+   * Server-sent session events as an async iterator: every session's (`GET /v1/events`), or, with
+   * `userId`, the user's current state and then each change until the session ends. The iterator ends
+   * when the server ends the stream or `signal` aborts; it does not reconnect by itself: pass the last
+   * event's `id` as `lastEventId` to resume `/v1/events` without a gap. `timeoutMs` bounds the wait for
+   * the stream to open, not the stream.
+   */
+  async *events(options: EventsOptions = {}): AsyncGenerator<StreamedEvent> {
+    const path =
+      options.userId === undefined ? '/v1/events' : `/v1/users/${encodeURIComponent(options.userId)}/session/events`;
+    const headers: Record<string, string> = { accept: 'text/event-stream' };
+    if (this.#apiKey !== undefined) headers['authorization'] = `Bearer ${this.#apiKey}`;
+    if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
+    const controller = new AbortController();
+    const abort = (): void => controller.abort(options.signal?.reason);
+    options.signal?.addEventListener('abort', abort, { once: true });
+    const opening = setTimeout(() => controller.abort(new Error('the stream did not open in time')), this.#timeoutMs);
+    let response: Response;
+    try {
+      response = await fetch(`${this.#baseUrl}${path}`, { headers, signal: controller.signal });
+    } catch (err) {
+      options.signal?.removeEventListener('abort', abort);
+      if (options.signal?.aborted) return;
+      throw new UnavailableError(
+        0,
+        'unreachable',
+        `The API at ${this.#baseUrl} could not be reached: ${(err as Error).message}`,
+        undefined,
+      );
+    } finally {
+      clearTimeout(opening);
+    }
+    try {
+      if (!response.ok || response.body === null) {
+        const text = await response.text();
+        let parsed: unknown = text;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          // not JSON: passed on as text
+        }
+        throw toApiError(response.status, parsed, response.headers);
+      }
+      const messages = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+      for await (const message of messages) {
+        const data = JSON.parse(message.data) as Record<string, unknown>;
+        if (message.event === 'error') yield { ...(data as StreamErrorData), type: 'error' };
+        else yield { ...(data as SessionEventData), ...(message.id === undefined ? {} : { id: message.id }) };
+      }
+    } catch (err) {
+      if (!controller.signal.aborted) throw err;
+    } finally {
+      options.signal?.removeEventListener('abort', abort);
+      controller.abort();
+    }
   }
 
   async #request<T>(method: string, path: string, body?: unknown, auth = true): Promise<T> {

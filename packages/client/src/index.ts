@@ -1,4 +1,4 @@
-export { CoordinatorClient, type ClientOptions } from './client.js';
+export { CoordinatorClient, type ClientOptions, type EventsOptions, type StreamedEvent } from './client.js';
 export {
   ApiError,
   NoCapacityError,

@@ -1,5 +1,5 @@
-// The API's request and answer shapes, from the contract package (type-only: the client carries no
-// runtime dependency).
+// The API's request and answer shapes, from the contract package (type-only: the client's one runtime
+// dependency is the SSE parser).
 export type {
   Admission,
   ApiErrorCode,
@@ -9,6 +9,8 @@ export type {
   IssueTokenRequest,
   IssuedToken,
   LiveSession,
+  SessionEventData,
   SessionState,
   StopAccepted,
+  StreamErrorData,
 } from '@cq/contract';

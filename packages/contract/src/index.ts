@@ -8,6 +8,8 @@ export type {
   IssueTokenRequest,
   IssuedToken,
   LiveSession,
+  SessionEventData,
   SessionState,
   StopAccepted,
+  StreamErrorData,
 } from './types.js';

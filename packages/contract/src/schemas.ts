@@ -100,6 +100,26 @@ export const historyView = z.object({
   ),
 });
 
+/** The `data` of every SSE event of `/v1/events` and `/v1/users/{userId}/session/events`. */
+export const sessionEventData = z.object({
+  type: z
+    .enum(['pending', 'running', 'ready', 'stopping', 'completed', 'failed', 'expired', 'stopped', 'lost', 'withdrawn'])
+    .describe('The state the session entered; withdrawn: its admission was rolled back (the spawn answered 503)'),
+  sessionId: z.string(),
+  userId: z.string(),
+  fence: z.number().int(),
+  at: z.string().describe('When the change happened (Redis time), ISO-8601'),
+  workerId: z.string().optional(),
+  endpoint: z.string().optional().describe('ready: where the session can be reached, as it announced'),
+  deadline: z.string().optional().describe('running: when the lifetime cap runs out'),
+  lifetimeMs: z.number().int().optional().describe('pending: the lifetime it will have once started'),
+  exitCode: z.number().int().optional(),
+  reason: z.enum(['host_lost', 'not_claimed']).optional(),
+});
+
+/** The `data` of an SSE `error` event: the stream cannot go on as asked (and says why). */
+export const streamErrorData = z.object({ code: z.string(), message: z.string() });
+
 export const workerParams = z
   .object({
     workerId: z

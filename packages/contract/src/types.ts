@@ -6,8 +6,10 @@ import type {
   hostView,
   hostsView,
   issueTokenBody,
+  sessionEventData,
   sessionView,
   spawnAdmitted,
+  streamErrorData,
   stopAccepted,
   tokenIssued,
 } from './schemas.js';
@@ -30,3 +32,9 @@ export type EndedSession = z.infer<typeof historyView>['sessions'][number];
 export type Host = z.infer<typeof hostView>;
 /** `200` of `GET /v1/hosts`. */
 export type Hosts = z.infer<typeof hostsView>;
+
+/** The `data` of a session event (SSE `event` is its `type`). */
+export type SessionEventData = z.infer<typeof sessionEventData>;
+
+/** The `data` of an SSE `error` event. */
+export type StreamErrorData = z.infer<typeof streamErrorData>;

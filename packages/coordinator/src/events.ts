@@ -473,6 +473,7 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
   /** Events up to this time come from the replay; the live ones after it. */
   readonly #joinedAt: number;
   #replay: AsyncGenerator<SessionEvent> | undefined;
+  readonly #onEnd: Array<(failure: Error | undefined) => void> = [];
   /** True when `after` is older than the retention: the replay could not be whole and was skipped. */
   readonly expired: boolean;
 
@@ -527,6 +528,15 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
     }
   }
 
+  /**
+   * Calls `callback` once the subscription ends, with the {@link SlowReaderError} when it ended because
+   * its reader fell behind (a reader stuck writing to a full socket learns of it only this way).
+   */
+  onEnd(callback: (failure: Error | undefined) => void): void {
+    if (this.#closed) callback(this.#failure);
+    else this.#onEnd.push(callback);
+  }
+
   /** Ends the subscription: a waiting {@link EventSubscription.next} resolves with undefined. */
   close(): void {
     if (this.#closed) return;
@@ -534,6 +544,7 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
     this.#feed.unsubscribe(this);
     void this.#replay?.return(undefined);
     this.#wake?.();
+    for (const callback of this.#onEnd.splice(0)) callback(this.#failure);
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<SessionEvent> {

@@ -1,4 +1,4 @@
-import { Coordinator, type RedisClient, type Sweeper } from '@cq/coordinator';
+import { Coordinator, type EventFeed, type EventFeedOptions, type RedisClient, type Sweeper } from '@cq/coordinator';
 import { BUDGET, REQUEST_TIMEOUT_MS, createRedis, replicaWaitOf, waitUntilReady } from '@cq/service-kit';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -16,6 +16,8 @@ declare module 'fastify' {
     stats: StatsRecorder;
     /** The admit → enqueue → roll back → reconcile saga behind `POST /v1/spawn`. */
     spawns: SpawnService;
+    /** Every session event, for the SSE routes: one subscription for all of this process's readers. */
+    events: EventFeed;
   }
 }
 
@@ -24,6 +26,8 @@ export interface ServicesOptions {
   config: ApiConfig;
   /** Start the sweeper (ends overdue sessions as `lost`). @defaultValue true */
   sweep?: boolean;
+  /** Options of the event feed. */
+  eventFeed?: EventFeedOptions;
 }
 
 /**
@@ -85,6 +89,15 @@ export const servicesPlugin = fp(
         : {}),
     });
     app.decorate('spawns', spawns);
+    const events = coordinator.eventFeed({
+      ...options.eventFeed,
+      onError: (err) => app.log.warn({ err: { message: (err as Error).message } }, 'event feed: recovering'),
+    });
+    app.decorate('events', events);
+    // Event streams never finish on their own: end them before Fastify waits for in-flight requests.
+    app.addHook('preClose', async () => {
+      await events.close();
+    });
     app.addHook('onReady', async () => {
       // Serve at once even when Redis is down (answering 503 until it is back), but give a healthy
       // Redis the moment it needs to connect, so the first requests do not fail for nothing.

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { CoordinatorClient } from '@cq/client';
-import { Coordinator } from '@cq/coordinator';
+import { Coordinator, type EventFeedOptions } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
 import { deletePrefix, randomPrefix } from '@cq/test-harness';
 import { Redis } from 'ioredis';
@@ -27,7 +27,7 @@ export interface TestApi {
 /** Starts an API with `env` over the test defaults; it is closed and its keys removed after the file's tests. */
 export async function startTestApi(
   env: Record<string, string> = {},
-  options: { redisUrl?: string; sweep?: boolean } = {},
+  options: { redisUrl?: string; sweep?: boolean; eventFeed?: EventFeedOptions } = {},
 ): Promise<TestApi> {
   const redisUrl = options.redisUrl ?? inject('redisUrl');
   const config = loadApiConfig({
@@ -49,7 +49,13 @@ export async function startTestApi(
     },
   });
   const logger = createLogger({ level: config.logLevel, name: 'cq-api-test', destination });
-  const app = await buildApp({ config, logger, sweep: options.sweep ?? false, defaultMetrics: false });
+  const app = await buildApp({
+    config,
+    logger,
+    sweep: options.sweep ?? false,
+    defaultMetrics: false,
+    ...(options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed }),
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : 0;

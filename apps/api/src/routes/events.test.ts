@@ -1,0 +1,146 @@
+import { connect } from 'node:net';
+import type { StreamedEvent } from '@cq/client';
+import type { Claim } from '@cq/coordinator';
+import { describe, expect, it } from 'vitest';
+import { TEST_API_KEY, send, startTestApi, type TestApi } from '../test-support/app.js';
+
+const worker = { workerId: 'host-1', leaseMs: 10_000, graceMs: 1000 };
+
+/** Spawns a session for `userId` through the API and claims it as a worker host would. */
+async function running(api: TestApi, userId: string): Promise<Claim> {
+  const admitted = await api.client.spawn((await api.client.issueToken({ userId })).token);
+  const outcome = await api.coordinator.claims.claim(admitted, worker);
+  if (!outcome.claimed) throw new Error('not claimed');
+  return outcome.claim;
+}
+
+/** Reads a stream to its end, or until `enough` events arrived. */
+async function take(stream: AsyncGenerator<StreamedEvent>, enough = Infinity): Promise<StreamedEvent[]> {
+  const events: StreamedEvent[] = [];
+  for await (const event of stream) {
+    events.push(event);
+    if (events.length >= enough) break;
+  }
+  return events;
+}
+
+describe('event streams (SSE)', async () => {
+  const api = await startTestApi(
+    { TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' },
+    { eventFeed: { maxQueued: 1000 } },
+  );
+
+  it("a user's stream: pending, running, ready with its endpoint, completed with its exit code, then it ends", async () => {
+    const stream = api.client.events({ userId: 'sse-ann' });
+    const done = take(stream);
+    // The stream is open (its subscription exists) before the session is spawned.
+    await expect.poll(() => api.app.events.subscribers).toBe(1);
+    const claim = await running(api, 'sse-ann');
+    await api.coordinator.claims.markReady(claim, 'http://10.0.0.7:8888/lab');
+    await api.coordinator.claims.finish(claim, 'completed', 0);
+    const events = await done;
+    expect(events.map((e) => e.type)).toEqual(['pending', 'running', 'ready', 'completed']);
+    expect(events[2]).toMatchObject({ endpoint: 'http://10.0.0.7:8888/lab', sessionId: claim.sessionId });
+    expect(events[3]).toMatchObject({ exitCode: 0, userId: 'sse-ann', fence: claim.fence, workerId: 'host-1' });
+    for (const event of events) if (event.type !== 'error') expect(new Date(event.at).toISOString()).toBe(event.at);
+    expect(api.app.events.subscribers).toBe(0);
+  });
+
+  it('a late subscriber gets the current state first (ready, with its endpoint), then the rest', async () => {
+    const claim = await running(api, 'sse-late');
+    await api.coordinator.claims.markReady(claim, 'late:9000');
+    const stream = api.client.events({ userId: 'sse-late' });
+    const first = await stream.next();
+    expect(first.value).toMatchObject({ type: 'ready', endpoint: 'late:9000', sessionId: claim.sessionId });
+    await api.client.stopSession('sse-late');
+    await api.coordinator.claims.finish(claim, 'stopped', 143);
+    expect((await take(stream)).map((e) => e.type)).toEqual(['stopping', 'stopped']);
+  });
+
+  it('a lost session says why (host_lost), and the stream ends with it', async () => {
+    const claim = await running(api, 'sse-lost');
+    const stream = api.client.events({ userId: 'sse-lost' });
+    expect((await stream.next()).value).toMatchObject({ type: 'running' });
+    // The host "dies": its lease is deleted as if it had run out; the next read settles the session.
+    await api.coordinator.redis.del(api.coordinator.keys.user('sse-lost').lease);
+    await api.client.findSession('sse-lost');
+    expect(await take(stream)).toEqual([
+      expect.objectContaining({ type: 'lost', reason: 'host_lost', fence: claim.fence }),
+    ]);
+  });
+
+  it('/v1/events carries ids; Last-Event-ID resumes exactly after one; a malformed one is a 400 and an expired one an error event', async () => {
+    const all = api.client.events();
+    const firstFour = take(all, 4);
+    await expect.poll(() => api.app.events.subscribers).toBeGreaterThanOrEqual(1);
+    const claim = await running(api, 'sse-all');
+    await api.coordinator.claims.markReady(claim);
+    await api.coordinator.claims.finish(claim, 'failed', 3);
+    const events = await firstFour;
+    expect(events.map((e) => e.type)).toEqual(['pending', 'running', 'ready', 'failed']);
+    const ids = events.map((e) => (e.type === 'error' ? '' : e.id!));
+    expect(ids.every((id) => /^\d+-\d+-\d+$/.test(id))).toBe(true);
+    const resumed = await take(api.client.events({ lastEventId: ids[1]! }), 2);
+    expect(resumed.map((e) => (e.type === 'error' ? '' : e.id))).toEqual(ids.slice(2));
+
+    const bad = await send(api.baseUrl, 'GET', '/v1/events', {
+      headers: { authorization: `Bearer ${TEST_API_KEY}`, 'last-event-id': 'yesterday' },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('invalid_request');
+    expect(bad.body.error.message).toContain('Last-Event-ID');
+    const expired = await take(api.client.events({ lastEventId: '1000-0-1' }), 1);
+    expect(expired[0]).toMatchObject({ type: 'error', code: 'events_expired' });
+  });
+
+  it('needs the service key', async () => {
+    for (const path of ['/v1/events', '/v1/users/sse-x/session/events']) {
+      const res = await send(api.baseUrl, 'GET', path);
+      expect(res.status).toBe(401);
+    }
+    expect(
+      (
+        await send(api.baseUrl, 'GET', '/v1/users/bad%20id/session/events', {
+          headers: { authorization: `Bearer ${TEST_API_KEY}` },
+        })
+      ).status,
+    ).toBe(400);
+  });
+
+  it('a client that never reads is disconnected once it falls behind; the others go on, and nothing is held for it', async () => {
+    // A raw socket that asks for the stream and then never reads a byte.
+    const socket = connect(Number(new URL(api.baseUrl).port), '127.0.0.1');
+    socket.pause();
+    socket.write(`GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_API_KEY}\r\n\r\n`);
+    await expect.poll(() => api.app.events.subscribers).toBeGreaterThanOrEqual(1);
+    const reader = api.client.events();
+    let readerEvents = 0;
+    const readerDone = (async () => {
+      for await (const event of reader) {
+        readerEvents++;
+        if (event.type === 'completed' && event.userId === 'sse-flood') return;
+      }
+    })();
+    await expect.poll(() => api.app.events.subscribers).toBeGreaterThanOrEqual(2);
+    const before = api.app.events.subscribers;
+    // About 8 MB of events (12,000 ready events with 500-character endpoints): more than the socket
+    // buffers between the API and the idle client hold, so the API's writes to it block.
+    const claim = await running(api, 'sse-flood');
+    const count = 12_000;
+    for (let first = 0; first < count; first += 50)
+      await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          api.coordinator.claims.markReady(claim, `h${first + i}:${'x'.repeat(500)}`),
+        ),
+      );
+    await api.coordinator.claims.finish(claim, 'completed', 0);
+    await readerDone;
+    expect(readerEvents).toBe(count + 3);
+    // The API let go of the idle client: its subscription is gone and the log says why.
+    await expect
+      .poll(() => api.logs.some((line) => line.msg === 'event stream reader too slow; disconnected'))
+      .toBe(true);
+    await expect.poll(() => api.app.events.subscribers).toBe(before - 2);
+    socket.destroy();
+  });
+});

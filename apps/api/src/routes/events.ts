@@ -118,7 +118,8 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
       if (lastEventId !== undefined && after === undefined)
         throw new HttpError(
           'invalid_request',
-          `Last-Event-ID "${lastEventId.slice(0, 64)}" is not an event id of this API (<ms>-<seq>-<slot>); reconnect without it to read from now on.`,
+          `Last-Event-ID "${lastEventId.slice(0, 64)}" is not an event id of this API (<ms>-<seq>-<slot>); ` +
+            'reconnect without it to read from now on.',
         );
       const subscription = await app.events.subscribe(after === undefined ? {} : { after });
       openStream(reply, subscription);
@@ -127,7 +128,9 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
           event: 'error',
           data: JSON.stringify({
             code: 'events_expired',
-            message: `Events before ${iso(Date.now() - EVENT_RETENTION_MS)} are no longer kept, so those after ${lastEventId} cannot all be sent; the stream goes on from now. Read the sessions' state again.`,
+            message:
+              `Events before ${iso(Date.now() - EVENT_RETENTION_MS)} are no longer kept, so those after ` +
+              `${lastEventId} cannot all be sent; the stream goes on from now. Read the sessions' state again.`,
           }),
         });
       try {

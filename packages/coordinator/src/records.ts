@@ -7,7 +7,7 @@ import type { Metadata } from './tokens.js';
 /**
  * The session hash, `<prefix>:{u:<userId>}:session`. `admit-9.lua` writes the admission fields,
  * `claimSession-5.lua` the running fields, `renewSession-3.lua` moves `leaseExp`, `requestStop-5.lua`
- * sets `stop`.
+ * sets `stop`, `extendSession-5.lua` changes `life` (and a running session's `deadline`).
  */
 export const SessionField = {
   id: 'id',

@@ -9,6 +9,7 @@ import { SessionRunner } from './session-runner.js';
 class FakeSession implements SessionHandle {
   readonly calls: string[] = [];
   readonly renewals: number[] = [];
+  readonly deadlines: number[] = [];
   readonly exited: Promise<SessionExit>;
   #exit!: (exit: SessionExit) => void;
   constructor(readonly spec: LaunchSpec) {
@@ -19,6 +20,9 @@ class FakeSession implements SessionHandle {
   }
   leaseHolds(holdsUntil: number): void {
     this.renewals.push(holdsUntil);
+  }
+  deadlineMoved(deadlineAt: number): void {
+    this.deadlines.push(deadlineAt);
   }
   terminate(): void {
     this.calls.push('terminate');
@@ -134,6 +138,29 @@ describe('session runner', () => {
     expect(session.renewals[0]!).toBeGreaterThan(session.spec.holdsUntil);
     session.finish(0);
     expect(await run).toMatchObject({ state: 'completed' });
+  });
+
+  it('a lifetime changed through the API reaches the session at the next renewal: later, then sooner, ending as expired', async () => {
+    const run = runner.run(await admit('runner-lifetime', 1500), noShutdown);
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-lifetime'));
+    const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-lifetime')!;
+    const firstDeadline = session.spec.deadlineAt;
+    // Renewals come every second (LEASE 3000 ms / 3): the first one tells of the longer lifetime.
+    expect(await coordinator.sessions.setLifetime('runner-lifetime', 60_000)).toMatchObject({ outcome: 'changed' });
+    await until(() => session.deadlines.length === 1);
+    expect(session.deadlines[0]!).toBeGreaterThan(performance.now() + 55_000);
+    // The first deadline passes and the session runs on.
+    await until(() => performance.now() > firstDeadline + 200);
+    expect(session.calls).toEqual([]);
+    const askedAt = performance.now();
+    expect(await coordinator.sessions.setLifetime('runner-lifetime', 300)).toMatchObject({ outcome: 'changed' });
+    expect(await run).toMatchObject({ state: 'expired', exitCode: 143, recorded: true });
+    expect(session.calls).toEqual(['terminate']);
+    expect(session.deadlines).toHaveLength(2);
+    // At the new deadline (give or take Redis's whole milliseconds and a round trip), within one renewal interval.
+    expect(session.deadlines[1]! - askedAt).toBeLessThanOrEqual(300 + 20);
+    expect(performance.now() - askedAt).toBeGreaterThanOrEqual(300 - 50);
+    expect(performance.now() - askedAt).toBeLessThan(300 + 1000 + 200);
   });
 
   it('a session the runtime ended without its lease, or lost with the runtime, is recorded as lost; at its deadline, as expired', async () => {

@@ -90,11 +90,19 @@ export class SessionRunner {
     };
 
     // The keepalive first: the session starts knowing until when its lease holds, and learns of
-    // each renewal that moves that instant.
+    // each renewal that moves that instant, or the deadline (the API changed the session's lifetime).
+    let deadline = claim.deadline;
     const keepalive = coordinator.claims.keepalive(claim, {
       marginMs: this.#options.leaseMarginMs ?? leaseMarginMs(leaseMs),
       // Called after a renewal, so after the launch below.
-      onRenewed: () => handle.leaseHolds(keepalive.holdsUntil),
+      onRenewed: (answer, sentAt) => {
+        handle.leaseHolds(keepalive.holdsUntil);
+        if (answer.deadline === deadline) return;
+        deadline = answer.deadline;
+        // Counted from when the renewal was sent, so the local instant is never later than Redis's.
+        moveDeadline(sentAt + answer.lifetimeLeftMs);
+        log.info({ deadline: new Date(deadline).toISOString() }, 'session deadline moved');
+      },
       onStopRequested: () => stop('stopped', 'terminate', 'stop requested through the API'),
       onError: (err) => log.warn({ err: { message: (err as Error).message } }, 'lease renewal failed; retrying'),
     });
@@ -140,10 +148,21 @@ export class SessionRunner {
     };
     keepalive.signal.addEventListener('abort', onLeaseLost, { once: true });
     if (keepalive.signal.aborted) onLeaseLost();
-    const deadlineTimer = setTimeout(
-      () => stop('expired', 'terminate', 'lifetime cap reached'),
-      Math.max(0, deadlineAt - performance.now()),
-    );
+    let deadlineTimer: NodeJS.Timeout | undefined;
+    const stopAt = (at: number): void => {
+      clearTimeout(deadlineTimer);
+      deadlineTimer = setTimeout(
+        () => stop('expired', 'terminate', 'lifetime cap reached'),
+        Math.max(0, at - performance.now()),
+      );
+    };
+    // A session already told to stop keeps stopping; otherwise host and runtime both move to the new deadline.
+    const moveDeadline = (at: number): void => {
+      if (reason !== undefined) return;
+      stopAt(at);
+      handle.deadlineMoved(at);
+    };
+    stopAt(deadlineAt);
     const onShutdown = (): void => stop('stopped', 'terminate', 'host shutting down');
     shutdown.addEventListener('abort', onShutdown, { once: true });
     if (shutdown.aborted) onShutdown();

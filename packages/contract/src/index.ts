@@ -9,5 +9,6 @@ export type {
   IssuedToken,
   LiveSession,
   SessionState,
+  SetLifetimeRequest,
   StopAccepted,
 } from './types.js';

@@ -163,6 +163,21 @@ describe('session runner', () => {
     expect(performance.now() - askedAt).toBeLessThan(300 + 1000 + 200);
   });
 
+  it('a lifetime changed less than a renewal interval before the deadline still counts: the host renews once just before it', async () => {
+    const run = runner.run(await admit('runner-late-change', 1500), noShutdown);
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-late-change'));
+    const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-late-change')!;
+    // After the first regular renewal (at 1 s) the next one (2 s) would come after the deadline (1.5 s).
+    await until(() => session.renewals.length === 1);
+    expect(await coordinator.sessions.setLifetime('runner-late-change', 60_000)).toMatchObject({ outcome: 'changed' });
+    await until(() => session.deadlines.length === 1);
+    await until(() => performance.now() > session.spec.deadlineAt + 200);
+    expect(session.calls).toEqual([]);
+    expect(session.renewals.length).toBe(2);
+    session.finish(0);
+    expect(await run).toMatchObject({ state: 'completed' });
+  });
+
   it('a session the runtime ended without its lease, or lost with the runtime, is recorded as lost; at its deadline, as expired', async () => {
     for (const [cause, state] of [
       ['lease', 'lost'],

@@ -36,6 +36,13 @@ export type RunOutcome =
 const RECORD_MARGIN_MS = 2000;
 
 /**
+ * One extra renewal this long before a session's deadline, ms: renewals come only about once a second,
+ * so without it a lifetime changed in the last second before the deadline could arrive too late. A
+ * change up to about this long before the deadline (less a round trip) is honoured.
+ */
+export const DEADLINE_CHECK_MS = 300;
+
+/**
  * The safety margin of a lease: a session is killed this long before its lease could run out in
  * Redis, by the host and by the session runtime each on its own clock. 10% of the lease, at least
  * 250 ms (LEASE_MS 15000 → 1500 ms; 3000 → 300 ms; 1000, the least allowed → 250 ms).
@@ -149,12 +156,15 @@ export class SessionRunner {
     keepalive.signal.addEventListener('abort', onLeaseLost, { once: true });
     if (keepalive.signal.aborted) onLeaseLost();
     let deadlineTimer: NodeJS.Timeout | undefined;
+    let checkTimer: NodeJS.Timeout | undefined;
     const stopAt = (at: number): void => {
       clearTimeout(deadlineTimer);
+      clearTimeout(checkTimer);
       deadlineTimer = setTimeout(
         () => stop('expired', 'terminate', 'lifetime cap reached'),
         Math.max(0, at - performance.now()),
       );
+      checkTimer = setTimeout(() => keepalive.renewNow(), Math.max(0, at - DEADLINE_CHECK_MS - performance.now()));
     };
     // A session already told to stop keeps stopping; otherwise host and runtime both move to the new deadline.
     const moveDeadline = (at: number): void => {
@@ -169,6 +179,7 @@ export class SessionRunner {
 
     const exit = await handle.exited;
     clearTimeout(deadlineTimer);
+    clearTimeout(checkTimer);
     keepalive.stop();
     keepalive.signal.removeEventListener('abort', onLeaseLost);
     shutdown.removeEventListener('abort', onShutdown);

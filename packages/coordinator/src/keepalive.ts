@@ -82,6 +82,14 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
     return Math.min(this.#expiresAt, this.#deadlineAt) - this.#marginMs;
   }
 
+  /**
+   * Renews now, besides the regular interval, to learn what changed without waiting for the next one
+   * (a renewal already in flight answers instead).
+   */
+  renewNow(): void {
+    void this.#tick();
+  }
+
   /** Stops renewing (the owner is done); the signal does not abort. */
   stop(): void {
     this.#stopped = true;

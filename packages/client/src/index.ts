@@ -1,6 +1,7 @@
 export { CoordinatorClient, type ClientOptions } from './client.js';
 export {
   ApiError,
+  LifetimeTooLongError,
   NoCapacityError,
   NoHostError,
   NoSessionError,

@@ -1,6 +1,7 @@
 --[[
   The owner of a running session renews its lease (never past the lease's hard deadline) and learns
-  whether a stop was requested. Called about once a second by the worker host.
+  whether a stop was requested and the session's current deadlines (a lifetime change through the API
+  moves them). Called about once a second by the worker host.
 
   Input:
     KEYS[1] the user's session lease key (hash {o = owner, f = fence, d = hard deadline epoch ms})
@@ -12,7 +13,9 @@
     ARGV[3] user id
 
   Output:
-    {1, leaseExpiresAt (epoch ms), stopRequested (1|0), now (epoch ms)} renewed
+    {1, leaseExpiresAt (epoch ms), stopRequested (1|0), now (epoch ms), hardDeadline (epoch ms),
+      deadline (epoch ms)} renewed: the lease holds until leaseExpiresAt, never past hardDeadline; the
+      session's lifetime runs out at deadline
     {-7} lease_lost: not the owner, or the lease expired (the session must stop at once)
     {-8, hardDeadline} deadline_reached: the lease runs out at its hard deadline and cannot be renewed
 ]]
@@ -29,10 +32,11 @@ local userId = ARGV[3]
 
 local now = nowMs()
 if rcall('HGET', sessionKey, 'owner') ~= owner then return { -7 } end
-local code, expiresAt, deadline = extendLease(leaseKey, owner, leaseMs, now)
+local code, expiresAt, hardDeadline = extendLease(leaseKey, owner, leaseMs, now)
 if code == -7 then return { -7 } end
-if code == -8 then return { -8, deadline } end
+if code == -8 then return { -8, hardDeadline } end
 rcall('HSET', sessionKey, 'leaseExp', expiresAt)
 rcall('ZADD', shardKey, expiresAt, userId)
-local stop = rcall('HGET', sessionKey, 'stop') and 1 or 0
-return { 1, expiresAt, stop, now }
+local s = rcall('HMGET', sessionKey, 'stop', 'deadline')
+local stop = s[1] and 1 or 0
+return { 1, expiresAt, stop, now, hardDeadline, tonumber(s[2]) }

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from '../support/processes.js';
+import { ROOT, until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
 
 /** Runs the built `cq` with `args`; resolves with its exit code and output. */
@@ -36,6 +36,25 @@ describe('the cq command line', async () => {
     expect(watched.stdout).toContain('cli-ann: completed (exit code 0)');
     const history = await cq(['history', 'cli-ann', '--json'], env);
     expect(JSON.parse(history.stdout).sessions[0]).toMatchObject({ state: 'completed', exitCode: 0 });
+  });
+
+  it("extend changes the live session's lifetime; beyond the cap it says the largest allowed and exits 9", async () => {
+    await cq(['spawn', '--user', 'cli-cal', '--metadata', '{"durationMs":60000}', '--lifetime', '60000'], env);
+    const running = async () => (await system.client.findSession('cli-cal'))?.state === 'running';
+    await until(running, 10_000, 'cli-cal running');
+    const extended = await cq(['extend', 'cli-cal', '120000', '--json'], env);
+    expect(extended.code).toBe(0);
+    const session = JSON.parse(extended.stdout) as { deadline: string; state: string };
+    expect(session.state).toBe('running');
+    expect(Date.parse(session.deadline) - Date.now()).toBeGreaterThan(110_000);
+    expect((await cq(['extend', 'cli-cal', '30000'], env)).stdout).toMatch(/^cli-cal: running, .*lifetime left/);
+    const tooLong = await cq(['extend', 'cli-cal', '3600000'], env);
+    expect(tooLong.code).toBe(9);
+    expect(tooLong.stderr).toMatch(/^lifetime_too_long: lifetimeMs may be at most \d+ for this session now/);
+    expect((await cq(['extend', 'cli-nobody', '1000'], env)).code).toBe(5);
+    expect((await cq(['extend', 'cli-cal'], env)).code).toBe(2);
+    expect((await cq(['extend', 'cli-cal', 'soon'], env)).stderr).toContain('whole number of milliseconds');
+    await cq(['stop', 'cli-cal'], env);
   });
 
   it('says what went wrong in one line and exits with a code scripts can use', async () => {

@@ -1,3 +1,4 @@
+import { LifetimeTooLongError, NoSessionError } from '@cq/client';
 import { describe, expect, it } from 'vitest';
 import { alive, until } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
@@ -79,6 +80,61 @@ describe('sessions end to end through the API', async () => {
     const ranFor = Date.parse(entry.endedAt) - Date.parse(live.startedAt!);
     expect(ranFor).toBeGreaterThanOrEqual(2000);
     expect(ranFor).toBeLessThanOrEqual(2000 + 1000 + 1000);
+  });
+
+  /** The heartbeats of the user's session with `fence` as the observer file has them (epoch ms). */
+  const beats = (userId: string, fence: number): number[] =>
+    system
+      .observed()
+      .filter((o) => o.userId === userId && o.fence === fence)
+      .map((o) => o.at);
+
+  it('extended: a 2 s session given 3.5 s after 1 s runs until its new deadline and ends as expired', async () => {
+    const s = await spawn('u-extended', {}, { lifetimeMs: 2000 });
+    await until(() => beats('u-extended', s.fence).length > 0, 10_000, 'session process beating');
+    const startedAt = beats('u-extended', s.fence)[0]!;
+    await until(() => Date.now() >= startedAt + 1000, 5000, 'one second of the session gone');
+    const askedAt = Date.now();
+    const extended = await client.extend('u-extended', startedAt + 3500 - askedAt);
+    expect(extended).toMatchObject({ sessionId: s.sessionId, state: 'running' });
+    expect(Math.abs(Date.parse(extended.deadline!) - (startedAt + 3500))).toBeLessThan(100);
+    const entry = await system.ended('u-extended', s.sessionId, 10_000);
+    expect(entry).toMatchObject({ state: 'expired', exitCode: 143 });
+    // Judged from outside: the process beat every 50 ms until the new deadline, not the first one.
+    const lastBeat = Math.max(...beats('u-extended', s.fence));
+    expect(lastBeat).toBeGreaterThanOrEqual(startedAt + 3500 - 500);
+    expect(lastBeat).toBeLessThanOrEqual(startedAt + 3500 + 500);
+  });
+
+  it('shortened: a session with a minute left given 1 s ends about a second later, as expired', async () => {
+    const s = await spawn('u-shortened', {}, { lifetimeMs: 60_000 });
+    await until(() => beats('u-shortened', s.fence).length > 0, 10_000, 'session process beating');
+    const askedAt = Date.now();
+    const shortened = await client.extend('u-shortened', 1000);
+    expect(Date.parse(shortened.deadline!) - askedAt).toBeLessThanOrEqual(1000 + 100);
+    const entry = await system.ended('u-shortened', s.sessionId, 10_000);
+    expect(entry).toMatchObject({ state: 'expired', exitCode: 143 });
+    const lastBeat = Math.max(...beats('u-shortened', s.fence));
+    expect(lastBeat).toBeGreaterThanOrEqual(askedAt + 1000 - 500);
+    expect(lastBeat).toBeLessThanOrEqual(askedAt + 1000 + 500);
+  });
+
+  it('beyond its start + MAX_LIFETIME_MS: 400 lifetime_too_long naming the largest lifetimeMs; no session: 404', async () => {
+    const s = await spawn('u-capped', {}, { lifetimeMs: 60_000 });
+    await until(async () => (await client.findSession('u-capped'))?.state === 'running', 10_000, 'running');
+    const refused = await client.extend('u-capped', 3_600_000).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(LifetimeTooLongError);
+    const { status, code, message, largestLifetimeMs } = refused as LifetimeTooLongError;
+    expect({ status, code }).toEqual({ status: 400, code: 'lifetime_too_long' });
+    expect(largestLifetimeMs).toBeLessThan(3_600_000);
+    expect(largestLifetimeMs).toBeGreaterThan(3_600_000 - 10_000);
+    expect(message).toContain(`at most ${largestLifetimeMs}`);
+    expect((await client.getSession('u-capped')).deadline).toBe(
+      new Date(Date.parse((await client.getSession('u-capped')).startedAt!) + 60_000).toISOString(),
+    );
+    await client.stopSession('u-capped');
+    await system.ended('u-capped', s.sessionId);
+    await expect(client.extend('u-capped', 1000)).rejects.toBeInstanceOf(NoSessionError);
   });
 });
 

@@ -51,6 +51,9 @@ describe('HTTP edges', async () => {
     expect(doc.body.paths['/v1/tokens'].post.requestBody.content['application/json'].schema.required).toEqual([
       'userId',
     ]);
+    const patch = doc.body.paths['/v1/users/{userId}/session'].patch;
+    expect(patch.requestBody.content['application/json'].schema.required).toEqual(['lifetimeMs']);
+    expect(Object.keys(patch.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '404', '409']));
   });
 
   it('never logs a service key or a token', async () => {

@@ -29,6 +29,7 @@ describe('Redis outage', async () => {
       timed('POST', '/v1/spawn', { token: before.token }, false),
       timed('GET', '/v1/users/outage/session'),
       timed('DELETE', '/v1/users/outage/session'),
+      timed('PATCH', '/v1/users/outage/session', { lifetimeMs: 1000 }),
       timed('GET', '/v1/users/outage/history'),
       timed('GET', '/readyz', undefined, false),
     ]);

@@ -21,6 +21,8 @@ export type ToRuntime =
     }
   /** A renewal got through: the lease now holds until `killBy` (monotonic ms, margin already taken off). */
   | { readonly t: 'lease'; readonly id: string; readonly killBy: number }
+  /** The session's lifetime was changed: its deadline is now `deadlineAt` (monotonic ms), sooner or later. */
+  | { readonly t: 'deadline'; readonly id: string; readonly deadlineAt: number }
   /** SIGTERM to the group, SIGKILL after the grace time. */
   | { readonly t: 'term'; readonly id: string }
   /** SIGKILL to the group now. */

@@ -126,6 +126,22 @@ describe('the session runtime', () => {
     expect(await handle.exited).toEqual({ exitCode: 143, cause: 'deadline' });
   });
 
+  it('a moved deadline is the one that counts: a later one keeps the session running, a sooner one ends it', async () => {
+    const l = await launcher('echo $$; exec sleep 600');
+    const startedAt = performance.now();
+    const { handle } = launch(l, 60_000, { deadlineAt: startedAt + 300 });
+    let exited = false;
+    void handle.exited.then(() => (exited = true));
+    handle.deadlineMoved(performance.now() + 60_000);
+    await until(() => performance.now() > startedAt + 800, 5000, 'the first deadline has passed');
+    expect(exited).toBe(false);
+    const movedAt = performance.now();
+    handle.deadlineMoved(movedAt + 200);
+    expect(await handle.exited).toEqual({ exitCode: 143, cause: 'deadline' });
+    expect(performance.now() - movedAt).toBeGreaterThanOrEqual(200 - 5);
+    expect(performance.now() - movedAt).toBeLessThan(200 + 500);
+  });
+
   it('when the runtime is SIGKILLed: the host kills the groups, reports runtime_lost, and starts a new runtime', async () => {
     const l = await launcher('echo $$; sleep 600 & sleep 600');
     const sessions = [launch(l, 60_000), launch(l, 60_000)];

@@ -20,7 +20,7 @@ export interface LaunchSpec {
   readonly sessionEnv: Record<string, string>;
   /** SIGTERM → SIGKILL grace, ms. */
   readonly graceMs: number;
-  /** The lifetime cap, a `performance.now()` instant. */
+  /** The lifetime cap, a `performance.now()` instant (as at the start: {@link SessionHandle.deadlineMoved} moves it). */
   readonly deadlineAt: number;
   /** The lease holds until this `performance.now()` instant (the safety margin already taken off). */
   readonly holdsUntil: number;
@@ -48,6 +48,8 @@ export interface SessionHandle {
   readonly exited: Promise<SessionExit>;
   /** A renewal got through: the lease now holds until this `performance.now()` instant. */
   leaseHolds(holdsUntil: number): void;
+  /** The session's lifetime was changed: it now ends at this `performance.now()` instant (sooner or later). */
+  deadlineMoved(deadlineAt: number): void;
   /** SIGTERM to its process group, SIGKILL after the grace time. */
   terminate(): void;
   /** SIGKILL to its process group now. */
@@ -290,6 +292,7 @@ export class RuntimeLauncher implements SessionLauncher {
     return {
       exited,
       leaseHolds: (holdsUntil) => this.#send({ t: 'lease', id, killBy: toMonotonic(holdsUntil) }),
+      deadlineMoved: (deadlineAt) => this.#send({ t: 'deadline', id, deadlineAt: toMonotonic(deadlineAt) }),
       terminate: () => {
         this.#send({ t: 'term', id });
         running.overdue ??= setTimeout(hostKill, spec.graceMs + KILL_CONFIRM_MS);

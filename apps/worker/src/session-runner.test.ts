@@ -9,6 +9,7 @@ import { SessionRunner } from './session-runner.js';
 class FakeSession implements SessionHandle {
   readonly calls: string[] = [];
   readonly renewals: number[] = [];
+  readonly deadlines: number[] = [];
   readonly exited: Promise<SessionExit>;
   #exit!: (exit: SessionExit) => void;
   constructor(readonly spec: LaunchSpec) {
@@ -19,6 +20,9 @@ class FakeSession implements SessionHandle {
   }
   leaseHolds(holdsUntil: number): void {
     this.renewals.push(holdsUntil);
+  }
+  deadlineMoved(deadlineAt: number): void {
+    this.deadlines.push(deadlineAt);
   }
   terminate(): void {
     this.calls.push('terminate');
@@ -132,6 +136,44 @@ describe('session runner', () => {
     expect(session.spec.holdsUntil).toBeGreaterThan(performance.now() + 2000);
     await until(() => session.renewals.length >= 1);
     expect(session.renewals[0]!).toBeGreaterThan(session.spec.holdsUntil);
+    session.finish(0);
+    expect(await run).toMatchObject({ state: 'completed' });
+  });
+
+  it('a lifetime changed through the API reaches the session at the next renewal: later, then sooner, ending as expired', async () => {
+    const run = runner.run(await admit('runner-lifetime', 1500), noShutdown);
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-lifetime'));
+    const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-lifetime')!;
+    const firstDeadline = session.spec.deadlineAt;
+    // Renewals come every second (LEASE 3000 ms / 3): the first one tells of the longer lifetime.
+    expect(await coordinator.sessions.setLifetime('runner-lifetime', 60_000)).toMatchObject({ outcome: 'changed' });
+    await until(() => session.deadlines.length === 1);
+    expect(session.deadlines[0]!).toBeGreaterThan(performance.now() + 55_000);
+    // The first deadline passes and the session runs on.
+    await until(() => performance.now() > firstDeadline + 200);
+    expect(session.calls).toEqual([]);
+    const askedAt = performance.now();
+    expect(await coordinator.sessions.setLifetime('runner-lifetime', 300)).toMatchObject({ outcome: 'changed' });
+    expect(await run).toMatchObject({ state: 'expired', exitCode: 143, recorded: true });
+    expect(session.calls).toEqual(['terminate']);
+    expect(session.deadlines).toHaveLength(2);
+    // At the new deadline (give or take Redis's whole milliseconds and a round trip), within one renewal interval.
+    expect(session.deadlines[1]! - askedAt).toBeLessThanOrEqual(300 + 20);
+    expect(performance.now() - askedAt).toBeGreaterThanOrEqual(300 - 50);
+    expect(performance.now() - askedAt).toBeLessThan(300 + 1000 + 200);
+  });
+
+  it('a lifetime changed less than a renewal interval before the deadline still counts: the host renews once just before it', async () => {
+    const run = runner.run(await admit('runner-late-change', 1500), noShutdown);
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-late-change'));
+    const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-late-change')!;
+    // After the first regular renewal (at 1 s) the next one (2 s) would come after the deadline (1.5 s).
+    await until(() => session.renewals.length === 1);
+    expect(await coordinator.sessions.setLifetime('runner-late-change', 60_000)).toMatchObject({ outcome: 'changed' });
+    await until(() => session.deadlines.length === 1);
+    await until(() => performance.now() > session.spec.deadlineAt + 200);
+    expect(session.calls).toEqual([]);
+    expect(session.renewals.length).toBe(2);
     session.finish(0);
     expect(await run).toMatchObject({ state: 'completed' });
   });

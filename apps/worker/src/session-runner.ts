@@ -36,6 +36,13 @@ export type RunOutcome =
 const RECORD_MARGIN_MS = 2000;
 
 /**
+ * One extra renewal this long before a session's deadline, ms: renewals come only about once a second,
+ * so without it a lifetime changed in the last second before the deadline could arrive too late. A
+ * change up to about this long before the deadline (less a round trip) is honoured.
+ */
+export const DEADLINE_CHECK_MS = 300;
+
+/**
  * The safety margin of a lease: a session is killed this long before its lease could run out in
  * Redis, by the host and by the session runtime each on its own clock. 10% of the lease, at least
  * 250 ms (LEASE_MS 15000 → 1500 ms; 3000 → 300 ms; 1000, the least allowed → 250 ms).
@@ -90,11 +97,19 @@ export class SessionRunner {
     };
 
     // The keepalive first: the session starts knowing until when its lease holds, and learns of
-    // each renewal that moves that instant.
+    // each renewal that moves that instant, or the deadline (the API changed the session's lifetime).
+    let deadline = claim.deadline;
     const keepalive = coordinator.claims.keepalive(claim, {
       marginMs: this.#options.leaseMarginMs ?? leaseMarginMs(leaseMs),
       // Called after a renewal, so after the launch below.
-      onRenewed: () => handle.leaseHolds(keepalive.holdsUntil),
+      onRenewed: (answer, sentAt) => {
+        handle.leaseHolds(keepalive.holdsUntil);
+        if (answer.deadline === deadline) return;
+        deadline = answer.deadline;
+        // Counted from when the renewal was sent, so the local instant is never later than Redis's.
+        moveDeadline(sentAt + answer.lifetimeLeftMs);
+        log.info({ deadline: new Date(deadline).toISOString() }, 'session deadline moved');
+      },
       onStopRequested: () => stop('stopped', 'terminate', 'stop requested through the API'),
       onError: (err) => log.warn({ err: { message: (err as Error).message } }, 'lease renewal failed; retrying'),
     });
@@ -140,16 +155,31 @@ export class SessionRunner {
     };
     keepalive.signal.addEventListener('abort', onLeaseLost, { once: true });
     if (keepalive.signal.aborted) onLeaseLost();
-    const deadlineTimer = setTimeout(
-      () => stop('expired', 'terminate', 'lifetime cap reached'),
-      Math.max(0, deadlineAt - performance.now()),
-    );
+    let deadlineTimer: NodeJS.Timeout | undefined;
+    let checkTimer: NodeJS.Timeout | undefined;
+    const stopAt = (at: number): void => {
+      clearTimeout(deadlineTimer);
+      clearTimeout(checkTimer);
+      deadlineTimer = setTimeout(
+        () => stop('expired', 'terminate', 'lifetime cap reached'),
+        Math.max(0, at - performance.now()),
+      );
+      checkTimer = setTimeout(() => keepalive.renewNow(), Math.max(0, at - DEADLINE_CHECK_MS - performance.now()));
+    };
+    // A session already told to stop keeps stopping; otherwise host and runtime both move to the new deadline.
+    const moveDeadline = (at: number): void => {
+      if (reason !== undefined) return;
+      stopAt(at);
+      handle.deadlineMoved(at);
+    };
+    stopAt(deadlineAt);
     const onShutdown = (): void => stop('stopped', 'terminate', 'host shutting down');
     shutdown.addEventListener('abort', onShutdown, { once: true });
     if (shutdown.aborted) onShutdown();
 
     const exit = await handle.exited;
     clearTimeout(deadlineTimer);
+    clearTimeout(checkTimer);
     keepalive.stop();
     keepalive.signal.removeEventListener('abort', onLeaseLost);
     shutdown.removeEventListener('abort', onShutdown);

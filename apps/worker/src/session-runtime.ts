@@ -6,7 +6,8 @@
 //   - at the instant the session's lease stops holding (`killBy`: the lease's end less a safety
 //     margin, on the machine's monotonic clock), unless a renewal has moved it: this covers a host
 //     that is frozen (SIGSTOP, a long GC pause), cut off from Redis, or too slow to renew;
-//   - at the session's deadline (SIGTERM, then SIGKILL after the grace time), should the host not;
+//   - at the session's deadline (SIGTERM, then SIGKILL after the grace time), should the host not; a
+//     "deadline" message (the session's lifetime was changed) moves it, until it has passed;
 //   - when the IPC channel to the host closes: the host has died (even by SIGKILL of its whole group),
 //     so its leases are no longer renewed (SIGTERM, SIGKILL within a second, never after `killBy`).
 // Where util-linux's setpriv is on the PATH, each session leader also gets a parent-death signal
@@ -31,6 +32,8 @@ interface Session {
   pid: number | undefined;
   leaseTimer: NodeJS.Timeout | undefined;
   deadlineTimer: NodeJS.Timeout | undefined;
+  /** The deadline has passed and the session was told to stop: a later deadline cannot take that back. */
+  deadlinePassed: boolean;
   killTimer: NodeJS.Timeout | undefined;
   /** When the pending SIGKILL after a SIGTERM is due (monotonic ms). */
   killAt: number;
@@ -83,6 +86,20 @@ function terminate(session: Session, graceMs: number): void {
   session.killTimer = setTimeout(() => signalGroup(session, 'SIGKILL'), Math.max(0, at - monotonicNow()));
 }
 
+/** (Re)arms the deadline timer: SIGTERM at `deadlineAt` (monotonic ms), SIGKILL after the grace time. */
+function stopAt(session: Session, deadlineAt: number): void {
+  if (session.deadlinePassed) return;
+  clearTimeout(session.deadlineTimer);
+  session.deadlineTimer = setTimeout(
+    () => {
+      session.deadlinePassed = true;
+      session.cause ??= 'deadline';
+      terminate(session, session.graceMs);
+    },
+    Math.max(0, deadlineAt - monotonicNow()),
+  );
+}
+
 /** (Re)arms the lease timer: SIGKILL at `killBy` unless a later renewal moves it. */
 function holdUntil(session: Session, killBy: number): void {
   session.killBy = killBy;
@@ -131,6 +148,7 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
     pid: child.pid,
     leaseTimer: undefined,
     deadlineTimer: undefined,
+    deadlinePassed: false,
     killTimer: undefined,
     killAt: Number.POSITIVE_INFINITY,
     killBy: order.killBy,
@@ -161,13 +179,7 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
   const notify = child.stdio[3];
   if (notify !== null && notify !== undefined) readNotifications(order.id, notify as NodeJS.ReadableStream);
   holdUntil(session, order.killBy);
-  session.deadlineTimer = setTimeout(
-    () => {
-      session.cause ??= 'deadline';
-      terminate(session, session.graceMs);
-    },
-    Math.max(0, order.deadlineAt - monotonicNow()),
-  );
+  stopAt(session, order.deadlineAt);
   if (hostGone) terminate(session, Math.min(session.graceMs, ORPHAN_GRACE_MS));
 }
 
@@ -245,6 +257,7 @@ process.on('message', (order: ToRuntime) => {
   const session = sessions.get(order.id);
   if (session === undefined) return;
   if (order.t === 'lease') holdUntil(session, order.killBy);
+  else if (order.t === 'deadline') stopAt(session, order.deadlineAt);
   else if (order.t === 'term') terminate(session, session.graceMs);
   else killNow(session);
 });

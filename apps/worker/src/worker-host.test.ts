@@ -34,7 +34,7 @@ describe('a worker host on a sharded spawn queue', () => {
           running--;
           return { exitCode: 0 };
         });
-        return { exited, leaseHolds: () => {}, terminate: () => {}, kill: () => {} };
+        return { exited, leaseHolds: () => {}, deadlineMoved: () => {}, terminate: () => {}, kill: () => {} };
       },
     };
     const host = new WorkerHost({

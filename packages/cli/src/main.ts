@@ -13,6 +13,8 @@ commands:
   spawn <token>                                                 admit a spawn with a token
   spawn --user <userId> [--metadata JSON] [--lifetime MS]       issue a token and spawn with it
   status <userId>                                               the user's live session
+  extend <userId> <ms>                                          the live session now ends <ms> from now (sooner or later);
+                                                                a pending one gets that lifetime once started
   stop <userId>                                                 stop the user's live session
   history <userId>                                              the user's ended sessions
   watch <userId>                                                follow the live session until it ends (or say how the last one ended)
@@ -288,6 +290,16 @@ export async function main(
       }
       case 'status': {
         const session = await ctx.client.getSession(need('a user id'));
+        print(ctx, session, describeSession(session));
+        return exitCodes.ok;
+      }
+      case 'extend': {
+        const userId = need('a user id and a lifetime in milliseconds');
+        const ms = positionals[2];
+        if (ms === undefined) throw new UsageError('extend needs a user id and a lifetime in milliseconds');
+        if (!/^\d+$/.test(ms) || Number(ms) < 1)
+          throw new UsageError(`the lifetime must be a whole number of milliseconds, at least 1 (got "${ms}")`);
+        const session = await ctx.client.extend(userId, Number(ms));
         print(ctx, session, describeSession(session));
         return exitCodes.ok;
       }

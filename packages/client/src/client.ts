@@ -168,6 +168,16 @@ export class CoordinatorClient {
     }
   }
 
+  /**
+   * `PATCH /v1/users/{userId}/session`: a running session now ends `lifetimeMs` from now (sooner or
+   * later than before); a pending one gets that lifetime once started. Answers the session with its
+   * new `deadline`; throws {@link LifetimeTooLongError} (with `largestLifetimeMs`) beyond its start +
+   * `MAX_LIFETIME_MS`, {@link NoSessionError} when there is none.
+   */
+  extend(userId: string, lifetimeMs: number): Promise<LiveSession> {
+    return this.#request('PATCH', `/v1/users/${encodeURIComponent(userId)}/session`, { lifetimeMs });
+  }
+
   /** `DELETE /v1/users/{userId}/session`: stop the live session. */
   stopSession(userId: string): Promise<StopAccepted> {
     return this.#request('DELETE', `/v1/users/${encodeURIComponent(userId)}/session`);

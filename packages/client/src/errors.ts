@@ -65,6 +65,19 @@ export class NoCapacityError extends UnavailableError {
   }
 }
 
+/**
+ * 400 `lifetime_too_long`: the session would end after its start + `MAX_LIFETIME_MS`;
+ * `largestLifetimeMs` is the most it can be given now.
+ */
+export class LifetimeTooLongError extends ApiError {
+  override name = 'LifetimeTooLongError';
+  readonly largestLifetimeMs: number;
+  constructor(status: number, code: string, message: string, body: unknown, largestLifetimeMs: number) {
+    super(status, code, message, body);
+    this.largestLifetimeMs = largestLifetimeMs;
+  }
+}
+
 /** 404 `no_host`: no live worker host has this id. */
 export class NoHostError extends ApiError {
   override name = 'NoHostError';
@@ -73,7 +86,17 @@ export class NoHostError extends ApiError {
 /** Builds the typed error for an error answer. */
 export function toApiError(status: number, body: unknown, headers: Headers): ApiError {
   const error = (
-    body as { error?: { code?: unknown; message?: unknown; retryAfterMs?: unknown; sessionId?: unknown } } | undefined
+    body as
+      | {
+          error?: {
+            code?: unknown;
+            message?: unknown;
+            retryAfterMs?: unknown;
+            sessionId?: unknown;
+            largestLifetimeMs?: unknown;
+          };
+        }
+      | undefined
   )?.error;
   const code = typeof error?.code === 'string' ? error.code : `http_${status}`;
   const message = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
@@ -88,6 +111,8 @@ export function toApiError(status: number, body: unknown, headers: Headers): Api
       return new NoCapacityError(status, code, message, body, retryAfterMs());
     case 'no_host':
       return new NoHostError(status, code, message, body);
+    case 'lifetime_too_long':
+      return new LifetimeTooLongError(status, code, message, body, Number(error?.largestLifetimeMs));
     case 'session_exists':
       return new SessionExistsError(status, code, message, body, String(error?.sessionId ?? ''));
     case 'token_invalid':

@@ -1,6 +1,7 @@
 export { CoordinatorClient, type ClientOptions, type EventsOptions, type StreamedEvent } from './client.js';
 export {
   ApiError,
+  LifetimeTooLongError,
   NoCapacityError,
   NoHostError,
   NoSessionError,

@@ -17,6 +17,8 @@ export const apiErrors = {
   throttled: { status: 429, message: coordinatorCodes.throttled.message },
   no_session: { status: 404, message: coordinatorCodes.no_session.message },
   no_host: { status: 404, message: coordinatorCodes.no_host.message },
+  lifetime_too_long: { status: 400, message: coordinatorCodes.lifetime_too_long.message },
+  session_stopping: { status: 409, message: coordinatorCodes.session_stopping.message },
   no_capacity: { status: 503, message: coordinatorCodes.no_capacity.message },
   unavailable: { status: 503, message: coordinatorCodes.unavailable.message },
   internal: { status: 500, message: 'Something went wrong on our side; it has been logged.' },
@@ -42,6 +44,8 @@ export const statusOfCoordinatorCode: Readonly<Record<ErrorCode, number>> = {
   invalid_argument: 400,
   no_capacity: 503,
   no_host: 404,
+  lifetime_too_long: 400,
+  session_stopping: 409,
   unavailable: 503,
   script_failed: 500,
 };

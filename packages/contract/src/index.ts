@@ -10,6 +10,7 @@ export type {
   LiveSession,
   SessionEventData,
   SessionState,
+  SetLifetimeRequest,
   StopAccepted,
   StreamErrorData,
 } from './types.js';

@@ -76,6 +76,15 @@ export const sessionView = z.object({
   deadline: z.string().optional(),
 });
 
+export const setLifetimeBody = z
+  .object({
+    lifetimeMs: positiveMs.describe(
+      'Running: the session now ends this long from now (sooner or later than before), never after its ' +
+        'start + MAX_LIFETIME_MS. Pending: its lifetime once started, at most MAX_LIFETIME_MS',
+    ),
+  })
+  .strict();
+
 export const stopAccepted = z.object({
   sessionId: z.string(),
   userId: z.string(),

@@ -8,6 +8,7 @@ import type {
   issueTokenBody,
   sessionEventData,
   sessionView,
+  setLifetimeBody,
   spawnAdmitted,
   streamErrorData,
   stopAccepted,
@@ -24,6 +25,8 @@ export type IssuedToken = z.infer<typeof tokenIssued>;
 export type Admission = z.infer<typeof spawnAdmitted>;
 /** `200` of `GET /v1/users/{userId}/session`. */
 export type LiveSession = z.infer<typeof sessionView>;
+/** `PATCH /v1/users/{userId}/session` body. */
+export type SetLifetimeRequest = z.input<typeof setLifetimeBody>;
 /** `202` of `DELETE /v1/users/{userId}/session`. */
 export type StopAccepted = z.infer<typeof stopAccepted>;
 /** One entry of `GET /v1/users/{userId}/history`. */

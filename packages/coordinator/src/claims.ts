@@ -7,9 +7,22 @@ import { parseMetadata } from './records.js';
 import { terminalStates, type Claim, type ClaimOutcome, type SessionRef, type TerminalState } from './session-types.js';
 import { assertInteger } from './validate.js';
 
-/** A session renewal's answer: the lease's new life and whether a stop was requested. */
+/**
+ * A session renewal's answer: the lease's new life, whether a stop was requested, and the session's
+ * deadlines as they are now (a lifetime change through the API moves them).
+ */
 export type SessionRenewAnswer =
-  | (RenewAnswer & { readonly ok: true; readonly stopRequested: boolean; readonly leaseExpiresAt: number })
+  | (RenewAnswer & {
+      readonly ok: true;
+      readonly stopRequested: boolean;
+      readonly leaseExpiresAt: number;
+      /** How long until the lease's hard deadline, from the moment the renewal was sent, ms. */
+      readonly deadlineInMs: number;
+      /** When the session's lifetime runs out, epoch ms (Redis clock). */
+      readonly deadline: number;
+      /** How long until {@link deadline}, from the moment the renewal was sent, ms. */
+      readonly lifetimeLeftMs: number;
+    })
   | (RenewAnswer & { readonly ok: false });
 
 /** Options of {@link Claims.claim}. */
@@ -86,7 +99,10 @@ export class Claims {
     };
   }
 
-  /** The owner renews the session lease and learns whether a stop was requested. One round trip. */
+  /**
+   * The owner renews the session lease and learns whether a stop was requested and until when the
+   * session and its lease may run (both move when the API changes the session's lifetime). One round trip.
+   */
   async renew(claim: Claim): Promise<SessionRenewAnswer> {
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
@@ -97,8 +113,23 @@ export class Claims {
     if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
     if (replyCode(reply) === ScriptCode.DeadlineReached) return { ok: false, reason: 'deadline_reached' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('renewSession', reply);
-    const [, leaseExpiresAt, stop, now] = reply.map(Number);
-    return { ok: true, ttlMs: leaseExpiresAt! - now!, leaseExpiresAt: leaseExpiresAt!, stopRequested: stop === 1 };
+    const [, leaseExpiresAt, stop, now, hardDeadline, deadline] = reply.map(Number) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
+    return {
+      ok: true,
+      ttlMs: leaseExpiresAt - now,
+      leaseExpiresAt,
+      stopRequested: stop === 1,
+      deadlineInMs: hardDeadline - now,
+      deadline,
+      lifetimeLeftMs: deadline - now,
+    };
   }
 
   /**
@@ -113,7 +144,8 @@ export class Claims {
       /** Safety margin, ms: the signal aborts this long before the lease could run out. @defaultValue 0 */
       marginMs?: number;
       onStopRequested?: () => void;
-      onRenewed?: (answer: SessionRenewAnswer & { ok: true }) => void;
+      /** After each renewal; `sentAt` is the `performance.now()` instant it was sent (its answer's times count from then). */
+      onRenewed?: (answer: SessionRenewAnswer & { ok: true }, sentAt: number) => void;
       onError?: (err: unknown) => void;
     } = {},
   ): Keepalive<SessionRenewAnswer> {
@@ -125,8 +157,8 @@ export class Claims {
       ttlMs: claim.leaseExpiresAt - claim.startedAt - elapsed,
       deadlineInMs: claim.deadline + claim.graceMs - claim.startedAt - elapsed,
       ...(options.marginMs === undefined ? {} : { marginMs: options.marginMs }),
-      onRenewed: (answer) => {
-        options.onRenewed?.(answer);
+      onRenewed: (answer, sentAt) => {
+        options.onRenewed?.(answer, sentAt);
         if (answer.stopRequested && !told) {
           told = true;
           options.onStopRequested?.();

@@ -25,6 +25,7 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['sessions.renew', () => c.claims.renew(state['c'].claim)],
     ['claims.markReady', () => c.claims.markReady(state['c'].claim, 'http://10.0.0.1:1')],
     ['sessions.settleAndRead', () => c.sessions.settleAndRead('slot-user')],
+    ['sessions.setLifetime', () => c.sessions.setLifetime('slot-user', 60_000)],
     ['sessions.requestStop', () => c.sessions.requestStop('slot-user')],
     ['sessions.sweepUser', () => c.sessions.sweepUser('slot-user')],
     ['sessions.finish', () => c.claims.finish(state['c'].claim, 'stopped', 0)],

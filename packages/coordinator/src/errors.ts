@@ -15,6 +15,8 @@ export const errorCodes = {
   invalid_argument: { message: 'An argument is not valid.' },
   no_capacity: { message: 'No worker host has a free slot now; retry shortly.' },
   no_host: { message: 'No live worker host has this id.' },
+  lifetime_too_long: { message: 'The lifetime asked for would end the session after its start + the lifetime cap.' },
+  session_stopping: { message: 'The session is stopping; its lifetime can no longer change.' },
   unavailable: { message: 'Redis is unavailable; retry shortly.' },
   script_failed: { message: 'A coordinator script returned an unexpected reply.' },
 } as const;
@@ -78,6 +80,8 @@ export enum ScriptCode {
   Cancelled = -12,
   NoCapacity = -13,
   NoHost = -14,
+  LifetimeTooLong = -15,
+  SessionStopping = -16,
 }
 
 const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
@@ -94,6 +98,8 @@ const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
   [ScriptCode.Cancelled]: 'token_invalid',
   [ScriptCode.NoCapacity]: 'no_capacity',
   [ScriptCode.NoHost]: 'no_host',
+  [ScriptCode.LifetimeTooLong]: 'lifetime_too_long',
+  [ScriptCode.SessionStopping]: 'session_stopping',
 };
 
 /** The code a script answered with: the first element of its reply. */

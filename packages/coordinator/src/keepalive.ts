@@ -26,8 +26,11 @@ export interface KeepaliveOptions<A extends RenewAnswer> {
    * owner has time to stop what the lease protects. @defaultValue 0
    */
   marginMs?: number;
-  /** Called after each successful renewal. */
-  onRenewed?: (answer: A & { ok: true }) => void;
+  /**
+   * Called after each successful renewal, with the `performance.now()` instant it was sent: the
+   * answer's durations count from then.
+   */
+  onRenewed?: (answer: A & { ok: true }, sentAt: number) => void;
   /** Called when a renewal attempt fails (the keepalive goes on until the lease would have run out). */
   onError?: (err: unknown) => void;
 }
@@ -79,6 +82,14 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
     return Math.min(this.#expiresAt, this.#deadlineAt) - this.#marginMs;
   }
 
+  /**
+   * Renews now, besides the regular interval, to learn what changed without waiting for the next one
+   * (a renewal already in flight answers instead).
+   */
+  renewNow(): void {
+    void this.#tick();
+  }
+
   /** Stops renewing (the owner is done); the signal does not abort. */
   stop(): void {
     this.#stopped = true;
@@ -125,7 +136,7 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
       this.#expiresAt = sentAt + answer.ttlMs;
       if (answer.deadlineInMs !== undefined) this.#deadlineAt = sentAt + answer.deadlineInMs;
       this.#arm();
-      this.#options.onRenewed?.(answer as A & { ok: true });
+      this.#options.onRenewed?.(answer as A & { ok: true }, sentAt);
     } catch (err) {
       this.#options.onError?.(err);
     } finally {

@@ -7,7 +7,7 @@ import type { Metadata } from './tokens.js';
 /**
  * The session hash, `<prefix>:{u:<userId>}:session`. `admit-10.lua` writes the admission fields,
  * `claimSession-6.lua` the running fields, `renewSession-3.lua` moves `leaseExp`, `requestStop-6.lua`
- * sets `stop`.
+ * sets `stop`, `extendSession-6.lua` changes `life` (and a running session's `deadline`).
  */
 export const SessionField = {
   id: 'id',

@@ -10,6 +10,7 @@ export const scriptNames = [
   'claimSession',
   'consumeToken',
   'drainWorker',
+  'extendSession',
   'finishSession',
   'fixedWindow',
   'gcra',

@@ -33,6 +33,11 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   claimSession: { keys: 6, args: 8, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.PendingTimeout] },
   consumeToken: { keys: 1, args: 0, replies: [ScriptCode.Ok, ScriptCode.TokenInvalid] },
   drainWorker: { keys: 4, args: 1, replies: [ScriptCode.Ok, ScriptCode.NoHost] },
+  extendSession: {
+    keys: 6,
+    args: 4,
+    replies: [ScriptCode.Ok, ScriptCode.NoSession, ScriptCode.LifetimeTooLong, ScriptCode.SessionStopping],
+  },
   finishSession: { keys: 6, args: 6, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.BadArgument] },
   fixedWindow: { keys: 1, args: 2, replies: [] },
   gcra: { keys: 1, args: 2, replies: [] },

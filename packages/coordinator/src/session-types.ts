@@ -123,6 +123,18 @@ export type ClaimOutcome =
   | { readonly claimed: true; readonly claim: Claim }
   | { readonly claimed: false; readonly reason: 'stale' | 'pending_timeout' };
 
+/**
+ * What {@link SessionStore.setLifetime} answers. `changed` carries the session as it is now (a running
+ * one with its new `deadline`); a refusal changed nothing.
+ */
+export type LifetimeOutcome =
+  | { readonly outcome: 'changed'; readonly session: SessionView }
+  | { readonly outcome: 'no_session' }
+  /** The session would end after its start + the lifetime cap; `largestLifetimeMs` is the most allowed now. */
+  | { readonly outcome: 'lifetime_too_long'; readonly largestLifetimeMs: number }
+  /** A stop is under way (`stopping`): the session ends anyway, so its lifetime no longer changes. */
+  | { readonly outcome: 'stopping'; readonly sessionId: string };
+
 /** What {@link SessionStore.requestStop} answers. */
 export type StopOutcome =
   { readonly outcome: 'stopped' | 'stopping'; readonly sessionId: string } | { readonly outcome: 'no_session' };

@@ -9,6 +9,7 @@ import {
   type AdmitOutcome,
   type AdmitPolicy,
   type HistoryEntry,
+  type LifetimeOutcome,
   type LiveState,
   type SessionView,
   type StopOutcome,
@@ -149,6 +150,43 @@ export class SessionStore {
     if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('requestStop', reply);
     return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
+  }
+
+  /**
+   * Changes the lifetime of the user's live session, in one script that also moves the lease's hard
+   * deadline. A running session now ends at (Redis) now + `lifetimeMs`, sooner or later than before,
+   * never after its start + `maxLifetimeMs`; its host learns of it at its next renewal. A pending one
+   * gets `lifetimeMs` as the lifetime it will have once claimed (at most `maxLifetimeMs`). An overdue
+   * session is first ended as `lost` (answering `no_session`); a `stopping` one is left alone.
+   */
+  async setLifetime(
+    userId: string,
+    lifetimeMs: number,
+    maxLifetimeMs: number = this.#policy.maxLifetimeMs,
+  ): Promise<LifetimeOutcome> {
+    assertInteger(lifetimeMs, 'lifetimeMs', 1);
+    assertInteger(maxLifetimeMs, 'maxLifetimeMs', 1);
+    const keys = this.#context.keys.user(userId);
+    const reply = await this.#context.scripts.run(
+      'extendSession',
+      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
+      [userId, this.#policy.historyLength, lifetimeMs, maxLifetimeMs],
+    );
+    switch (replyCode(reply)) {
+      case ScriptCode.Ok: {
+        const session = decodeSession(userId, reply.slice(1));
+        if (session === undefined) throw unexpectedReply('extendSession', reply);
+        return { outcome: 'changed', session };
+      }
+      case ScriptCode.NoSession:
+        return { outcome: 'no_session' };
+      case ScriptCode.LifetimeTooLong:
+        return { outcome: 'lifetime_too_long', largestLifetimeMs: Number(reply[1]) };
+      case ScriptCode.SessionStopping:
+        return { outcome: 'stopping', sessionId: String(reply[1]) };
+      default:
+        throw unexpectedReply('extendSession', reply);
+    }
   }
 
   /**

@@ -305,6 +305,7 @@ try {
     launch: () => ({
       exited: Promise.resolve({ exitCode: 0 }),
       leaseHolds: () => {},
+      deadlineMoved: () => {},
       terminate: () => {},
       kill: () => {},
     }),

@@ -111,3 +111,113 @@ describe('sessions and history', async () => {
     expect(bad.body.error.message).toContain('userId');
   });
 });
+
+describe('PATCH session: changing its lifetime', async () => {
+  const api = await startTestApi({
+    TOKEN_LIMIT: '1000',
+    SPAWN_INTERVAL_MS: '1',
+    SPAWN_BURST: '100',
+    MAX_LIFETIME_MS: '60000',
+  });
+  const patch = (userId: string, body: string, auth = true) =>
+    send(api.baseUrl, 'PATCH', `/v1/users/${userId}/session`, { body, headers: jsonHeaders(auth) });
+  const running = async (userId: string, lifetimeMs: number) => {
+    const admitted = await api.client.spawn((await api.client.issueToken({ userId, lifetimeMs })).token);
+    const claimed = await api.coordinator.claims.claim(admitted, {
+      workerId: 'host-1',
+      leaseMs: 10_000,
+      graceMs: 1000,
+    });
+    if (!claimed.claimed) throw new Error('not claimed');
+    return claimed.claim;
+  };
+
+  it('200: a running session ends at now + lifetimeMs, shown like GET session with its new deadline', async () => {
+    const claim = await running('lena', 5000);
+    const sentAt = Date.now();
+    const res = await patch('lena', '{"lifetimeMs": 30000}');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(
+      (await send(api.baseUrl, 'GET', '/v1/users/lena/session', { headers: jsonHeaders() })).body,
+    );
+    expect(res.body).toMatchObject({
+      sessionId: claim.sessionId,
+      userId: 'lena',
+      state: 'running',
+      workerId: 'host-1',
+    });
+    const deadline = Date.parse(res.body.deadline);
+    // Redis's clock and ours are the same machine's here; allow for the round trip.
+    expect(deadline - sentAt).toBeGreaterThanOrEqual(30_000 - 50);
+    expect(deadline - sentAt).toBeLessThanOrEqual(30_000 + 1000);
+    // Shorter works too.
+    const shorter = await patch('lena', '{"lifetimeMs": 1000}');
+    expect(shorter.status).toBe(200);
+    expect(Date.parse(shorter.body.deadline)).toBeLessThan(deadline - 25_000);
+    expect(await api.coordinator.claims.renew(claim)).toMatchObject({
+      ok: true,
+      deadline: Date.parse(shorter.body.deadline),
+    });
+  });
+
+  it('400 lifetime_too_long beyond its start + MAX_LIFETIME_MS, naming the largest lifetimeMs allowed; nothing changes', async () => {
+    const claim = await running('max', 5000);
+    const res = await patch('max', '{"lifetimeMs": 60001}');
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('lifetime_too_long');
+    const largest = res.body.error.largestLifetimeMs as number;
+    expect(largest).toBeLessThanOrEqual(60_000);
+    expect(largest).toBeGreaterThan(59_000);
+    expect(res.body.error.message).toContain(`at most ${largest}`);
+    expect((await api.client.getSession('max')).deadline).toBe(new Date(claim.deadline).toISOString());
+  });
+
+  it('a pending session gets the lifetime it will have once started, at most MAX_LIFETIME_MS', async () => {
+    const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'pia' })).token);
+    const tooLong = await patch('pia', '{"lifetimeMs": 60001}');
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body.error).toMatchObject({ code: 'lifetime_too_long', largestLifetimeMs: 60_000 });
+    expect(tooLong.body.error.message).toContain('at most 60000');
+    const res = await patch('pia', '{"lifetimeMs": 4321}');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      sessionId: admitted.sessionId,
+      userId: 'pia',
+      fence: admitted.fence,
+      state: 'pending',
+      ready: false,
+    });
+    const claimed = await api.coordinator.claims.claim(admitted, {
+      workerId: 'host-1',
+      leaseMs: 10_000,
+      graceMs: 1000,
+    });
+    if (!claimed.claimed) throw new Error('not claimed');
+    expect(claimed.claim.deadline - claimed.claim.startedAt).toBe(4321);
+  });
+
+  it('404 no_session without a live session; 409 session_stopping while a stop is under way', async () => {
+    const none = await patch('nobody', '{"lifetimeMs": 1000}');
+    expect(none.status).toBe(404);
+    expect(none.body.error.code).toBe('no_session');
+    const claim = await running('quitter', 5000);
+    await api.client.stopSession('quitter');
+    const stopping = await patch('quitter', '{"lifetimeMs": 1000}');
+    expect(stopping.status).toBe(409);
+    expect(stopping.body.error).toMatchObject({ code: 'session_stopping', sessionId: claim.sessionId });
+  });
+
+  it('400 for a bad body, naming the field; 401 without a key', async () => {
+    await running('body', 5000);
+    const unknown = await patch('body', '{"lifetimeMs": 1000, "deadline": 5}');
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toEqual({ code: 'invalid_request', message: 'Unknown field "deadline" in body.' });
+    for (const body of ['{"lifetimeMs": 0}', '{"lifetimeMs": 1.5}', '{"lifetimeMs": "1000"}', '{}']) {
+      const res = await patch('body', body);
+      expect(res.status, body).toBe(400);
+      expect(res.body.error.code, body).toBe('invalid_request');
+      expect(res.body.error.message, body).toContain('lifetimeMs');
+    }
+    expect((await patch('body', '{"lifetimeMs": 1000}', false)).status).toBe(401);
+  });
+});

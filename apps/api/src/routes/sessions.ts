@@ -1,7 +1,16 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
-import { errorSchema, historyView, sessionView, stopAccepted, userParams } from '@cq/contract';
+import type { SessionView } from '@cq/coordinator';
+import {
+  errorSchema,
+  historyView,
+  sessionView,
+  setLifetimeBody,
+  stopAccepted,
+  userParams,
+  type LiveSession,
+} from '@cq/contract';
 import { iso } from '../iso.js';
 
 /** Converts an optional epoch-ms field to ISO-8601, leaving it out when absent. */
@@ -9,7 +18,23 @@ function isoField<K extends string>(name: K, value: number | undefined): Partial
   return value === undefined ? {} : ({ [name]: iso(value) } as Record<K, string>);
 }
 
-/** The user's session (`GET`, `DELETE`) and history (service key). */
+/** The answer of `GET` (and `PATCH`) session: the live session as the contract shows it. */
+function liveSession(session: SessionView): LiveSession {
+  return {
+    sessionId: session.sessionId,
+    userId: session.userId,
+    fence: session.fence,
+    state: session.state,
+    ready: session.ready,
+    ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
+    ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
+    ...isoField('startedAt', session.startedAt),
+    ...isoField('leaseExpiresAt', session.leaseExpiresAt),
+    ...isoField('deadline', session.deadline),
+  };
+}
+
+/** The user's session (`GET`, `PATCH`, `DELETE`) and history (service key). */
 export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   const auth = requireServiceKey(app.config.apiKeys);
 
@@ -28,18 +53,65 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       const session = await app.coordinator.sessions.settleAndRead(request.params.userId);
       if (session === undefined)
         throw new HttpError('no_session', `User ${request.params.userId} has no live session.`);
-      return {
-        sessionId: session.sessionId,
-        userId: session.userId,
-        fence: session.fence,
-        state: session.state,
-        ready: session.ready,
-        ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
-        ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
-        ...isoField('startedAt', session.startedAt),
-        ...isoField('leaseExpiresAt', session.leaseExpiresAt),
-        ...isoField('deadline', session.deadline),
-      };
+      return liveSession(session);
+    },
+  );
+
+  app.patch(
+    '/v1/users/:userId/session',
+    {
+      // Before the body is validated: a request without a key learns nothing, not even what a body must be.
+      preValidation: auth,
+      schema: {
+        summary: "Change the user's session's lifetime",
+        description:
+          'A running session now ends at now + lifetimeMs (sooner or later than before), never after its ' +
+          'start + MAX_LIFETIME_MS; its worker host learns of it at its next lease renewal (about a second). ' +
+          'A pending session gets lifetimeMs as the lifetime it will have once started. ' +
+          '409 session_stopping while a stop is under way.',
+        security: [{ serviceKey: [] }],
+        params: userParams,
+        body: setLifetimeBody,
+        response: {
+          200: sessionView,
+          400: errorSchema,
+          401: errorSchema,
+          404: errorSchema,
+          409: errorSchema,
+          503: errorSchema,
+        },
+      },
+    },
+    async (request) => {
+      const { userId } = request.params;
+      const { lifetimeMs } = request.body;
+      const { maxLifetimeMs } = app.config.policy;
+      const outcome = await app.coordinator.sessions.setLifetime(userId, lifetimeMs, maxLifetimeMs);
+      switch (outcome.outcome) {
+        case 'no_session':
+          throw new HttpError('no_session', `User ${userId} has no live session.`);
+        case 'lifetime_too_long':
+          throw new HttpError(
+            'lifetime_too_long',
+            `lifetimeMs may be at most ${outcome.largestLifetimeMs} for this session now: ` +
+              `it may not end after its start + MAX_LIFETIME_MS (${maxLifetimeMs} ms).`,
+            { largestLifetimeMs: outcome.largestLifetimeMs },
+          );
+        case 'stopping':
+          throw new HttpError(
+            'session_stopping',
+            `The session ${outcome.sessionId} of user ${userId} is stopping; its lifetime can no longer change.`,
+            { sessionId: outcome.sessionId },
+          );
+        case 'changed': {
+          const { session } = outcome;
+          request.log.info(
+            { userId, sessionId: session.sessionId, fence: session.fence, state: session.state, lifetimeMs },
+            'session lifetime changed',
+          );
+          return liveSession(session);
+        }
+      }
     },
   );
 

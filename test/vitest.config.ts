@@ -7,6 +7,7 @@ const onBothTargets = [
   'e2e/host-crash.test.ts',
   'e2e/chaos.test.ts',
   'e2e/capacity.test.ts',
+  'e2e/events.test.ts',
 ];
 
 export default defineConfig({

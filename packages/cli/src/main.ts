@@ -1,5 +1,12 @@
 import { parseArgs } from 'node:util';
-import { ApiError, CoordinatorClient, NoSessionError, type EndedSession, type LiveSession } from '@cq/client';
+import {
+  ApiError,
+  CoordinatorClient,
+  NoSessionError,
+  type EndedSession,
+  type LiveSession,
+  type StreamedEvent,
+} from '@cq/client';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
 import { describeError, duration, table } from './format.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -81,26 +88,43 @@ function describeSession(s: LiveSession): string {
   return parts.join(', ');
 }
 
+/** Event types after which the session is over (`withdrawn`: its admission was rolled back). */
+const finalTypes: ReadonlySet<string> = new Set([...Object.keys(endCodes), 'withdrawn']);
+
+function describeEvent(e: Exclude<StreamedEvent, { type: 'error' }>): string {
+  const parts = [`${e.userId}: ${e.type}`, `fence ${e.fence}`, `session ${e.sessionId}`];
+  if (e.workerId) parts.push(`on ${e.workerId}`);
+  if (e.endpoint) parts.push(`at ${e.endpoint}`);
+  if (e.deadline) parts.push(`lifetime left ${duration(Date.parse(e.deadline) - Date.now())}`);
+  return parts.join(', ');
+}
+
 async function watch(ctx: Context, userId: string): Promise<number> {
   const tty = process.stdout.isTTY === true && !ctx.json;
-  let sessionId: string | undefined;
-  let last = '';
-  for (;;) {
-    const session = await ctx.client.findSession(userId);
-    if (session === undefined) break;
-    sessionId ??= session.sessionId;
-    if (session.sessionId !== sessionId) break;
-    const line = describeSession(session);
-    if (ctx.json) {
-      if (session.state !== last) ctx.out(JSON.stringify(session));
-      last = session.state;
-    } else if (tty) {
-      process.stdout.write(`\r\x1b[2K${line}`);
-    } else if (line.replace(/[\d.]+ (ms|s|min)/g, '') !== last) {
-      ctx.out(line);
-      last = line.replace(/[\d.]+ (ms|s|min)/g, '');
-    }
-    await sleep(500);
+  // Follow the live session's event stream (its current state first, then each change as it happens);
+  // the stream ends after the session does, and its end is reported from the history below. Without a
+  // live session the stream would wait for the next one: report how the last one ended instead.
+  const sessionId = (await ctx.client.findSession(userId))?.sessionId;
+  const stop = new AbortController();
+  const events = ctx.client.events({
+    userId,
+    signal: stop.signal,
+    // Gone before the stream was subscribed, its end would never be streamed: it is in the history.
+    onOpen: () =>
+      void ctx.client.findSession(userId).then(
+        (now) => now?.sessionId !== sessionId && stop.abort(),
+        () => stop.abort(),
+      ),
+  });
+  for await (const event of sessionId === undefined ? [] : events) {
+    if (event.type === 'error') continue;
+    // The followed session ended between two looks and a newer one is streamed: report the followed one.
+    if (event.sessionId !== sessionId) break;
+    if (finalTypes.has(event.type)) break;
+    const line = describeEvent(event);
+    if (ctx.json) ctx.out(JSON.stringify(event));
+    else if (tty) process.stdout.write(`\r\x1b[2K${line}`);
+    else ctx.out(line);
   }
   if (tty) process.stdout.write('\n');
   const history = await ctx.client.history(userId);

@@ -25,6 +25,8 @@ export interface EventsOptions {
   lastEventId?: string;
   /** Ends the stream when it aborts. */
   signal?: AbortSignal;
+  /** Called once the stream is open (the server has subscribed it): from then on no change is missed. */
+  onOpen?: () => void;
 }
 
 /** Options of {@link CoordinatorClient}. */
@@ -98,6 +100,7 @@ export class CoordinatorClient {
         }
         throw toApiError(response.status, parsed, response.headers);
       }
+      options.onOpen?.();
       const messages = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
       for await (const message of messages) {
         const data = JSON.parse(message.data) as Record<string, unknown>;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Context } from './context.js';
 import { UnavailableError } from './errors.js';
-import { wrapRedisError } from './redis-errors.js';
+import { wrapRedisError, type RedisClient } from './redis-errors.js';
 import { SLOT_COUNT, slotOf } from './slots.js';
 
 /**
@@ -156,6 +156,8 @@ export class EventFeed {
   /** Bumped whenever the subscription is lost: a round that saw it change proves nothing. */
   #epoch = 0;
   #subscriber: Redis | undefined;
+  /** Reads the streams (recoveries, replays) on connections of its own: requests never queue behind them. */
+  #reader: RedisClient | undefined;
   #live = false;
   #round: Round | undefined;
   /** True once the feed has been live: a lost subscription is then reopened by the feed itself. */
@@ -225,6 +227,7 @@ export class EventFeed {
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;
     subscriber?.disconnect();
+    this.#reader?.disconnect();
   }
 
   /** @internal */
@@ -241,11 +244,24 @@ export class EventFeed {
     const { keys } = this.#context;
     const page = this.#options.pageSize;
     const start = `${after.ms}-${after.seq}`;
-    const fetch = async (slot: number, from: string): Promise<SessionEvent[]> => {
-      const entries = await this.#context.redis.xrange(keys.events(slot), from, String(throughMs), 'COUNT', page);
-      return entries.flatMap(([id, fields]) => {
+    const reader = this.#readerClient();
+    const decode = (slot: number, entries: Array<[string, string[]]>): SessionEvent[] =>
+      entries.flatMap(([id, fields]) => {
         const event = decodeEvent(id, slot, fields[1] ?? '');
         return event === undefined ? [] : [event];
+      });
+    const fetch = async (slot: number, from: string): Promise<SessionEvent[]> =>
+      decode(slot, await reader.xrange(keys.events(slot), from, String(throughMs), 'COUNT', page));
+    /** The first page of every slot of a batch: one pipeline (standalone), or one command each (Cluster). */
+    const fetchBatch = async (slots: number[]): Promise<SessionEvent[][]> => {
+      if ('nodes' in reader) return Promise.all(slots.map((slot) => fetch(slot, start)));
+      const pipeline = reader.pipeline();
+      for (const slot of slots) pipeline.xrange(keys.events(slot), start, String(throughMs), 'COUNT', page);
+      const results = (await pipeline.exec()) ?? [];
+      return slots.map((slot, i) => {
+        const [err, entries] = results[i] ?? [new Error('pipeline answered short')];
+        if (err) throw err;
+        return decode(slot, entries as Array<[string, string[]]>);
       });
     };
     type Cursor = { slot: number; events: SessionEvent[]; index: number; full: boolean };
@@ -253,7 +269,7 @@ export class EventFeed {
     try {
       for (let first = 0; first < SLOT_COUNT; first += 2048) {
         const slots = Array.from({ length: Math.min(2048, SLOT_COUNT - first) }, (_, i) => first + i);
-        const pages = await Promise.all(slots.map((slot) => fetch(slot, start)));
+        const pages = await fetchBatch(slots);
         pages.forEach((events, i) => {
           const cursor = { slot: slots[i]!, events, index: 0, full: events.length === page };
           // The first page starts at `after`'s entry id, shared by other slots: skip what is not after it.
@@ -304,6 +320,19 @@ export class EventFeed {
     this.#live = true;
     this.#everLive = true;
     this.#schedule();
+  }
+
+  #readerClient(): RedisClient {
+    if (this.#reader === undefined) {
+      const { redis } = this.#context;
+      // Queued while it connects (the client it copies may answer at once instead, for fast 503s).
+      this.#reader =
+        'nodes' in redis
+          ? redis.duplicate(undefined, { enableOfflineQueue: true })
+          : redis.duplicate({ enableOfflineQueue: true });
+      this.#reader.on('error', () => {}); // a failed read is reported by the read itself
+    }
+    return this.#reader;
   }
 
   /** Opens a subscriber connection of its own and resolves once the channel is subscribed. */

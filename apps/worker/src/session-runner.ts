@@ -194,6 +194,9 @@ export class SessionRunner {
     }
     const state: TerminalState = reason ?? stateOf(exit);
     const { exitCode } = exit;
+    // What the session announced before it ended is recorded before its end (markReady is refused once
+    // the session has ended): readers see ready, then the ending, as the session did them.
+    await announcing;
     const recorded = await this.#record(claim, state, exitCode, log);
     log.info({ state, exitCode, recorded }, 'session ended');
     return { ran: true, state, exitCode, recorded };

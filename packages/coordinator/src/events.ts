@@ -107,7 +107,7 @@ interface Round {
 
 /** Options of {@link EventFeed}. */
 export interface EventFeedOptions {
-  /** Shortest time between two watermark rounds, ms: bounds the feed's commands while events flow. @defaultValue 5 */
+  /** Shortest time between two watermark rounds, ms: bounds the feed's commands while events flow. @defaultValue 2 */
   roundIntervalMs?: number;
   /** A round whose marks have not all arrived by then is started again, ms. @defaultValue 1000 */
   roundTimeoutMs?: number;
@@ -164,6 +164,8 @@ export class EventFeed {
   #everLive = false;
   #roundTimer: NodeJS.Timeout | undefined;
   #lastRoundAt = 0;
+  /** The newest entry time (epoch ms) of any event received: a round is worth starting only after it. */
+  #newestMs = 0;
   #rounds = 0;
   #started: Promise<void> | undefined;
   #closed = false;
@@ -174,7 +176,7 @@ export class EventFeed {
     this.#context = context;
     this.#channel = context.keys.eventChannel();
     this.#options = {
-      roundIntervalMs: options.roundIntervalMs ?? 5,
+      roundIntervalMs: options.roundIntervalMs ?? 2,
       roundTimeoutMs: options.roundTimeoutMs ?? 1000,
       maxQueued: options.maxQueued ?? 10_000,
       pageSize: options.pageSize ?? 500,
@@ -402,6 +404,7 @@ export class EventFeed {
     // At or below the watermark: already handed on (every such event was in hand when it was set).
     if (event.position.ms <= this.#watermark) return;
     if (!this.#pending.has(event.id)) this.#pending.set(event.id, event);
+    if (event.position.ms > this.#newestMs) this.#newestMs = event.position.ms;
     this.#schedule();
   }
 
@@ -409,7 +412,13 @@ export class EventFeed {
   #schedule(): void {
     if (this.#closed || !this.#live || this.#round !== undefined || this.#roundTimer !== undefined) return;
     if (this.#pending.size === 0) return;
-    const wait = this.#lastRoundAt + this.#options.roundIntervalMs - performance.now();
+    // A mark taken in the same millisecond as an event cannot release it (a later event may share that
+    // millisecond): start once this clock has left the newest event's millisecond, unless Redis's clock
+    // runs ahead of ours (then at most 2 ms later, and a further round releases it).
+    const wait = Math.max(
+      this.#lastRoundAt + this.#options.roundIntervalMs - performance.now(),
+      Math.min(2, this.#newestMs + 1 - Date.now()),
+    );
     if (wait > 0) {
       this.#roundTimer = setTimeout(() => {
         this.#roundTimer = undefined;

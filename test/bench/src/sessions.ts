@@ -22,14 +22,14 @@ import { Coordinator } from '@cq/coordinator';
 import { Redis } from 'ioredis';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const API_KEY = 'bench-sessions-key-0123456789';
+export const API_KEY = 'bench-sessions-key-0123456789';
 const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
 /** Epoch milliseconds with sub-millisecond precision (the sessions write `date +%s%N`). */
 const nowMs = (): number => performance.timeOrigin + performance.now();
 
 /** A process of the system, with its JSON log lines. */
-interface Proc {
+export interface Proc {
   child: ChildProcess;
   logs: Array<Record<string, unknown>>;
   waitFor(match: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
@@ -42,7 +42,7 @@ process.on('exit', () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 });
 
-function startProc(script: string, env: Record<string, string>): Proc {
+export function startProc(script: string, env: Record<string, string>): Proc {
   const child = spawn(process.execPath, [`${ROOT}${script}`], {
     env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],

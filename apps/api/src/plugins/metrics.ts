@@ -17,6 +17,8 @@ export interface ApiMetrics {
   readonly slots: Gauge<'kind'>;
   /** Live worker hosts by state; set at each scrape. */
   readonly hosts: Gauge<'state'>;
+  /** Readers of this process's event streams (SSE); set at each scrape. */
+  readonly eventReaders: Gauge;
 }
 
 declare module 'fastify' {
@@ -80,6 +82,14 @@ export const metricsPlugin = fp(
         help: 'Live worker hosts by state',
         labelNames: ['state'],
         registers: [registry],
+      }),
+      eventReaders: new Gauge({
+        name: 'cq_event_readers',
+        help: "Readers of this API process's event streams (SSE); they share one subscription to Redis",
+        registers: [registry],
+        collect() {
+          if (app.hasDecorator('events')) this.set(app.events.subscribers);
+        },
       }),
     };
     app.decorate('metrics', metrics);

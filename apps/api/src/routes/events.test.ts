@@ -44,6 +44,7 @@ describe('event streams (SSE)', async () => {
     expect(events[3]).toMatchObject({ exitCode: 0, userId: 'sse-ann', fence: claim.fence, workerId: 'host-1' });
     for (const event of events) if (event.type !== 'error') expect(new Date(event.at).toISOString()).toBe(event.at);
     expect(api.app.events.subscribers).toBe(0);
+    expect(String((await send(api.baseUrl, 'GET', '/metrics')).body)).toContain('cq_event_readers 0');
   });
 
   it('a late subscriber gets the current state first (ready, with its endpoint), then the rest', async () => {

@@ -54,6 +54,21 @@ describe('the dashboard in a real browser', async () => {
     expect(await live.locator('td.fence').textContent()).toBe(String(admitted.fence));
     expect(await live.locator('td.worker').textContent()).toBe('host-1');
     await page.locator('#workers tbody tr[data-worker="host-1"]').waitFor({ timeout: 10_000 });
+    // Session events as they happen, in the page's live list (over the event stream, not the poll).
+    await page.locator('#events-state', { hasText: 'live' }).waitFor({ timeout: 10_000 });
+    await system.client.spawn(
+      (
+        await system.client.issueToken({
+          userId: 'bob',
+          metadata: { readyAfterMs: 100, endpoint: 'http://10.0.0.9:8888/lab', durationMs: 400 },
+        })
+      ).token,
+    );
+    const bob = (type: string) => page.locator(`#events tbody tr[data-user="bob"][data-type="${type}"]`);
+    await bob('completed').waitFor({ timeout: 10_000 });
+    for (const type of ['pending', 'running', 'ready']) expect(await bob(type).count()).toBe(1);
+    expect(await bob('ready').locator('td.detail').textContent()).toBe('http://10.0.0.9:8888/lab');
+    expect(await bob('completed').locator('td.detail').textContent()).toBe('exit 0');
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-running.png`, fullPage: true });
 
     // Drained while alice runs: the host is marked draining and its free slots leave the capacity.
@@ -68,6 +83,7 @@ describe('the dashboard in a real browser', async () => {
     await ended.locator('td.state', { hasText: 'stopped' }).waitFor({ timeout: 10_000 });
     await live.waitFor({ state: 'detached', timeout: 10_000 });
     expect(await ended.first().locator('td.fence').textContent()).toBe(String(admitted.fence));
+    await page.locator('#events tbody tr[data-user="alice"][data-type="stopped"]').waitFor({ timeout: 10_000 });
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-stopped.png`, fullPage: true });
 
     await page.goto(`${system.api.baseUrl}/dashboard/queues`);

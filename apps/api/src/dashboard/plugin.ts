@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireDashboardKey } from './auth.js';
+import { openStream, streamEvents } from '../routes/events.js';
 import { pageCss, pageHtml, pageJs } from './page.js';
 import { DashboardStateReader } from './state.js';
 
@@ -62,6 +63,12 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) =>
     reader.read(request.query),
   );
+  // Every session event as it happens (the page's live list, and its cue to refresh the tables).
+  scope.get('/api/events', { sse: { kind: 'manual' }, schema: { hide: true } }, async (_request, reply) => {
+    const subscription = await app.events.subscribe();
+    openStream(reply, subscription);
+    await streamEvents(reply, subscription);
+  });
 
   const readOnlyMode = !app.config.dashboardActions;
   const serverAdapter = new FastifyAdapter();

@@ -94,6 +94,15 @@ describe('event streams (SSE)', async () => {
     expect(expired[0]).toMatchObject({ type: 'error', code: 'events_expired' });
   });
 
+  it('the OpenAPI document declares both streams as text/event-stream, and their errors as JSON', async () => {
+    const doc = (await send(api.baseUrl, 'GET', '/openapi.json')).body;
+    for (const path of ['/v1/events', '/v1/users/{userId}/session/events']) {
+      const responses = doc.paths[path].get.responses;
+      expect(Object.keys(responses['200'].content)).toEqual(['text/event-stream']);
+      expect(Object.keys(responses['400'].content)).toEqual(['application/json']);
+    }
+  });
+
   it('needs the service key', async () => {
     for (const path of ['/v1/events', '/v1/users/sse-x/session/events']) {
       const res = await send(api.baseUrl, 'GET', path);

@@ -18,7 +18,11 @@ import { requireServiceKey } from '../plugins/auth.js';
 /** A comment line this often keeps an idle stream open through proxies that close quiet connections. */
 export const SSE_HEARTBEAT_MS = 15_000;
 
-const eventStream = z.string().describe('text/event-stream: `event: <type>`, `data: <JSON>` (see docs/http-api.md)');
+/** The 200 of both routes: a stream, not JSON (error answers stay JSON). */
+const eventStream = {
+  description: 'Server-sent events: `event: <type>`, `data: <JSON>` (see docs/http-api.md, "Event streams")',
+  content: { 'text/event-stream': { schema: z.string() } },
+} as const;
 const lastEventIdHeader = z.object({
   'last-event-id': z.string().max(64).optional().describe('Resume after this event id (EventSource sends it)'),
 });
@@ -83,7 +87,7 @@ function currentStateEvent(session: SessionView): Omit<SessionEvent, 'id' | 'pos
  * the subscription's end tied to the connection's. A reader that fell behind is cut off: it cannot be
  * told on a socket it does not read, and it resumes from its last event's id.
  */
-function openStream(reply: FastifyReply, subscription: EventSubscription): void {
+export function openStream(reply: FastifyReply, subscription: EventSubscription): void {
   reply.sse.onClose(() => subscription.close());
   subscription.onEnd((failure) => {
     if (failure !== undefined) {
@@ -94,6 +98,22 @@ function openStream(reply: FastifyReply, subscription: EventSubscription): void 
   reply.sse.keepAlive();
   reply.sse.sendHeaders();
   reply.raw.flushHeaders();
+}
+
+/**
+ * Sends every event of `subscription` with its id until the subscription or the connection ends, then
+ * ends the response. A reader that went away, or fell behind, ends its own stream only.
+ */
+export async function streamEvents(reply: FastifyReply, subscription: EventSubscription): Promise<void> {
+  try {
+    for await (const event of subscription) {
+      if (!reply.sse.isConnected) break;
+      await reply.sse.send({ id: event.id, event: event.type, data: wire(event) });
+    }
+  } catch (err) {
+    reply.log.info({ err: { message: (err as Error).message } }, 'event stream ended');
+  }
+  reply.sse.close();
 }
 
 /** Session events as server-sent events: every session's (`/v1/events`), or one user's. */
@@ -133,15 +153,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
               `${lastEventId} cannot all be sent; the stream goes on from now. Read the sessions' state again.`,
           }),
         });
-      try {
-        for await (const event of subscription) {
-          if (!reply.sse.isConnected) break;
-          await reply.sse.send({ id: event.id, event: event.type, data: wire(event) });
-        }
-      } catch (err) {
-        request.log.info({ err: { message: (err as Error).message } }, 'event stream ended');
-      }
-      reply.sse.close();
+      await streamEvents(reply, subscription);
     },
   );
 

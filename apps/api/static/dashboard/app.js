@@ -152,6 +152,39 @@
     offset += PAGE;
     refresh();
   });
+  // Session events as they happen: the newest first in their own table, and each one a cue to read
+  // the state again (at most every 250 ms). The poll stays, slower, for what has no event (hosts, chart).
+  const EVENTS_SHOWN = 30;
+  const events = [];
+  let refreshSoon;
+  function onEvent(message) {
+    const e = JSON.parse(message.data);
+    events.unshift(e);
+    events.length = Math.min(events.length, EVENTS_SHOWN);
+    fill($('events').tBodies[0], events, (tr, ev) => {
+      tr.dataset.user = ev.userId;
+      tr.dataset.type = ev.type;
+      const detail = ev.endpoint || (ev.reason ? ev.reason : ev.exitCode !== undefined ? 'exit ' + ev.exitCode : '');
+      tr.append(
+        cell(time(ev.at)),
+        cell(ev.userId, 'user'),
+        cell(ev.type, 'state s-' + ev.type),
+        cell(ev.fence, 'fence'),
+        cell(ev.workerId, 'worker'),
+        cell(detail, 'detail'),
+      );
+    });
+    if (refreshSoon === undefined)
+      refreshSoon = setTimeout(() => {
+        refreshSoon = undefined;
+        refresh();
+      }, 250);
+  }
+  const source = new EventSource('/dashboard/api/events');
+  const types = ['pending', 'running', 'ready', 'stopping', 'completed', 'failed', 'expired', 'stopped', 'lost'];
+  for (const type of [...types, 'withdrawn']) source.addEventListener(type, onEvent);
+  source.addEventListener('open', () => ($('events-state').textContent = 'live'));
+  source.addEventListener('error', () => ($('events-state').textContent = 'reconnecting…'));
   refresh();
-  setInterval(refresh, 1000);
+  setInterval(refresh, 5000);
 })();

@@ -39,6 +39,7 @@ if state == 'pending' then
   endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, 'stopped', nil, now)
   return { 1, sessionId, 'stopped' }
 end
+if state == 'stopping' then return { 1, sessionId, 'stopping' } end
 rcall('HSET', sessionKey, 'state', 'stopping', 'stop', 'requested')
 local s = rcall('HMGET', sessionKey, 'fence', 'worker')
 emitEvent(eventsKey, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),

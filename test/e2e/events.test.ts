@@ -235,9 +235,9 @@ describe('session events end to end', () => {
 
     it('200 readers cost Redis no more commands per second than one reader does', async () => {
       const { client, system } = running;
-      // The same paced work (a session every 100 ms), counted over the same window, once per reader count:
-      // what the hosts' timers do in the window is then alike too.
-      const WINDOW_MS = 4000;
+      // The same paced work (a session every 100 ms), counted over a window of at least 5 s, once per
+      // reader count, as commands per second: what the hosts' timers do per second is then alike too.
+      const WINDOW_MS = 5000;
       const cost = async (readers: number, users: string[]): Promise<number> => {
         const streams = await Promise.all(
           Array.from({ length: readers }, () =>
@@ -254,10 +254,9 @@ describe('session events end to end', () => {
         );
         await Promise.all(streams.map((stream) => stream.done));
         for (const stream of streams) expect(stream.events).toHaveLength(users.length * 4);
-        const left = WINDOW_MS - (performance.now() - startedAt);
-        expect(left, 'the work fits in the window').toBeGreaterThan(0);
-        await sleep(left);
-        return (await commandsProcessed(system)) - before;
+        await sleep(Math.max(0, WINDOW_MS - (performance.now() - startedAt)));
+        const used = (await commandsProcessed(system)) - before;
+        return (used * 1000) / (performance.now() - startedAt);
       };
       const one = await cost(
         1,
@@ -267,14 +266,14 @@ describe('session events end to end', () => {
         200,
         Array.from({ length: 30 }, (_, i) => `ev-cost-200-${i}`),
       );
-      const perSecond = (commands: number): number => Math.round((commands * 1000) / WINDOW_MS);
       console.log(
-        `Redis commands per second, 30 sessions in ${WINDOW_MS} ms: ${perSecond(one)} with 1 reader, ` +
-          `${perSecond(many)} with 200 readers`,
+        `Redis commands per second, 30 paced sessions: ${Math.round(one)} with 1 reader, ` +
+          `${Math.round(many)} with 200 readers`,
       );
-      // Less than one command per reader over the whole window: readers cost Redis nothing of their own.
+      // Within 40 commands per second (a fifth of a command per reader per second; measured 7 to 9):
+      // readers cost Redis nothing of their own.
       expect(one).toBeGreaterThan(0);
-      expect(Math.abs(many - one)).toBeLessThan(200);
+      expect(Math.abs(many - one)).toBeLessThan(40);
     }, 120_000);
   });
 });

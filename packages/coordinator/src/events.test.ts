@@ -168,24 +168,70 @@ describe('session events', () => {
     expect(again.map((e) => e.id)).toEqual(events.slice(1).map((e) => e.id));
   });
 
-  it('a lost subscription is reopened and what it missed is read back: nothing lost, nothing twice', async () => {
+  it('a lost subscription, lost again while it reopens, is read back: nothing lost, nothing twice, and it goes on', async () => {
     const coordinator = testCoordinator();
-    const feed = feedOf(coordinator);
+    const name = `cq-events-test-${Math.random().toString(36).slice(2)}`;
+    const errors: string[] = [];
+    const feed = feedOf(coordinator, { name, onError: (err) => errors.push((err as Error).message) });
     const reader = await feed.subscribe();
     const admin = connect();
     onTestFinished(() => admin.disconnect());
-    const users = Array.from({ length: 40 }, (_, i) => `ev-cut-${i}`);
-    const work = Promise.all(
+    /** Kills this feed's subscriber connection (and no other client), once it has one. */
+    const killSubscriber = async (): Promise<void> => {
+      let id: string | undefined;
+      await expect
+        .poll(async () => {
+          const list = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
+          id = new RegExp(`id=(\\d+) .*name=${name} `).exec(list)?.[1];
+          return id;
+        })
+        .toBeDefined();
+      await admin.call('CLIENT', 'KILL', 'ID', id!);
+    };
+    const users = Array.from({ length: 60 }, (_, i) => `ev-cut-${i}`);
+    await Promise.all(
       users.map(async (userId, i) => {
-        if (i === 20) await admin.client('KILL', 'TYPE', 'pubsub');
+        // Three losses while sessions change: the second and third as soon as a new subscriber appears.
+        if (i === 20) for (let k = 0; k < 3; k++) await killSubscriber();
         await lifecycle(coordinator, userId);
       }),
     );
-    await work;
     const events = await collect(reader, (got) => got.length === users.length * 5);
     expect(new Set(events.map((e) => e.id)).size).toBe(users.length * 5);
     for (let i = 1; i < events.length; i++)
       expect(comparePositions(events[i - 1]!.position, events[i]!.position)).toBeLessThan(0);
+    expect(feed.readBacks).toBeGreaterThanOrEqual(3);
+    expect(errors.some((message) => message.includes('event subscription was lost'))).toBe(true);
+    // And it goes on.
+    await lifecycle(coordinator, 'ev-cut-after');
+    expect((await collect(reader, (got) => got.length === 5)).map((e) => e.userId)).toEqual(
+      Array(5).fill('ev-cut-after'),
+    );
+  });
+
+  it('a reader resuming from an id newer than this process has handed on gets nothing it already has', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    // An id a little ahead of everything this feed has released (as if read from a faster process).
+    const ahead = await feed.subscribe({ after: { ms: Date.now() + 2000, seq: 0, slot: 0 } });
+    const now = await feed.subscribe();
+    await lifecycle(coordinator, 'ev-ahead');
+    expect((await collect(now, (got) => got.length === 5)).length).toBe(5);
+    expect(ahead.queued).toBe(0);
+  });
+
+  it('asking a stopping session to stop again emits nothing', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const subscription = await feed.subscribe({ userId: 'ev-stop-twice' });
+    const admitted = await issueAndAdmit(coordinator, 'ev-stop-twice');
+    const outcome = await coordinator.claims.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    await coordinator.sessions.requestStop('ev-stop-twice');
+    await coordinator.sessions.requestStop('ev-stop-twice');
+    await coordinator.claims.finish(outcome.claim, 'stopped', 143);
+    const events = await collect(subscription, (got) => got.at(-1)?.type === 'stopped');
+    expect(events.map((e) => e.type)).toEqual(['pending', 'running', 'stopping', 'stopped']);
   });
 
   it('a reader that does not read is dropped once it holds maxQueued events; the feed goes on', async () => {

@@ -109,12 +109,19 @@ interface Round {
 export interface EventFeedOptions {
   /** Shortest time between two watermark rounds, ms: bounds the feed's commands while events flow. @defaultValue 2 */
   roundIntervalMs?: number;
-  /** A round whose marks have not all arrived by then is started again, ms. @defaultValue 1000 */
+  /**
+   * A round whose marks have not all arrived by then is taken for a possible gap (a master or a link
+   * lost messages): the subscription is reopened and the streams read back. @defaultValue 1000
+   */
   roundTimeoutMs?: number;
   /** Events a subscription may hold unread before it ends with {@link SlowReaderError}. @defaultValue 10000 */
   maxQueued?: number;
-  /** Events read per slot and command while replaying or recovering. @defaultValue 500 */
+  /** Events waiting for a watermark the feed holds before it drops them and reads them back later. @defaultValue 100000 */
+  maxPending?: number;
+  /** Most events read per slot and command while replaying or reading back (pages grow to it). @defaultValue 500 */
   pageSize?: number;
+  /** Client name of the feed's own connections (CLIENT LIST). @defaultValue `cq-events` */
+  name?: string;
   /** Told of failures the feed recovers from by itself (Redis unreachable, a connection lost). */
   onError?: (err: unknown) => void;
 }
@@ -127,6 +134,9 @@ export interface SubscribeOptions {
   after?: EventPosition;
 }
 
+/** The first page read of a slot, events: small, so a replay over 16,384 slots starts small. */
+const FIRST_PAGE = 4;
+
 /**
  * The session events of every slot, merged into one order, for every reader of one process.
  *
@@ -134,34 +144,42 @@ export interface SubscribeOptions {
  * event channel (`lua/includes/events.lua`). The feed holds one subscription to that channel, however
  * many readers it serves, and hands events on in the order of their ids (`<ms>-<seq>-<slot>`), which
  * every process computes alike. An event is handed on once no event with a smaller id can still
- * arrive: the feed asks every master to publish its Redis TIME (a mark, `publishEventMark`); a
- * master's events and its mark reach the subscriber in the order the master ran them, and a master
- * writes nothing older than its mark afterwards, so when a round's marks have all arrived every event
- * older than the smallest of them is in hand (the watermark). Rounds run only while events wait, at
- * most one per `roundIntervalMs`.
+ * arrive: the feed asks every master to publish its Redis TIME on the feed's own mark channel (a
+ * mark, `publishEventMark`); a master's publications reach the subscriber in the order the master ran
+ * them, and a master writes nothing older than its mark afterwards, so when a round's marks have all
+ * arrived every event older than the smallest of them is in hand (the watermark). Rounds run only
+ * while events wait, at most one per `roundIntervalMs`.
  *
- * Whenever the subscription (re)starts, messages may have been missed: the feed first reads the
- * streams from its watermark on (one command per slot), then goes on. A reader resuming from an id
- * gets the streams' events after it up to the watermark at which it joined, then the live ones.
+ * Whenever messages may have been missed (the subscription (re)opens, or a round's marks do not all
+ * arrive), the feed reads the streams back from its watermark (one command per slot) before it hands
+ * anything else on. A reader resuming from an id gets the streams' events after it up to the
+ * watermark at which it joined, then the live ones after both.
  */
 export class EventFeed {
   readonly #context: Context;
   readonly #options: Required<Omit<EventFeedOptions, 'onError'>> & Pick<EventFeedOptions, 'onError'>;
   readonly #channel: string;
-  readonly #subscriptions = new Set<EventSubscription>();
-  /** Events received and not yet handed on, by id (also drops the copy a recovery reads again). */
+  /** This feed's own mark channel: marks go to this process only, not to every API process. */
+  readonly #markChannel: string;
+  /** Subscriptions to every event, and those to one user's, by user. */
+  readonly #everyone = new Set<EventSubscription>();
+  readonly #byUser = new Map<string, Set<EventSubscription>>();
+  #subscriptionCount = 0;
+  /** Events received and not yet handed on, by id (also drops the copy a read-back gets again). */
   #pending = new Map<string, SessionEvent>();
   /** Every event up to this time (epoch ms) has been handed on; none after it. */
   #watermark = 0;
-  /** Bumped whenever the subscription is lost: a round that saw it change proves nothing. */
+  /** Bumped whenever messages may have been missed: a round that saw it change proves nothing. */
   #epoch = 0;
   #subscriber: Redis | undefined;
-  /** Reads the streams (recoveries, replays) on connections of its own: requests never queue behind them. */
+  /** Reads the streams (read-backs, replays) on connections of its own: requests never queue behind them. */
   #reader: RedisClient | undefined;
   #live = false;
   #round: Round | undefined;
   /** True once the feed has been live: a lost subscription is then reopened by the feed itself. */
   #everLive = false;
+  /** True while the one loop that reopens the subscription runs. */
+  #reopening = false;
   #roundTimer: NodeJS.Timeout | undefined;
   #lastRoundAt = 0;
   /** The newest entry time (epoch ms) of any event received: a round is worth starting only after it. */
@@ -170,23 +188,26 @@ export class EventFeed {
   #started: Promise<void> | undefined;
   #closed = false;
   #markSha: string | undefined;
-  readonly #roundPrefix = randomUUID().slice(0, 8);
+  readonly #feedId = randomUUID().slice(0, 8);
 
   constructor(context: Context, options: EventFeedOptions = {}) {
     this.#context = context;
     this.#channel = context.keys.eventChannel();
+    this.#markChannel = `${this.#channel}:mark:${this.#feedId}`;
     this.#options = {
       roundIntervalMs: options.roundIntervalMs ?? 2,
       roundTimeoutMs: options.roundTimeoutMs ?? 1000,
       maxQueued: options.maxQueued ?? 10_000,
+      maxPending: options.maxPending ?? 100_000,
       pageSize: options.pageSize ?? 500,
+      name: options.name ?? 'cq-events',
       onError: options.onError,
     };
   }
 
   /** Readers currently subscribed. */
   get subscribers(): number {
-    return this.#subscriptions.size;
+    return this.#subscriptionCount;
   }
 
   /** Watermark rounds run so far (each costs one command per master). */
@@ -194,11 +215,17 @@ export class EventFeed {
     return this.#rounds;
   }
 
+  /** Times the feed took messages for possibly missed and read the streams back (after the first start). */
+  get readBacks(): number {
+    return this.#epoch;
+  }
+
   /**
    * Subscribes to the feed and waits until it is live: it has its first watermark. Called by
    * {@link EventFeed.subscribe} too; rejects with {@link UnavailableError} while Redis cannot be reached.
    */
   start(): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error('the event feed is closed'));
     this.#started ??= this.#open().catch((err: unknown) => {
       this.#started = undefined;
       this.#dropSubscriber();
@@ -214,37 +241,46 @@ export class EventFeed {
    */
   async subscribe(options: SubscribeOptions = {}): Promise<EventSubscription> {
     await this.start();
+    if (this.#closed) throw new Error('the event feed is closed');
     const subscription = new EventSubscription(this, options, this.#watermark, this.#options.maxQueued);
-    this.#subscriptions.add(subscription);
+    if (options.userId === undefined) this.#everyone.add(subscription);
+    else {
+      let set = this.#byUser.get(options.userId);
+      if (set === undefined) this.#byUser.set(options.userId, (set = new Set()));
+      set.add(subscription);
+    }
+    this.#subscriptionCount++;
     return subscription;
   }
 
-  /** Stops the feed: every subscription ends, the subscriber connection closes. */
+  /** Stops the feed: every subscription ends, its connections close. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#live = false;
     clearTimeout(this.#roundTimer);
     if (this.#round !== undefined) clearTimeout(this.#round.timer);
-    for (const subscription of this.#subscriptions) subscription.close();
-    this.#subscriptions.clear();
-    const subscriber = this.#subscriber;
-    this.#subscriber = undefined;
-    subscriber?.disconnect();
+    for (const subscription of [...this.#everyone, ...[...this.#byUser.values()].flatMap((set) => [...set])])
+      subscription.close();
+    this.#dropSubscriber();
     this.#reader?.disconnect();
   }
 
   /** @internal */
-  unsubscribe(subscription: EventSubscription): void {
-    this.#subscriptions.delete(subscription);
+  unsubscribe(subscription: EventSubscription, userId: string | undefined): void {
+    const set = userId === undefined ? this.#everyone : this.#byUser.get(userId);
+    if (set?.delete(subscription) !== true) return;
+    this.#subscriptionCount--;
+    if (userId !== undefined && set.size === 0) this.#byUser.delete(userId);
   }
 
   /**
    * The events after `after` and up to `throughMs` (inclusive) from the slots' streams, in id order:
-   * a k-way merge holding at most one page per slot.
+   * a k-way merge holding at most one page per slot; a slot's first page is small and its pages grow
+   * as it is read, so a replay over many slots starts with little in hand.
    * @internal
    */
   async *read(after: EventPosition, throughMs: number): AsyncGenerator<SessionEvent> {
     const { keys } = this.#context;
-    const page = this.#options.pageSize;
     const start = `${after.ms}-${after.seq}`;
     const reader = this.#readerClient();
     const decode = (slot: number, entries: Array<[string, string[]]>): SessionEvent[] =>
@@ -252,13 +288,13 @@ export class EventFeed {
         const event = decodeEvent(id, slot, fields[1] ?? '');
         return event === undefined ? [] : [event];
       });
-    const fetch = async (slot: number, from: string): Promise<SessionEvent[]> =>
-      decode(slot, await reader.xrange(keys.events(slot), from, String(throughMs), 'COUNT', page));
+    const fetch = async (slot: number, from: string, count: number): Promise<SessionEvent[]> =>
+      decode(slot, await reader.xrange(keys.events(slot), from, String(throughMs), 'COUNT', count));
     /** The first page of every slot of a batch: one pipeline (standalone), or one command each (Cluster). */
     const fetchBatch = async (slots: number[]): Promise<SessionEvent[][]> => {
-      if ('nodes' in reader) return Promise.all(slots.map((slot) => fetch(slot, start)));
+      if ('nodes' in reader) return Promise.all(slots.map((slot) => fetch(slot, start, FIRST_PAGE)));
       const pipeline = reader.pipeline();
-      for (const slot of slots) pipeline.xrange(keys.events(slot), start, String(throughMs), 'COUNT', page);
+      for (const slot of slots) pipeline.xrange(keys.events(slot), start, String(throughMs), 'COUNT', FIRST_PAGE);
       const results = (await pipeline.exec()) ?? [];
       return slots.map((slot, i) => {
         const [err, entries] = results[i] ?? [new Error('pipeline answered short')];
@@ -266,14 +302,13 @@ export class EventFeed {
         return decode(slot, entries as Array<[string, string[]]>);
       });
     };
-    type Cursor = { slot: number; events: SessionEvent[]; index: number; full: boolean };
-    const heap: Cursor[] = [];
+    const heap: HeapCursor[] = [];
     try {
       for (let first = 0; first < SLOT_COUNT; first += 2048) {
         const slots = Array.from({ length: Math.min(2048, SLOT_COUNT - first) }, (_, i) => first + i);
         const pages = await fetchBatch(slots);
         pages.forEach((events, i) => {
-          const cursor = { slot: slots[i]!, events, index: 0, full: events.length === page };
+          const cursor = { slot: slots[i]!, events, index: 0, count: FIRST_PAGE, full: events.length === FIRST_PAGE };
           // The first page starts at `after`'s entry id, shared by other slots: skip what is not after it.
           while (cursor.index < events.length && comparePositions(events[cursor.index]!.position, after) <= 0)
             cursor.index++;
@@ -283,11 +318,12 @@ export class EventFeed {
       while (heap.length > 0) {
         const cursor = heap[0]!;
         if (cursor.index === cursor.events.length) {
-          // This slot's page is used up but was full: read its next page before comparing again.
+          // This slot's page is used up but was full: read its next, larger page before comparing again.
           const last = cursor.events[cursor.events.length - 1]!;
-          cursor.events = await fetch(cursor.slot, `(${last.position.ms}-${last.position.seq}`);
+          cursor.count = Math.min(this.#options.pageSize, cursor.count * 4);
+          cursor.events = await fetch(cursor.slot, `(${last.position.ms}-${last.position.seq}`, cursor.count);
           cursor.index = 0;
-          cursor.full = cursor.events.length === page;
+          cursor.full = cursor.events.length === cursor.count;
           heapPop(heap);
           if (cursor.events.length > 0) heapPush(heap, cursor);
           continue;
@@ -308,12 +344,13 @@ export class EventFeed {
   async #open(): Promise<void> {
     const epoch = this.#epoch;
     const first = !this.#everLive;
-    const since = first ? Math.min(...(await this.#markAll(`${this.#roundPrefix}:start`))) - 1 : this.#watermark;
+    const since = first ? Math.min(...(await this.#markAll(`${this.#feedId}:start`))) - 1 : this.#watermark;
     await this.#subscribe();
     const after = { ms: since, seq: Number.MAX_SAFE_INTEGER, slot: SLOT_COUNT };
     for await (const event of this.read(after, 9e15))
       if (!this.#pending.has(event.id)) this.#pending.set(event.id, event);
-    if (epoch !== this.#epoch) throw new Error('the event subscription was lost while it was being opened');
+    if (epoch !== this.#epoch || this.#closed)
+      throw new Error('the event subscription was lost while it was being opened');
     if (first) {
       // Nothing before `since` is handed on live: a reader that wants older events resumes by replay.
       this.#watermark = since;
@@ -331,13 +368,13 @@ export class EventFeed {
       this.#reader =
         'nodes' in redis
           ? redis.duplicate(undefined, { enableOfflineQueue: true })
-          : redis.duplicate({ enableOfflineQueue: true });
+          : redis.duplicate({ enableOfflineQueue: true, connectionName: `${this.#options.name}-reader` });
       this.#reader.on('error', () => {}); // a failed read is reported by the read itself
     }
     return this.#reader;
   }
 
-  /** Opens a subscriber connection of its own and resolves once the channel is subscribed. */
+  /** Opens a subscriber connection of its own and resolves once both channels are subscribed. */
   async #subscribe(): Promise<void> {
     const { redis } = this.#context;
     const nodes = 'nodes' in redis ? redis.nodes('all') : [redis];
@@ -350,13 +387,18 @@ export class EventFeed {
       autoResubscribe: false,
       enableOfflineQueue: true,
       maxRetriesPerRequest: null,
+      connectionName: this.#options.name,
     });
     subscriber.on('error', (err: unknown) => this.#options.onError?.(err));
-    subscriber.on('message', (_channel: string, message: string) => this.#onMessage(message));
+    subscriber.on('message', (channel: string, message: string) => this.#onMessage(channel, message));
     this.#dropSubscriber();
     this.#subscriber = subscriber;
     await subscriber.connect();
-    await subscriber.subscribe(this.#channel);
+    await subscriber.subscribe(this.#channel, this.#markChannel);
+    if (this.#closed || this.#subscriber !== subscriber) {
+      subscriber.disconnect();
+      throw new Error('the event feed closed while it was subscribing');
+    }
     subscriber.once('close', () => this.#onSubscriberLost(subscriber));
     if (subscriber.status !== 'ready') this.#onSubscriberLost(subscriber);
   }
@@ -370,28 +412,41 @@ export class EventFeed {
 
   #onSubscriberLost(subscriber: Redis): void {
     if (this.#subscriber !== subscriber || this.#closed) return;
+    this.#gap(new UnavailableError(new Error('the event subscription was lost; reopening it')));
+  }
+
+  /**
+   * Messages may have been missed: nothing more is handed on until the subscription is open again and
+   * the streams are read back from the watermark. One loop does it, whatever happens meanwhile.
+   */
+  #gap(reason: Error): void {
     this.#epoch++;
     this.#live = false;
     this.#dropSubscriber();
-    if (!this.#everLive) return; // still opening: start() fails and the next subscribe() tries again
-    this.#options.onError?.(new UnavailableError(new Error('the event subscription was lost; reopening it')));
-    const reopen = async (delayMs: number): Promise<void> => {
-      await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
-      if (this.#closed || this.#live) return;
-      try {
-        await this.#open();
-      } catch (err) {
-        this.#options.onError?.(err);
-        this.#dropSubscriber();
-        void reopen(Math.min(2000, delayMs * 2));
+    if (this.#round !== undefined) {
+      clearTimeout(this.#round.timer);
+      this.#round = undefined;
+    }
+    if (!this.#everLive || this.#reopening || this.#closed) return; // still opening: start() fails, or the loop goes on
+    this.#options.onError?.(reason);
+    this.#reopening = true;
+    void (async () => {
+      for (let delayMs = 50; !this.#closed && !this.#live; delayMs = Math.min(2000, delayMs * 2)) {
+        await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
+        if (this.#closed) break;
+        try {
+          await this.#open();
+        } catch (err) {
+          this.#options.onError?.(err);
+          this.#dropSubscriber();
+        }
       }
-    };
-    void reopen(100);
+      this.#reopening = false;
+    })();
   }
 
-  #onMessage(message: string): void {
-    const space = message.indexOf(' ');
-    if (message.startsWith('mark ')) {
+  #onMessage(channel: string, message: string): void {
+    if (channel === this.#markChannel) {
       const [, tag, time] = message.split(' ');
       const round = this.#round;
       if (round === undefined || round.tag !== tag) return;
@@ -399,12 +454,20 @@ export class EventFeed {
       if (round.marks.length === round.expected) this.#finishRound(round);
       return;
     }
+    const space = message.indexOf(' ');
     const event = decodeEvent(message.slice(0, space), undefined, message.slice(space + 1));
     if (event === undefined) return;
     // At or below the watermark: already handed on (every such event was in hand when it was set).
     if (event.position.ms <= this.#watermark) return;
     if (!this.#pending.has(event.id)) this.#pending.set(event.id, event);
     if (event.position.ms > this.#newestMs) this.#newestMs = event.position.ms;
+    if (this.#pending.size > this.#options.maxPending) {
+      // No watermark for too long (a master does not answer): let go of them; the read-back after
+      // the gap gets them again once the masters answer.
+      this.#pending.clear();
+      this.#gap(new UnavailableError(new Error(`more than ${this.#options.maxPending} events wait for a watermark`)));
+      return;
+    }
     this.#schedule();
   }
 
@@ -432,11 +495,12 @@ export class EventFeed {
   #startRound(): void {
     this.#lastRoundAt = performance.now();
     this.#rounds++;
-    const tag = `${this.#roundPrefix}:${this.#rounds}`;
+    const tag = `${this.#feedId}:${this.#rounds}`;
+    // Marks that do not all arrive: a master is down, or a link dropped messages (its mark among
+    // them, and maybe events before it). Either way, read back rather than guess.
     const timer = setTimeout(() => {
       if (this.#round?.tag !== tag) return;
-      this.#round = undefined;
-      this.#schedule();
+      this.#gap(new UnavailableError(new Error(`a watermark round got no mark from every master in time`)));
     }, this.#options.roundTimeoutMs);
     const round = { tag, epoch: this.#epoch, expected: Number.POSITIVE_INFINITY, marks: [] as number[], timer };
     this.#round = round;
@@ -445,11 +509,8 @@ export class EventFeed {
         round.expected = times.length;
         if (round.marks.length === round.expected && this.#round === round) this.#finishRound(round);
       },
-      (err: unknown) => {
-        this.#options.onError?.(err);
-        if (this.#round !== round) return;
-        // Leave the round to its timeout: it is started again then, not in a tight loop.
-      },
+      // Left to the round's timeout: no tight loop while a master cannot be reached.
+      (err: unknown) => this.#options.onError?.(err),
     );
   }
 
@@ -463,7 +524,7 @@ export class EventFeed {
     this.#schedule();
   }
 
-  /** Hands on every waiting event up to `watermark`, in id order. */
+  /** Hands on every waiting event up to `watermark`, in id order, to the subscriptions that want it. */
   #release(watermark: number): void {
     const ready: SessionEvent[] = [];
     for (const [id, event] of this.#pending) {
@@ -471,12 +532,23 @@ export class EventFeed {
       ready.push(event);
       this.#pending.delete(id);
     }
-    ready.sort((a, b) => comparePositions(a.position, b.position));
     this.#watermark = watermark;
-    for (const subscription of this.#subscriptions) subscription.deliver(ready);
+    if (ready.length === 0) return;
+    ready.sort((a, b) => comparePositions(a.position, b.position));
+    for (const subscription of this.#everyone) subscription.deliver(ready);
+    if (this.#byUser.size === 0) return;
+    const perUser = new Map<string, SessionEvent[]>();
+    for (const event of ready) {
+      if (!this.#byUser.has(event.userId)) continue;
+      const list = perUser.get(event.userId);
+      if (list === undefined) perUser.set(event.userId, [event]);
+      else list.push(event);
+    }
+    for (const [userId, events] of perUser)
+      for (const subscription of this.#byUser.get(userId) ?? []) subscription.deliver(events);
   }
 
-  /** Asks every master to publish a mark tagged `tag`; resolves with their times. */
+  /** Asks every master to publish a mark tagged `tag` on this feed's mark channel; resolves with their times. */
   async #markAll(tag: string): Promise<number[]> {
     const { redis, scripts } = this.#context;
     const masters = 'nodes' in redis ? redis.nodes('master') : [redis];
@@ -485,12 +557,12 @@ export class EventFeed {
     const run = async (node: Redis): Promise<number> => {
       try {
         if (this.#markSha !== undefined)
-          return ((await node.evalsha(this.#markSha, 0, this.#channel, tag)) as number[])[1]!;
+          return ((await node.evalsha(this.#markSha, 0, this.#markChannel, tag)) as number[])[1]!;
       } catch (err) {
         if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
       }
       this.#markSha = (await node.script('LOAD', lua)) as string;
-      return ((await node.evalsha(this.#markSha, 0, this.#channel, tag)) as number[])[1]!;
+      return ((await node.evalsha(this.#markSha, 0, this.#markChannel, tag)) as number[])[1]!;
     };
     return Promise.all(masters.map(run));
   }
@@ -510,6 +582,8 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
   #failure: Error | undefined;
   /** Events up to this time come from the replay; the live ones after it. */
   readonly #joinedAt: number;
+  /** The reader has every event up to this one already (its Last-Event-ID). */
+  readonly #after: EventPosition | undefined;
   #replay: AsyncGenerator<SessionEvent> | undefined;
   readonly #onEnd: Array<(failure: Error | undefined) => void> = [];
   /** True when `after` is older than the retention: the replay could not be whole and was skipped. */
@@ -521,6 +595,7 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
     this.#userId = options.userId;
     this.#maxQueued = maxQueued;
     this.#joinedAt = joinedAt;
+    this.#after = options.after;
     this.expired = options.after !== undefined && options.after.ms < joinedAt - EVENT_RETENTION_MS;
     if (options.after !== undefined && !this.expired) this.#replay = feed.read(options.after, joinedAt);
   }
@@ -531,6 +606,8 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
     for (const event of events) {
       if (this.#userId !== undefined && event.userId !== this.#userId) continue;
       if (event.position.ms <= this.#joinedAt) continue;
+      // Resumed on a process whose watermark was behind the reader's id: it has these already.
+      if (this.#after !== undefined && comparePositions(event.position, this.#after) <= 0) continue;
       if (this.#queue.length >= this.#maxQueued) {
         this.#failure = new SlowReaderError(
           `the reader left more than ${this.#maxQueued} events unread; resume from the last event's id`,
@@ -579,7 +656,7 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#feed.unsubscribe(this);
+    this.#feed.unsubscribe(this, this.#userId);
     void this.#replay?.return(undefined);
     this.#wake?.();
     for (const callback of this.#onEnd.splice(0)) callback(this.#failure);
@@ -598,7 +675,7 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
   }
 }
 
-type HeapCursor = { events: SessionEvent[]; index: number; slot: number };
+type HeapCursor = { events: SessionEvent[]; index: number; slot: number; count: number; full: boolean };
 
 function headOf(cursor: HeapCursor): EventPosition {
   // A used-up cursor (waiting for its next page) sorts by its last event: nothing it reads can come earlier.

@@ -89,6 +89,11 @@ function currentStateEvent(session: SessionView): Omit<SessionEvent, 'id' | 'pos
  */
 export function openStream(reply: FastifyReply, subscription: EventSubscription): void {
   reply.sse.onClose(() => subscription.close());
+  reply.raw.once('close', () => subscription.close());
+  // Ended by the feed (shutdown): a stream still waiting on a full socket is cut, so SIGTERM is not held.
+  subscription.onEnd((failure) => {
+    if (failure === undefined && reply.raw.writableNeedDrain) reply.raw.destroy();
+  });
   subscription.onEnd((failure) => {
     if (failure !== undefined) {
       reply.log.info({ reason: failure.message }, 'event stream reader too slow; disconnected');
@@ -106,14 +111,28 @@ export function openStream(reply: FastifyReply, subscription: EventSubscription)
  */
 export async function streamEvents(reply: FastifyReply, subscription: EventSubscription): Promise<void> {
   try {
-    for await (const event of subscription) {
-      if (!reply.sse.isConnected) break;
-      await reply.sse.send({ id: event.id, event: event.type, data: wire(event) });
-    }
+    for await (const event of subscription)
+      if (!(await send(reply, { id: event.id, event: event.type, data: wire(event) }))) break;
   } catch (err) {
     reply.log.info({ err: { message: (err as Error).message } }, 'event stream ended');
   }
   reply.sse.close();
+}
+
+const closedReplies = new WeakMap<FastifyReply, Promise<false>>();
+
+/**
+ * Sends one event; false once the connection is gone. A write waiting for a full socket to drain
+ * gives up when the socket closes (@fastify/sse's own wait would not: it listens for drain or error).
+ */
+async function send(reply: FastifyReply, message: { id?: string; event: string; data: string }): Promise<boolean> {
+  if (!reply.sse.isConnected || reply.raw.destroyed) return false;
+  let closed = closedReplies.get(reply);
+  if (closed === undefined) {
+    closed = new Promise<false>((resolve) => reply.raw.once('close', () => resolve(false)));
+    closedReplies.set(reply, closed);
+  }
+  return Promise.race([reply.sse.send(message).then(() => true), closed]);
 }
 
 /** Session events as server-sent events: every session's (`/v1/events`), or one user's. */
@@ -182,14 +201,15 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       openStream(reply, subscription);
       let seen: { fence: number; rank: number; endpoint: string | undefined } | undefined;
-      const send = async (event: Omit<SessionEvent, 'id' | 'position'>): Promise<void> => {
+      const sendEvent = async (event: Omit<SessionEvent, 'id' | 'position'>): Promise<boolean> => {
         seen = { fence: event.fence, rank: rankOf(event.type), endpoint: event.endpoint };
-        await reply.sse.send({ event: event.type, data: wire(event as SessionEvent) });
+        return send(reply, { event: event.type, data: wire(event as SessionEvent) });
       };
       try {
-        if (current !== undefined) await send(currentStateEvent(current));
+        if (current !== undefined && !(await sendEvent(currentStateEvent(current)))) return;
         for await (const event of subscription) {
-          if (!reply.sse.isConnected) break;
+          // No session when we looked: an ending queued before the look is the previous session's.
+          if (seen === undefined && event.type !== 'pending') continue;
           if (seen !== undefined && event.fence < seen.fence) continue;
           if (seen !== undefined && event.fence === seen.fence) {
             const rank = rankOf(event.type);
@@ -199,16 +219,17 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
             )
               continue;
           }
-          await send(event);
+          if (!(await sendEvent(event))) break;
           // A withdrawn admission never was: wait for the user's next session. Any other ending ends the stream.
           if (event.type === 'withdrawn') seen = undefined;
           else if (finalEventTypes.has(event.type)) break;
         }
       } catch (err) {
         request.log.info({ err: { message: (err as Error).message } }, 'event stream ended');
+      } finally {
+        subscription.close();
+        reply.sse.close();
       }
-      subscription.close();
-      reply.sse.close();
     },
   );
 };

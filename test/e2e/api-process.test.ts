@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { CoordinatorClient } from '@cq/client';
 import { randomPrefix } from '@cq/test-harness';
 import { describe, expect, it } from 'vitest';
@@ -48,5 +49,28 @@ describe('node apps/api/dist/main.js', () => {
     expect(api.stderr.join('')).toBe('');
     expect(JSON.stringify(api.logs)).not.toContain(API_KEY);
     expect(JSON.stringify(api.logs)).not.toContain(token.token);
+  });
+
+  it('stops with exit 0 on SIGTERM while event streams are open, even to a client that reads nothing', async () => {
+    const api = await startApi({ ...targetEnv(currentTarget()), API_KEYS: API_KEY, KEY_PREFIX: randomPrefix() });
+    const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
+    // A reader that follows a user's stream, and a raw socket that asks for every event and never reads.
+    let opened!: () => void;
+    const open = new Promise<void>((resolve) => (opened = resolve));
+    const reading = (async () => {
+      for await (const event of client.events({ userId: 'sigterm-user', onOpen: opened })) void event;
+    })();
+    const idle = connect(Number(new URL(api.baseUrl).port), '127.0.0.1');
+    idle.pause();
+    const idleClosed = new Promise<void>((resolve) => idle.once('close', () => resolve()));
+    idle.write(`GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\n\r\n`);
+    await open;
+    const stoppedAt = performance.now();
+    expect(await api.stop('SIGTERM')).toBe(0);
+    expect(performance.now() - stoppedAt).toBeLessThan(5000);
+    // Both streams were ended by the API: the reader's iterator finished, the idle socket was closed.
+    await reading;
+    idle.resume();
+    await idleClosed;
   });
 });

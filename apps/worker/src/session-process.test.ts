@@ -230,6 +230,21 @@ describe('readiness on SESSION_NOTIFY_FD (fd 3)', () => {
     expect((await handle.exited).exitCode).toBe(137);
   }, 30_000);
 
+  it('what a session announced just before it exited is passed on before its end (600 at once)', async () => {
+    const l = await launcher(`echo '{"ready": true, "endpoint": "h:1"}' >&3; exit 0`);
+    const order: string[][] = [];
+    await Promise.all(
+      Array.from({ length: 600 }, async (_, i) => {
+        const seen: string[] = [];
+        order[i] = seen;
+        const { handle } = launch(l, 60_000, { onReady: (endpoint) => seen.push(`ready ${endpoint}`) });
+        const exit = await handle.exited;
+        seen.push(`exit ${exit.exitCode}`);
+      }),
+    );
+    for (const seen of order) expect(seen).toEqual(['ready h:1', 'exit 0']);
+  }, 30_000);
+
   it('a session that never writes there is never ready, and runs as before', async () => {
     const l = await launcher('echo hello; exit 0');
     const endpoints: Array<string | undefined> = [];

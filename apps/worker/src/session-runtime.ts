@@ -162,9 +162,24 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
     session.cause ??= 'spawn_failed';
     ended(session, 127);
   });
-  child.on('exit', (code, signal) =>
-    ended(session, code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0))),
-  );
+  child.on('exit', (code, signal) => {
+    const exitCode = code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0));
+    // A process's 'exit' can come before its pipes are read. What the session announced on
+    // SESSION_NOTIFY_FD before it exited is passed on before its end: wait for fd 3 to be read to its
+    // end, but no longer than NOTIFY_DRAIN_MS (a process left in its group may still hold it open).
+    const notify = child.stdio[3] as NodeJS.ReadableStream | null | undefined;
+    if (notify === null || notify === undefined || (notify as { readableEnded?: boolean }).readableEnded === true) {
+      ended(session, exitCode);
+      return;
+    }
+    const done = (): void => {
+      clearTimeout(timer);
+      ended(session, exitCode);
+    };
+    const timer = setTimeout(done, NOTIFY_DRAIN_MS);
+    notify.once('end', done);
+    notify.once('close', done);
+  });
   if (child.pid === undefined) return; // 'error' follows
   send({ t: 'started', id: order.id, pid: child.pid });
   for (const stream of ['stdout', 'stderr'] as const) {
@@ -183,6 +198,8 @@ function start(order: Extract<ToRuntime, { t: 'start' }>): void {
   if (hostGone) terminate(session, Math.min(session.graceMs, ORPHAN_GRACE_MS));
 }
 
+/** How long a session's end waits for what it wrote to `SESSION_NOTIFY_FD` before it exited to be read. */
+const NOTIFY_DRAIN_MS = 100;
 /** Longest line read on `SESSION_NOTIFY_FD`; a longer one is skipped whole, never buffered. */
 const MAX_NOTIFY_LINE = 1024;
 /** Longest endpoint a session may announce (the contract's). */

@@ -63,20 +63,16 @@ export class Claims {
     const keys = this.#context.keys.user(ref.userId);
     const owner = `${options.workerId}/${randomUUID()}`;
     const sentAt = performance.now();
-    const reply = await this.#context.scripts.run(
-      'claimSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
-      [
-        ref.sessionId,
-        ref.fence,
-        owner,
-        options.workerId,
-        options.leaseMs,
-        options.graceMs,
-        ref.userId,
-        this.#policy.historyLength,
-      ],
-    );
+    const reply = await this.#context.scripts.run('claimSession', keys.ending, [
+      ref.sessionId,
+      ref.fence,
+      owner,
+      options.workerId,
+      options.leaseMs,
+      options.graceMs,
+      ref.userId,
+      this.#policy.historyLength,
+    ]);
     if (replyCode(reply) === ScriptCode.Stale) return { claimed: false, reason: 'stale' };
     if (replyCode(reply) === ScriptCode.PendingTimeout) return { claimed: false, reason: 'pending_timeout' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('claimSession', reply);
@@ -196,11 +192,14 @@ export class Claims {
       throw new InvalidArgumentError(`state must be one of ${terminalStates.join(', ')}`);
     if (exitCode !== undefined) assertInteger(exitCode, 'exitCode', -(2 ** 31), 2 ** 31);
     const keys = this.#context.keys.user(claim.userId);
-    const reply = await this.#context.scripts.run(
-      'finishSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
-      [claim.sessionId, claim.owner, state, exitCode ?? '', claim.userId, this.#policy.historyLength],
-    );
+    const reply = await this.#context.scripts.run('finishSession', keys.ending, [
+      claim.sessionId,
+      claim.owner,
+      state,
+      exitCode ?? '',
+      claim.userId,
+      this.#policy.historyLength,
+    ]);
     if (replyCode(reply) === ScriptCode.Stale) return false;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('finishSession', reply);
     return true;

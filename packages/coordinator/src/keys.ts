@@ -21,6 +21,11 @@ export interface UserKeys {
   readonly ended: string;
   /** Stream: the session events of the user's slot, kept for the event retention. */
   readonly events: string;
+  /**
+   * The keys of every script that may end the user's session (`lua/includes/endSession.lua`), in the
+   * order they take them: session, lease, history, live index, recent endings, events.
+   */
+  readonly ending: readonly string[];
 }
 
 /**
@@ -42,7 +47,7 @@ export class Keys {
     assertUserId(userId);
     const base = `${this.prefix}:{u:${userId}}`;
     const slot = slotOf(base);
-    return {
+    const keys = {
       session: `${base}:session`,
       lease: `${base}:lease`,
       fence: `${base}:fence`,
@@ -52,6 +57,10 @@ export class Keys {
       liveIndex: this.liveIndex(slot),
       ended: this.ended(slot),
       events: this.events(slot),
+    };
+    return {
+      ...keys,
+      ending: [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
     };
   }
 

@@ -142,11 +142,7 @@ export class SessionStore {
    */
   async requestStop(userId: string): Promise<StopOutcome> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run(
-      'requestStop',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
-      [userId, this.#policy.historyLength],
-    );
+    const reply = await this.#context.scripts.run('requestStop', keys.ending, [userId, this.#policy.historyLength]);
     if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('requestStop', reply);
     return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
@@ -167,11 +163,12 @@ export class SessionStore {
     assertInteger(lifetimeMs, 'lifetimeMs', 1);
     assertInteger(maxLifetimeMs, 'maxLifetimeMs', 1);
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run(
-      'extendSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
-      [userId, this.#policy.historyLength, lifetimeMs, maxLifetimeMs],
-    );
+    const reply = await this.#context.scripts.run('extendSession', keys.ending, [
+      userId,
+      this.#policy.historyLength,
+      lifetimeMs,
+      maxLifetimeMs,
+    ]);
     switch (replyCode(reply)) {
       case ScriptCode.Ok: {
         const session = decodeSession(userId, reply.slice(1));
@@ -195,11 +192,7 @@ export class SessionStore {
    */
   async sweepUser(userId: string): Promise<boolean> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run(
-      'sweepSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
-      [userId, this.#policy.historyLength],
-    );
+    const reply = await this.#context.scripts.run('sweepSession', keys.ending, [userId, this.#policy.historyLength]);
     return replyCode(reply) === ScriptCode.Ok;
   }
 
@@ -210,11 +203,7 @@ export class SessionStore {
    */
   async settleAndRead(userId: string): Promise<SessionView | undefined> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run(
-      'readSession',
-      [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
-      [userId, this.#policy.historyLength],
-    );
+    const reply = await this.#context.scripts.run('readSession', keys.ending, [userId, this.#policy.historyLength]);
     if (replyCode(reply) === ScriptCode.NoSession) return undefined;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('readSession', reply);
     const view = decodeSession(userId, reply.slice(1));

@@ -7,7 +7,7 @@ import { Keys } from '@cq/coordinator';
 import { afterAll, describe, expect, it } from 'vitest';
 import { watchLease, type LeaseWatch } from '../support/lease-watch.js';
 import { overlapsIn } from '../support/load.js';
-import { alive, until, type Started } from '../support/processes.js';
+import { alive, sessionPids, until, type Started } from '../support/processes.js';
 import { startSystem, type System } from '../support/system.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
@@ -43,14 +43,16 @@ async function beating(
   system: System,
   userId: string,
   metadata: Record<string, unknown> = {},
-): Promise<{ admission: Admission; pid: number }> {
+): Promise<{ admission: Admission; pids: number[] }> {
   const admission = await system.client.spawn((await system.client.issueToken({ userId, metadata })).token);
   await until(
     () => system.observed().some((o) => o.userId === userId && o.fence === admission.fence),
     10_000,
     `${userId} beating`,
   );
-  return { admission, pid: system.observed().find((o) => o.userId === userId && o.fence === admission.fence)!.pid };
+  const pids = sessionPids(userId, admission.fence);
+  expect(pids.length).toBeGreaterThan(0);
+  return { admission, pids };
 }
 
 const lastBeat = (system: System, userId: string, fence: number): number =>
@@ -120,7 +122,7 @@ describe.each(cases)('$name', (fault) => {
 
     const injectedAt = performance.now();
     await fault.inject(context);
-    await until(() => sessions.every((s) => !alive(s.pid)), LEASE_MS + 1000, 'session processes gone');
+    await until(() => sessions.every((s) => !s.pids.some(alive)), LEASE_MS + 1000, 'session processes gone');
     await until(() => watches.every((w) => w.gone), LEASE_MS + 2000, 'leases expired or released');
     for (const [i, userId] of users.entries()) {
       const last = lastBeat(system, userId, sessions[i]!.admission.fence);
@@ -172,7 +174,7 @@ describe.each(cases)('$name', (fault) => {
 
     // A clean stop ends everything: no session process and no runtime left running.
     expect(await next.stop('SIGTERM')).toBe(0);
-    expect([...again, ...sessions].some((s) => alive(s.pid))).toBe(false);
+    expect([...again, ...sessions].some((s) => s.pids.some(alive))).toBe(false);
     expect(alive(context.runtimePid)).toBe(false);
     const { overlaps } = overlapsIn(system.observed());
     expect(overlaps).toEqual([]);

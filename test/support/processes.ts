@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
@@ -159,3 +159,24 @@ export function alive(pid: number): boolean {
 
 /** Re-exported for the system tests: polls a condition with a deadline. */
 export { until } from '@cq/test-harness';
+
+/**
+ * The pids (as this machine sees them) of every live process of a user's session, found by reading
+ * `/proc/<pid>/environ` for the session's USER_ID (and FENCE, when given): the session's own pid is
+ * another number inside its PID namespace, and its daemons may have left its process group.
+ */
+export function sessionPids(userId: string, fence?: number): number[] {
+  const wanted = [`USER_ID=${userId}`, ...(fence === undefined ? [] : [`FENCE=${fence}`])];
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let environ: string[];
+    try {
+      environ = readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0');
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (wanted.every((w) => environ.includes(w)) && alive(Number(entry))) pids.push(Number(entry));
+  }
+  return pids;
+}

@@ -12,6 +12,11 @@ describe('worker configuration', () => {
       workerId: `${hostname()}:${process.pid}`,
       redisUrl: 'redis://127.0.0.1:6379',
       keyPrefix: 'cq',
+      sessionContainment: 'auto',
+      sessionMemoryMb: undefined,
+      sessionPidsMax: undefined,
+      sessionUser: undefined,
+      logRateBytes: 65_536,
     });
   });
 
@@ -19,6 +24,10 @@ describe('worker configuration', () => {
     [{ SLOTS: '0' }, /^SLOTS must be an integer from 1 to 1000 \(got "0"\)$/],
     [{ LEASE_MS: 'soon' }, /^LEASE_MS must be an integer/],
     [{ WORKER_ID: 'has space' }, /^WORKER_ID must be 1 to 128 characters/],
+    [{ SESSION_CONTAINMENT: 'vm' }, /^SESSION_CONTAINMENT must be auto, namespace or group \(got "vm"\)$/],
+    [{ SESSION_MEMORY_MB: '8' }, /^SESSION_MEMORY_MB must be an integer from 16 to 1048576, or unset/],
+    [{ SESSION_PIDS_MAX: 'many' }, /^SESSION_PIDS_MAX must be an integer from 4 to/],
+    [{ SESSION_USER: 'rm -rf' }, /^SESSION_USER must be a user name or a numeric uid/],
   ])('refuses %o naming the variable', (env, message) => {
     expect(() => loadWorkerConfig(env)).toThrow(message);
   });

@@ -17,6 +17,36 @@ export interface WorkerConfig extends CommonConfig {
   sessionGraceMs: number;
   /** Name of this host. @defaultValue `<hostname>:<pid>` */
   workerId: string;
+  /**
+   * How every process of a session is kept inside it: `namespace` (a PID namespace per session, refused
+   * at start where the host cannot make one), `group` (its process group only), `auto` (`namespace`
+   * where the host can, else `group` with a warning). @defaultValue 'auto'
+   */
+  sessionContainment: 'auto' | 'namespace' | 'group';
+  /** Memory cap of one session, all its processes together, MiB (cgroups); undefined: no cap. */
+  sessionMemoryMb: number | undefined;
+  /** Most processes and threads one session may have at once (cgroups); undefined: no cap. */
+  sessionPidsMax: number | undefined;
+  /** Run sessions as this system user (name or uid; the host must run as root); undefined: the host's user. */
+  sessionUser: string | undefined;
+  /** Output one session may send per second on average, bytes (bursts up to 1 MiB). @defaultValue 65536 */
+  logRateBytes: number;
+}
+
+/** An optional integer variable in [min, max]: undefined when unset or empty. */
+function optionalIntVar(min: number, max: number) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      const value = Number(raw.trim());
+      if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}, or unset (got "${raw}")` });
+        return z.NEVER;
+      }
+      return value;
+    });
 }
 
 const workerEnvShape = {
@@ -33,6 +63,33 @@ const workerEnvShape = {
     /^[A-Za-z0-9._:@-]{1,128}$/,
     '1 to 128 characters of A-Z a-z 0-9 . _ : @ -',
   ),
+  SESSION_CONTAINMENT: z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      const value = raw === undefined || raw.trim() === '' ? 'auto' : raw.trim();
+      if (value !== 'auto' && value !== 'namespace' && value !== 'group') {
+        ctx.addIssue({ code: 'custom', message: `must be auto, namespace or group (got "${raw}")` });
+        return z.NEVER;
+      }
+      return value;
+    }),
+  // At least 16 MiB: below that not even a shell starts.
+  SESSION_MEMORY_MB: optionalIntVar(16, 1_048_576),
+  // At least 4: the session's init, its shell and a command or two.
+  SESSION_PIDS_MAX: optionalIntVar(4, 4_194_304),
+  SESSION_USER: z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      if (!/^([a-z_][a-z0-9_.-]{0,31}\$?|\d{1,10})$/i.test(raw.trim())) {
+        ctx.addIssue({ code: 'custom', message: `must be a user name or a numeric uid (got "${raw}")` });
+        return z.NEVER;
+      }
+      return raw.trim();
+    }),
+  LOG_RATE_BYTES: intVar(65_536, 1, 1_073_741_824),
 };
 
 /** Parses a worker host's environment; throws a one-line ConfigError naming the first bad variable. */
@@ -45,5 +102,10 @@ export function loadWorkerConfig(env: Readonly<Record<string, string | undefined
     sessionCommand: parsed.SESSION_COMMAND,
     sessionGraceMs: parsed.SESSION_GRACE_MS,
     workerId: parsed.WORKER_ID,
+    sessionContainment: parsed.SESSION_CONTAINMENT,
+    sessionMemoryMb: parsed.SESSION_MEMORY_MB,
+    sessionPidsMax: parsed.SESSION_PIDS_MAX,
+    sessionUser: parsed.SESSION_USER,
+    logRateBytes: parsed.LOG_RATE_BYTES,
   };
 }

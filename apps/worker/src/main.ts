@@ -1,11 +1,15 @@
 import { ConfigError, createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
 import { loadWorkerConfig } from './config.js';
-import { WorkerHost } from './worker-host.js';
+import { planContainment } from './containment.js';
+import { WorkerHost, containmentRequest } from './worker-host.js';
 
 const config = loadConfigOrExit(loadWorkerConfig);
+// What this host can do to contain its sessions, found out once: what it cannot do that the
+// configuration asks for stops it here, with one line naming what is missing.
+const containment = loadConfigOrExit(() => planContainment(containmentRequest(config)));
 
 const logger = createLogger({ level: config.logLevel, name: 'cq-worker' });
-const host = new WorkerHost({ config, logger });
+const host = new WorkerHost({ config, logger, containment });
 // Signals first: a SIGTERM that arrives while the host starts still stops it cleanly.
 const stop = runUntilSignal(logger, () => host.stop());
 // SIGTSTP drains, as Sidekiq's TSTP quiets a process: no new sessions, the running ones end on their own;

@@ -2,16 +2,23 @@
 // Node.js IPC channel between the two processes. Times are absolute milliseconds on the machine's
 // monotonic clock (CLOCK_MONOTONIC, the same in every process), so a message that arrives late still
 // names the right instant: no duration is measured from when a message happened to be read.
+import type { CgroupSpec } from './cgroups.js';
 
 /** Host → runtime. */
 export type ToRuntime =
   | {
       readonly t: 'start';
       readonly id: string;
-      /** Program and arguments. */
-      readonly command: readonly string[];
+      /** Program and arguments: the containment's wrappers, then the session's command. */
+      readonly argv: readonly string[];
       /** The session's whole environment. */
       readonly env: Readonly<Record<string, string>>;
+      /** Working directory; undefined: the runtime's. */
+      readonly cwd?: string;
+      /** The session's cgroup(s), made before it starts and removed after it ends; undefined without caps. */
+      readonly cgroup?: CgroupSpec;
+      /** Output the session may send per second on average, bytes (bursts up to {@link OUTPUT_BURST_BYTES}). */
+      readonly outputRate: number;
       /** SIGTERM → SIGKILL grace, ms. */
       readonly graceMs: number;
       /** The lifetime cap: SIGTERM then, SIGKILL `graceMs` later (monotonic ms). */
@@ -41,16 +48,31 @@ export type RuntimeCause =
 export type FromRuntime =
   /** The session's process started; it leads process group `pid`. */
   | { readonly t: 'started'; readonly id: string; readonly pid: number }
-  /** A line the session printed (cut at 4 KiB). */
-  | { readonly t: 'out'; readonly id: string; readonly stream: 'stdout' | 'stderr'; readonly line: string }
+  /**
+   * Lines the session printed, in order (a line over {@link MAX_LINE_BYTES} is cut and ends in
+   * {@link CUT_MARK}; where output was dropped, a line `[output dropped: <n> bytes]` says so).
+   */
+  | { readonly t: 'out'; readonly id: string; readonly stream: 'stdout' | 'stderr'; readonly lines: readonly string[] }
   /** The session announced on `SESSION_NOTIFY_FD` that it is ready (sent again only when the endpoint changes). */
   | { readonly t: 'ready'; readonly id: string; readonly endpoint?: string }
   /** A line on `SESSION_NOTIFY_FD` that is not a readiness announcement (the first few per session). */
   | { readonly t: 'notify_bad'; readonly id: string; readonly reason: string; readonly count: number }
-  /** Lines dropped while the host was not reading (it was frozen or slow). */
-  | { readonly t: 'dropped'; readonly id: string; readonly lines: number }
-  /** The session's process exited (128 + signal number when killed); its group has been SIGKILLed. */
-  | { readonly t: 'exit'; readonly id: string; readonly code: number; readonly cause?: RuntimeCause };
+  /**
+   * The session's process exited (128 + signal number when killed); its group (and its namespace) has
+   * been SIGKILLed. `oom`: the kernel killed a process of it for its memory cap.
+   */
+  | {
+      readonly t: 'exit';
+      readonly id: string;
+      readonly code: number;
+      readonly cause?: RuntimeCause;
+      readonly oom?: boolean;
+    };
+
+/** Longest line of session output kept whole, bytes; a longer line is cut there. */
+export const MAX_LINE_BYTES = 16_384;
+/** Most output a session may send at once after a quiet spell, bytes. */
+export const OUTPUT_BURST_BYTES = 1_048_576;
 
 const origin = process.hrtime.bigint();
 const originMs = performance.now();

@@ -31,7 +31,7 @@ function groupMembers(pgid: number): number[] {
 }
 
 /** The runtime as built (a separate Node.js process cannot run the TypeScript source). */
-const builtRuntime = fileURLToPath(new URL('../dist/session-runtime.js', import.meta.url));
+const builtRuntime = fileURLToPath(new URL('../dist/runtime-main.js', import.meta.url));
 const logs: Array<Record<string, unknown>> = [];
 const logger = pino(
   { level: 'debug' },
@@ -45,7 +45,7 @@ afterEach(async () => {
 
 /** A launcher running `command`, opened. */
 async function launcher(command: string): Promise<RuntimeLauncher> {
-  const l = new RuntimeLauncher(command, logger, builtRuntime);
+  const l = new RuntimeLauncher({ command, logger, program: builtRuntime });
   launchers.push(l);
   await l.open();
   return l;
@@ -176,7 +176,7 @@ describe('the session runtime', () => {
   });
 
   it('a runtime that cannot start is backed off, and its sessions fail instead of spinning', async () => {
-    const l = new RuntimeLauncher('true', logger, '/nonexistent/session-runtime.js');
+    const l = new RuntimeLauncher({ command: 'true', logger, program: '/nonexistent/session-runtime.js' });
     launchers.push(l);
     await l.open();
     // Started again at once after the first death; after the second young one, it waits.

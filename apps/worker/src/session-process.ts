@@ -1,8 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
+import { removeCgroup, type CgroupSpec } from './cgroups.js';
+import { planContainment, type ContainmentPlan } from './containment.js';
 import { toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
 /** How a session is started and stopped: a process of the session runtime, or anything in-process for tests. */
@@ -24,7 +27,7 @@ export interface LaunchSpec {
   readonly deadlineAt: number;
   /** The lease holds until this `performance.now()` instant (the safety margin already taken off). */
   readonly holdsUntil: number;
-  /** Receives each line the session prints. */
+  /** Receives each line the session prints (cut at 16 KiB; `[output dropped: <n> bytes]` where output was dropped). */
   readonly onOutput: (stream: 'stdout' | 'stderr', line: string) => void;
   /** The session announced it is ready on `SESSION_NOTIFY_FD` (again when its endpoint changes). */
   readonly onReady?: (endpoint: string | undefined) => void;
@@ -40,6 +43,8 @@ export interface SessionExit {
    * `runtime_lost` (the runtime died, and the host killed the session's group), `spawn_failed`.
    */
   readonly cause?: RuntimeCause | 'runtime_lost';
+  /** The kernel killed a process of the session for its memory cap (SESSION_MEMORY_MB). */
+  readonly outOfMemory?: true;
 }
 
 /** A running session. */
@@ -63,12 +68,13 @@ const PASSED_THROUGH = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 const KILL_CONFIRM_MS = 1000;
 
 /** The runtime's program, built beside this module. */
-export const runtimeProgram = fileURLToPath(new URL('./session-runtime.js', import.meta.url));
+export const runtimeProgram = fileURLToPath(new URL('./runtime-main.js', import.meta.url));
 /** The built-in demo session: a POSIX shell script (see the contract). */
 export const demoSessionPath = fileURLToPath(new URL('../bin/demo-session.sh', import.meta.url));
 
 interface Running {
   readonly spec: LaunchSpec;
+  readonly cgroup: CgroupSpec | undefined;
   pid: number | undefined;
   settled: boolean;
   settle(exit: SessionExit): void;
@@ -78,9 +84,23 @@ interface Running {
   confirm: NodeJS.Timeout | undefined;
 }
 
+/** Options of {@link RuntimeLauncher}. */
+export interface RuntimeLauncherOptions {
+  /** Shell command (`/bin/sh -c`); undefined: the built-in demo session. */
+  readonly command: string | undefined;
+  readonly logger: Logger;
+  /** How sessions are contained. @defaultValue `group`, no caps, the host's user */
+  readonly containment?: ContainmentPlan;
+  /** Output one session may send per second on average, bytes. @defaultValue 65536 */
+  readonly outputRate?: number;
+  /** The runtime's program (tests run the built one). @defaultValue {@link runtimeProgram} */
+  readonly program?: string;
+}
+
 /**
  * Runs sessions through the session runtime (`session-runtime.ts`): one process per host, in a
- * process session of its own, that starts each session in its own process group and kills that group
+ * process session of its own, that starts each session (contained as the plan says: its own PID
+ * namespace, or its process group) in its own process group and kills that group
  * when its lease stops holding, even while this host is frozen or after it has died. The host enforces
  * the same instant on its own clock ({@link SessionHandle.kill} signals the group directly), so either
  * process alone keeps a session from outliving its lease. Should the runtime die, the host kills the
@@ -91,6 +111,10 @@ export class RuntimeLauncher implements SessionLauncher {
   readonly #command: readonly string[];
   readonly #logger: Logger;
   readonly #program: string;
+  readonly #plan: ContainmentPlan;
+  readonly #outputRate: number;
+  /** With SESSION_USER, sessions start in its home directory (or / when it has none). */
+  readonly #cwd: string | undefined;
   readonly #sessions = new Map<string, Running>();
   #runtime: ChildProcess | undefined;
   #ready: Promise<void> | undefined;
@@ -104,14 +128,22 @@ export class RuntimeLauncher implements SessionLauncher {
   #next = 0;
   #closing = false;
 
-  /**
-   * @param sessionCommand shell command (`/bin/sh -c`), or undefined for the built-in demo session
-   * @param program the runtime's program (tests run the built one) @defaultValue {@link runtimeProgram}
-   */
-  constructor(sessionCommand: string | undefined, logger: Logger, program: string = runtimeProgram) {
-    this.#command = sessionCommand === undefined ? ['/bin/sh', demoSessionPath] : ['/bin/sh', '-c', sessionCommand];
-    this.#logger = logger;
-    this.#program = program;
+  constructor(options: RuntimeLauncherOptions) {
+    const { command } = options;
+    this.#command = command === undefined ? ['/bin/sh', demoSessionPath] : ['/bin/sh', '-c', command];
+    this.#logger = options.logger;
+    this.#program = options.program ?? runtimeProgram;
+    this.#plan =
+      options.containment ??
+      planContainment({ containment: 'group', memoryMb: undefined, pidsMax: undefined, user: undefined }).plan;
+    this.#outputRate = options.outputRate ?? 65_536;
+    const home = this.#plan.user?.home;
+    this.#cwd = home === undefined ? undefined : existsSync(home) ? home : '/';
+  }
+
+  /** How this launcher contains its sessions. */
+  get containment(): ContainmentPlan {
+    return this.#plan;
   }
 
   /** The runtime's process id, while one runs. */
@@ -165,7 +197,7 @@ export class RuntimeLauncher implements SessionLauncher {
         running.pid = message.pid;
         break;
       case 'out':
-        running.spec.onOutput(message.stream, message.line);
+        for (const line of message.lines) running.spec.onOutput(message.stream, line);
         break;
       case 'ready':
         running.spec.onReady?.(message.endpoint);
@@ -178,14 +210,12 @@ export class RuntimeLauncher implements SessionLauncher {
             : 'bad line on SESSION_NOTIFY_FD ignored; further ones are ignored without a word',
         );
         break;
-      case 'dropped':
-        this.#logger.warn(
-          { sessionId: running.spec.sessionEnv['SESSION_ID'], lines: message.lines },
-          'session output dropped while the host did not read it',
-        );
-        break;
       case 'exit':
-        running.settle({ exitCode: message.code, ...(message.cause === undefined ? {} : { cause: message.cause }) });
+        running.settle({
+          exitCode: message.code,
+          ...(message.cause === undefined ? {} : { cause: message.cause }),
+          ...(message.oom === true ? { outOfMemory: true } : {}),
+        });
         break;
     }
   }
@@ -217,14 +247,23 @@ export class RuntimeLauncher implements SessionLauncher {
     this.#retry.unref();
   }
 
-  /** SIGKILL to the session's group, by the host itself. */
+  /** SIGKILL to the session's group (and so its namespace), and to what is left in its cgroup, by the host itself. */
   #killGroup(running: Running): void {
-    if (running.pid === undefined) return;
-    try {
-      process.kill(-running.pid, 'SIGKILL');
-    } catch {
-      // ESRCH: gone already.
+    if (running.pid !== undefined) {
+      try {
+        process.kill(-running.pid, 'SIGKILL');
+      } catch {
+        // ESRCH: gone already.
+      }
     }
+    const cgroup = running.cgroup;
+    if (cgroup === undefined) return;
+    // What the runtime would have removed: tried again while the killed processes are dying.
+    let tries = 0;
+    const release = (): void => {
+      if (!removeCgroup(cgroup) && ++tries < 100) setTimeout(release, 50).unref();
+    };
+    release();
   }
 
   launch(spec: LaunchSpec): SessionHandle {
@@ -234,11 +273,18 @@ export class RuntimeLauncher implements SessionLauncher {
       const value = process.env[name];
       if (value !== undefined) env[name] = value;
     }
+    const user = this.#plan.user;
+    if (user !== undefined) Object.assign(env, { HOME: user.home, USER: user.name, LOGNAME: user.name });
     Object.assign(env, spec.sessionEnv);
+    // A name of its own among the host's sessions (a host runs one session per user at a time).
+    const cgroup = this.#plan.cgroups?.specFor(
+      `session-${(spec.sessionEnv['SESSION_ID'] ?? '').replace(/[^\w.-]/g, '_')}-${id}`,
+    );
     let settle!: (exit: SessionExit) => void;
     const exited = new Promise<SessionExit>((resolve) => (settle = resolve));
     const running: Running = {
       spec,
+      cgroup,
       pid: undefined,
       settled: false,
       overdue: undefined,
@@ -263,8 +309,11 @@ export class RuntimeLauncher implements SessionLauncher {
     this.#send({
       t: 'start',
       id,
-      command: this.#command,
+      argv: this.#plan.argv(this.#command, cgroup),
       env,
+      ...(this.#cwd === undefined ? {} : { cwd: this.#cwd }),
+      ...(cgroup === undefined ? {} : { cgroup }),
+      outputRate: this.#outputRate,
       graceMs: spec.graceMs,
       deadlineAt: toMonotonic(spec.deadlineAt),
       killBy: toMonotonic(spec.holdsUntil),

@@ -194,6 +194,9 @@ export class SessionRunner {
     }
     const state: TerminalState = reason ?? stateOf(exit);
     const { exitCode } = exit;
+    // Killed by its memory cap, not by an order of ours: failed, and the record says why.
+    const outOfMemory = reason === undefined && exit.outOfMemory === true && state === 'failed';
+    if (outOfMemory) log.warn({ exitCode }, 'session killed by its memory cap (SESSION_MEMORY_MB)');
     // What the session announced before it ended is recorded before its end (markReady is refused once
     // the session has ended): readers see ready, then the ending, as the session did them.
     await announcing;

@@ -12,6 +12,7 @@ import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
 import type { Job, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
+import { planContainment, type PlannedContainment } from './containment.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
 
@@ -21,6 +22,11 @@ export interface WorkerHostOptions {
   logger: Logger;
   /** How sessions run. @defaultValue processes of the session runtime, for `SESSION_COMMAND` */
   launcher?: SessionLauncher;
+  /**
+   * How sessions are contained, worked out once (see {@link planContainment}).
+   * @defaultValue planned from the configuration (throws when it cannot be had)
+   */
+  containment?: PlannedContainment;
   /**
    * How often the host publishes its heartbeat, ms; the record lives three times as long.
    * @defaultValue 2000
@@ -45,6 +51,7 @@ export class WorkerHost {
   readonly #coordinator: Coordinator;
   readonly #runner: SessionRunner;
   readonly #launcher: SessionLauncher;
+  readonly #containment: PlannedContainment;
   readonly #shutdown = new AbortController();
   readonly #startedAt = Date.now();
   readonly #heartbeatMs: number;
@@ -88,7 +95,15 @@ export class WorkerHost {
       timeoutMs: REQUEST_TIMEOUT_MS,
       ...(replicaWait === undefined ? {} : { replicaWait }),
     });
-    this.#launcher = options.launcher ?? new RuntimeLauncher(this.#config.sessionCommand, this.#logger);
+    this.#containment = options.containment ?? planContainment(containmentRequest(this.#config));
+    this.#launcher =
+      options.launcher ??
+      new RuntimeLauncher({
+        command: this.#config.sessionCommand,
+        logger: this.#logger,
+        containment: this.#containment.plan,
+        outputRate: this.#config.logRateBytes,
+      });
     this.#runner = new SessionRunner({
       coordinator: this.#coordinator,
       launcher: this.#launcher,
@@ -183,7 +198,33 @@ export class WorkerHost {
     });
     beat(true);
     this.#heartbeat = setInterval(() => beat(true), this.#heartbeatMs);
+    this.#logContainment();
     this.#logger.info({ slots: this.#config.slots, leaseMs: this.#config.leaseMs }, 'worker host started');
+  }
+
+  /** One line at start says how sessions are contained here, and what that cannot catch. */
+  #logContainment(): void {
+    const { plan, fallback } = this.#containment;
+    const fields = {
+      containment: plan.mode,
+      memoryMb: this.#config.sessionMemoryMb ?? null,
+      pidsMax: this.#config.sessionPidsMax ?? null,
+      cgroups: plan.cgroups === undefined ? null : `v${plan.cgroups.version}`,
+      sessionUser: plan.user?.name ?? null,
+      parentDeathSignal: plan.pdeathsig,
+    };
+    if (plan.mode === 'namespace') {
+      this.#logger.info(
+        fields,
+        'session containment: a PID namespace per session; every process of a session ends with it',
+      );
+      return;
+    }
+    this.#logger.warn(
+      { ...fields, ...(fallback === undefined ? {} : { namespaceUnavailable: fallback }) },
+      'session containment: process groups only; a process that leaves its group (setsid, a daemon) is not caught' +
+        (fallback === undefined ? '' : ` (no PID namespace: ${fallback})`),
+    );
   }
 
   /**
@@ -278,9 +319,20 @@ export class WorkerHost {
       await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId, ended), 1000);
     }
     await this.#launcher.close?.();
+    this.#containment.plan.cgroups?.release();
     await settleWithin(this.#coordinator.close(), 500);
     if (this.#coordinatorRedis.status === 'ready')
       await this.#coordinatorRedis.quit().catch(() => this.#coordinatorRedis.disconnect());
     else this.#coordinatorRedis.disconnect();
   }
+}
+
+/** What the configuration asks of the containment. */
+export function containmentRequest(config: WorkerConfig): Parameters<typeof planContainment>[0] {
+  return {
+    containment: config.sessionContainment,
+    memoryMb: config.sessionMemoryMb,
+    pidsMax: config.sessionPidsMax,
+    user: config.sessionUser,
+  };
 }

@@ -1,0 +1,205 @@
+// How a worker host keeps every process of a session inside the session, worked out once at start.
+//
+// `namespace`: each session runs in a PID namespace of its own (util-linux `unshare`, on every Linux
+// machine), with its own /proc. A small init (a POSIX shell, PID 1 of the namespace) starts the
+// session's command, passes SIGTERM and SIGINT on to every process of the namespace (PID 1 ignores
+// signals it has no handler for, the reason tini exists), reaps what is left to it, and exits with the
+// command's status when the command exits. When PID 1 ends, the kernel kills every process of the
+// namespace, daemons included. The session sees and can signal only its own processes.
+// `group`: the session leads a process group of its own; a process that leaves it (setsid, a daemon)
+// is not caught.
+// Both: the first process of a session has a parent-death signal (SIGKILL when the runtime dies; `unshare
+// --kill-child` passes it on to the namespace's init), raises its OOM score to the most (the kernel then
+// picks a session, never the host, when the machine runs out of memory), enters the session's cgroups
+// when there are caps, and, with SESSION_USER, runs the command as that user.
+import { spawnSync } from 'node:child_process';
+import { ConfigError } from '@cq/service-kit';
+import type { CgroupLayout, CgroupSpec } from './cgroups.js';
+import { cgroupLayout, procsFiles } from './cgroups.js';
+
+/** How a host contains its sessions (the contract's `containment`). */
+export type Containment = 'namespace' | 'group';
+
+/** The system user sessions run as. */
+export interface SessionUser {
+  readonly name: string;
+  readonly uid: number;
+  readonly gid: number;
+  readonly home: string;
+}
+
+/** What a host does for each session, worked out at start. */
+export interface ContainmentPlan {
+  readonly mode: Containment;
+  /** Where the sessions' cgroups go; undefined without caps. */
+  readonly cgroups: CgroupLayout | undefined;
+  readonly user: SessionUser | undefined;
+  /** util-linux's setpriv is there: sessions get a parent-death signal. */
+  readonly pdeathsig: boolean;
+  /** The whole program of one session: the wrappers, then `command`. */
+  argv(command: readonly string[], cgroup: CgroupSpec | undefined): string[];
+}
+
+/** What the host asked for. */
+export interface ContainmentRequest {
+  readonly containment: 'auto' | 'namespace' | 'group';
+  readonly memoryMb: number | undefined;
+  readonly pidsMax: number | undefined;
+  readonly user: string | undefined;
+}
+
+/** The plan, and why `auto` fell back to `group` (undefined when it did not). */
+export interface PlannedContainment {
+  readonly plan: ContainmentPlan;
+  readonly fallback: string | undefined;
+}
+
+/**
+ * The first process of a session (as root, before anything of the session runs): the highest OOM score,
+ * its cgroups (each `cgroup.procs` given before `--`), then the rest of the argv.
+ */
+const ENTER = [
+  'echo 1000 > /proc/self/oom_score_adj 2>/dev/null',
+  'for f; do shift; [ "$f" = -- ] && break; echo 0 > "$f" || { echo "cq: cannot enter cgroup $f" >&2; exit 126; }; done',
+  'exec "$@"',
+].join('; ');
+
+/**
+ * PID 1 of a session's namespace: starts the command, passes SIGTERM/SIGINT/SIGHUP on to every other
+ * process of the namespace (`kill -1` from PID 1), and exits with the command's status once it has
+ * exited (a signal interrupts `wait`: it waits again while the command lives).
+ */
+const INIT = [
+  'trap "kill -TERM -1 2>/dev/null" TERM',
+  'trap "kill -INT -1 2>/dev/null" INT',
+  'trap "kill -HUP -1 2>/dev/null" HUP',
+  '"$@" &',
+  'main=$!',
+  'code=0',
+  'while kill -0 "$main" 2>/dev/null; do wait "$main"; code=$?; done',
+  'exit "$code"',
+].join('\n');
+
+/** How a test or a host without the real tools answers the probes. */
+export interface Probe {
+  /** Runs a command, answering its exit status (null when it could not start) and what it printed. */
+  run(argv: readonly string[]): { status: number | null; stdout: string; stderr: string; error?: string };
+  /** The host's uid. */
+  readonly uid: number;
+}
+
+const realProbe: Probe = {
+  run(argv) {
+    const result = spawnSync(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], timeout: 5000 });
+    return {
+      status: result.status,
+      stdout: result.stdout?.toString() ?? '',
+      stderr: result.stderr?.toString() ?? '',
+      ...(result.error === undefined
+        ? {}
+        : { error: (result.error as NodeJS.ErrnoException).code ?? result.error.message }),
+    };
+  },
+  uid: process.getuid?.() ?? 0,
+};
+
+/** The unshare options of a session's namespace on this host (a user namespace too, when not root). */
+function unshareArgs(uid: number): string[] {
+  return [
+    'unshare',
+    ...(uid === 0 ? [] : ['--user', '--map-current-user']),
+    '--pid',
+    '--fork',
+    '--mount-proc',
+    '--kill-child',
+    '--',
+  ];
+}
+
+/** Why this host cannot make a session namespace, or undefined when it can. */
+function namespaceMissing(probe: Probe): string | undefined {
+  const result = probe.run([...unshareArgs(probe.uid), 'true']);
+  if (result.status === 0) return undefined;
+  if (result.error === 'ENOENT') return "util-linux's unshare is not on the PATH";
+  const said = result.stderr.trim().split('\n')[0];
+  const how = probe.uid === 0 ? 'a PID namespace' : 'a user and PID namespace (unprivileged user namespaces)';
+  return `unshare could not make ${how}${said === undefined || said === '' ? '' : `: ${said}`}`;
+}
+
+/** The passwd entry of `user` (name or uid). */
+function lookUpUser(user: string, probe: Probe): SessionUser {
+  const result = probe.run(['getent', 'passwd', user]);
+  const fields = result.status === 0 ? result.stdout.trim().split(':') : [];
+  if (fields.length < 6)
+    throw new ConfigError(`SESSION_USER "${user}" is not a user of this system (getent passwd ${user})`);
+  return { name: fields[0]!, uid: Number(fields[2]), gid: Number(fields[3]), home: fields[5]! };
+}
+
+/**
+ * Works out the containment of this host's sessions. Throws an Error whose message is one line naming
+ * what is missing and the variable to change: `namespace` where no namespace can be made, a cap that
+ * cannot be enforced, SESSION_USER without root or without setpriv.
+ */
+export function planContainment(request: ContainmentRequest, probe: Probe = realProbe): PlannedContainment {
+  const pdeathsig = probe.run(['setpriv', '--pdeathsig', 'KILL', '--', 'true']).status === 0;
+  let mode: Containment = 'group';
+  let fallback: string | undefined;
+  if (request.containment !== 'group') {
+    const missing = namespaceMissing(probe);
+    if (missing === undefined) mode = 'namespace';
+    else if (request.containment === 'namespace')
+      throw new ConfigError(`SESSION_CONTAINMENT is namespace but this host cannot make one: ${missing}`);
+    else fallback = missing;
+  }
+  let user: SessionUser | undefined;
+  if (request.user !== undefined) {
+    if (probe.uid !== 0)
+      throw new ConfigError(`SESSION_USER needs the worker host to run as root (it runs as uid ${probe.uid})`);
+    if (!pdeathsig) throw new ConfigError("SESSION_USER needs util-linux's setpriv on the PATH");
+    user = lookUpUser(request.user, probe);
+  }
+  let cgroups: CgroupLayout | undefined;
+  try {
+    cgroups = cgroupLayout({ memoryMb: request.memoryMb, pidsMax: request.pidsMax });
+  } catch (err) {
+    const which = [
+      ...(request.memoryMb === undefined ? [] : ['SESSION_MEMORY_MB']),
+      ...(request.pidsMax === undefined ? [] : ['SESSION_PIDS_MAX']),
+    ].join(' and ');
+    throw new ConfigError(
+      `${which} cannot be enforced on this host: ${(err as Error).message}; unset it or give the host cgroups`,
+    );
+  }
+  const setuid = (withDeathSignal: boolean): string[] =>
+    user === undefined
+      ? []
+      : [
+          'setpriv',
+          `--reuid=${user.uid}`,
+          `--regid=${user.gid}`,
+          '--init-groups',
+          // A change of user clears the parent-death signal: set it again after it.
+          ...(withDeathSignal ? ['--pdeathsig', 'KILL'] : []),
+          '--',
+        ];
+  const plan: ContainmentPlan = {
+    mode,
+    cgroups,
+    user,
+    pdeathsig,
+    argv(command, cgroup) {
+      const enter = [
+        ...(pdeathsig ? ['setpriv', '--pdeathsig', 'KILL', '--'] : []),
+        '/bin/sh',
+        '-c',
+        ENTER,
+        'cq-enter',
+        ...(cgroup === undefined ? [] : procsFiles(cgroup)),
+        '--',
+      ];
+      if (mode === 'group') return [...enter, ...setuid(true), ...command];
+      return [...enter, ...unshareArgs(probe.uid), '/bin/sh', '-c', INIT, 'cq-init', ...setuid(false), ...command];
+    },
+  };
+  return { plan, fallback };
+}

@@ -24,9 +24,14 @@ export class LineSplitter {
     this.#maxBytes = maxBytes;
   }
 
-  /** Feeds a chunk; returns the lines it completes (or cuts). */
-  push(chunk: Buffer): Line[] {
+  /**
+   * Feeds a chunk; returns the lines it completes (or cuts). `admit(bytes)` is asked before each line is
+   * made into a string (its bytes, the newline counted): a line it refuses is dropped without being copied,
+   * and its bytes are counted in `dropped`.
+   */
+  push(chunk: Buffer, admit: (bytes: number) => boolean = () => true): { lines: Line[]; dropped: number } {
     const lines: Line[] = [];
+    let dropped = 0;
     let from = 0;
     while (from < chunk.length) {
       const newline = chunk.indexOf(10, from);
@@ -34,19 +39,30 @@ export class LineSplitter {
       if (!this.#skipping) {
         const room = this.#maxBytes - this.#length;
         if (end - from > room) {
-          this.#take(chunk.subarray(from, from + room));
-          lines.push({ text: this.#flush(), cut: true });
+          // Cut here: the line is passed on (or dropped) now, and the rest of it skipped.
+          if (admit(this.#maxBytes)) {
+            this.#take(chunk.subarray(from, from + room));
+            lines.push({ text: this.#flush(), cut: true });
+          } else {
+            dropped += this.#maxBytes;
+            this.#clear();
+          }
           this.#skipping = true;
-        } else {
+        } else if (newline === -1) {
           this.#take(chunk.subarray(from, end));
-          if (newline !== -1) lines.push({ text: this.#flush(), cut: false });
+        } else if (admit(this.#length + (end - from) + 1)) {
+          this.#take(chunk.subarray(from, end));
+          lines.push({ text: this.#flush(), cut: false });
+        } else {
+          dropped += this.#length + (end - from) + 1;
+          this.#clear();
         }
       }
       if (newline === -1) break;
       this.#skipping = false;
       from = newline + 1;
     }
-    return lines;
+    return { lines, dropped };
   }
 
   /** The stream ended: what is left, as a last line without a newline. */
@@ -64,9 +80,13 @@ export class LineSplitter {
 
   #flush(): string {
     const text = Buffer.concat(this.#parts, this.#length).toString('utf8');
+    this.#clear();
+    return text;
+  }
+
+  #clear(): void {
     this.#parts = [];
     this.#length = 0;
-    return text;
   }
 }
 
@@ -91,12 +111,27 @@ export class TokenBucket {
 
   /** Takes `n` tokens if there are that many; false (and nothing taken) otherwise. */
   take(n: number): boolean {
-    const now = this.#now();
-    this.#tokens = Math.min(this.#burst, this.#tokens + ((now - this.#at) * this.#rate) / 1000);
-    this.#at = now;
+    this.#refill();
     if (n > this.#tokens) return false;
     this.#tokens -= n;
     return true;
+  }
+
+  /**
+   * Takes `n` tokens even when there are fewer (the bucket goes into debt); answers how long to wait, ms,
+   * until it is out of debt again (0 when it is not in debt). For readers that slow their writer down
+   * instead of dropping what it writes.
+   */
+  spend(n: number): number {
+    this.#refill();
+    this.#tokens -= n;
+    return this.#tokens >= 0 ? 0 : Math.ceil((-this.#tokens * 1000) / this.#rate);
+  }
+
+  #refill(): void {
+    const now = this.#now();
+    this.#tokens = Math.min(this.#burst, this.#tokens + ((now - this.#at) * this.#rate) / 1000);
+    this.#at = now;
   }
 }
 

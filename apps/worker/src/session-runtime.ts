@@ -17,7 +17,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import { createCgroup, oomKills, removeCgroup, type CgroupSpec } from './cgroups.js';
-import { CUT_MARK, LineSplitter, TokenBucket, droppedLine } from './output.js';
+import { CUT_MARK, LineSplitter, TokenBucket, droppedLine, type Line } from './output.js';
 import {
   MAX_LINE_BYTES,
   OUTPUT_BURST_BYTES,
@@ -36,8 +36,12 @@ const NOTIFY_DRAIN_MS = 100;
 const MAX_NOTIFY_LINE = 1024;
 /** Longest endpoint a session may announce (the contract's). */
 const MAX_ENDPOINT = 512;
+/** Most lines read on `SESSION_NOTIFY_FD` a second, per session (a session says it is ready once or twice). */
+const NOTIFY_LINES_PER_SECOND = 1000;
 /** Bad notification lines reported to the host per session; the rest are only counted. */
 const BAD_REPORTED = 5;
+/** Most `[output dropped: <n> bytes]` lines per session: one a second (and one at its end). */
+const MARK_EVERY_MS = 1000;
 /** How often a cgroup that still holds a dying process is tried again, and for how long, ms. */
 const CGROUP_RETRY_MS = 50;
 const CGROUP_GIVE_UP_MS = 10_000;
@@ -77,6 +81,8 @@ interface Session {
   readonly bucket: TokenBucket;
   /** Output bytes dropped (over the rate, or while the host did not read) and not yet marked. */
   dropped: number;
+  /** When the last `[output dropped]` line was passed on (monotonic ms): at most one a second. */
+  markedAt: number;
   ended: boolean;
 }
 
@@ -187,24 +193,21 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
   /** Passes a stream's lines on, within the session's rate; what is over it is counted and marked. */
   const readOutput = (session: Session, stream: 'stdout' | 'stderr', input: NodeJS.ReadableStream): void => {
     const splitter = new LineSplitter(MAX_LINE_BYTES);
-    const pass = (lines: ReturnType<LineSplitter['push']>): void => {
+    // A line over the rate, or while the host does not read, is dropped before it is made into a string.
+    const admit = (bytes: number): boolean => unsent < MAX_UNSENT && session.bucket.take(bytes);
+    const pass = ({ lines, dropped }: { lines: Line[]; dropped: number }): void => {
+      session.dropped += dropped;
       const out: string[] = [];
-      for (const { text, cut } of lines) {
-        const bytes = Buffer.byteLength(text) + 1;
-        if (unsent >= MAX_UNSENT || !session.bucket.take(bytes)) {
-          session.dropped += bytes;
-          continue;
-        }
-        if (session.dropped > 0) {
-          out.push(droppedLine(session.dropped));
-          session.dropped = 0;
-        }
-        out.push(cut ? `${text}${CUT_MARK}` : text);
+      if (session.dropped > 0 && lines.length > 0 && deps.now() - session.markedAt >= MARK_EVERY_MS) {
+        out.push(droppedLine(session.dropped));
+        session.dropped = 0;
+        session.markedAt = deps.now();
       }
+      for (const { text, cut } of lines) out.push(cut ? `${text}${CUT_MARK}` : text);
       if (out.length > 0) send({ t: 'out', id: session.id, stream, lines: out });
     };
-    input.on('data', (chunk: Buffer) => pass(splitter.push(chunk)));
-    input.on('end', () => pass(splitter.end()));
+    input.on('data', (chunk: Buffer) => pass(splitter.push(chunk, admit)));
+    input.on('end', () => pass({ lines: splitter.end(), dropped: 0 }));
     input.on('error', () => {});
   };
 
@@ -241,13 +244,25 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       announced = endpoint;
       send({ t: 'ready', id, ...(endpoint === undefined ? {} : { endpoint }) });
     };
-    const lines = (found: ReturnType<LineSplitter['push']>): void => {
+    const lines = (found: Line[]): void => {
       for (const { text, cut } of found) {
         if (cut) reject(`a line longer than ${MAX_NOTIFY_LINE} characters`);
         else handle(text);
       }
     };
-    input.on('data', (chunk: Buffer) => lines(splitter.push(chunk)));
+    // At most NOTIFY_LINES_PER_SECOND lines are read a second: a session that writes more waits on its
+    // writes (nothing it says there is lost, and a flood of lines to parse cannot take the runtime's time
+    // from other sessions). Skipping an overlong line costs next to nothing, so bytes are not counted.
+    const bucket = new TokenBucket(NOTIFY_LINES_PER_SECOND, NOTIFY_LINES_PER_SECOND, deps.now);
+    const stream = input as NodeJS.ReadableStream & { pause(): void; resume(): void };
+    input.on('data', (chunk: Buffer) => {
+      const found = splitter.push(chunk).lines;
+      lines(found);
+      const waitMs = bucket.spend(found.length);
+      if (waitMs === 0) return;
+      stream.pause();
+      setTimeout(() => stream.resume(), waitMs);
+    });
     input.on('end', () => lines(splitter.end()));
     input.on('error', () => {});
   };
@@ -267,6 +282,7 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       cause: undefined,
       bucket: new TokenBucket(order.outputRate, OUTPUT_BURST_BYTES, deps.now),
       dropped: 0,
+      markedAt: Number.NEGATIVE_INFINITY,
       ended: false,
     };
     let child: ChildProcess;

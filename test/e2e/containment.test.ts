@@ -1,0 +1,297 @@
+// Session containment, judged from outside: hostile sessions (test/support/hostile-session.sh) write
+// heartbeats to the observer file from every process they leave behind, and the test reads /proc itself
+// to find what of a session still runs (by the session's USER_ID and FENCE in each process's environ).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { Keys } from '@cq/coordinator';
+import { afterAll, describe, expect, it } from 'vitest';
+import { watchLease } from '../support/lease-watch.js';
+import { ROOT, alive, sessionPids, startNode, until, type Started } from '../support/processes.js';
+import { startSystem, type System } from '../support/system.js';
+
+const LEASE_MS = 3000;
+const HOSTILE = `exec /bin/sh ${ROOT}test/support/hostile-session.sh`;
+
+/** Heartbeats of one session in the observer file (role: main or daemon). */
+function beats(system: System, userId: string, fence: number, role?: string): number[] {
+  let text = '';
+  try {
+    text = readFileSync(system.observerFile, 'utf8');
+  } catch {
+    return [];
+  }
+  return text
+    .split('\n')
+    .map((line) => line.split(' '))
+    .filter((f) => f[0] === userId && Number(f[1]) === fence && (role === undefined || f[4] === role))
+    .map((f) => Number(f[2]));
+}
+
+/** Field `n` (1-based, after the command name) of /proc/<pid>/stat. */
+function statField(pid: number, n: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[n - 3]);
+}
+
+/** Resident memory of a process, bytes (0 once it is gone). */
+function rss(pid: number): number {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match === null ? 0 : Number(match[1]) * 1024;
+  } catch {
+    return 0;
+  }
+}
+
+const runtimePidOf = async (host: Started): Promise<number> =>
+  (await host.waitForLog((l) => l['msg'] === 'session runtime started'))['runtimePid'] as number;
+
+/** Spawns a session for `userId`; resolves once its main process beats. */
+async function spawnBeating(
+  system: System,
+  userId: string,
+  options: { metadata?: Record<string, unknown>; lifetimeMs?: number; role?: string; timeoutMs?: number } = {},
+): Promise<{ sessionId: string; fence: number }> {
+  const { token } = await system.client.issueToken({
+    userId,
+    ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
+    ...(options.lifetimeMs === undefined ? {} : { lifetimeMs: options.lifetimeMs }),
+  });
+  const admission = await system.client.spawn(token);
+  await until(
+    () => beats(system, userId, admission.fence, options.role ?? 'main').length > 0,
+    options.timeoutMs ?? 15_000,
+    `${userId} beating`,
+  );
+  return admission;
+}
+
+describe('namespace containment: every process of a session ends with it', async () => {
+  const system = await startSystem({ workers: 0 });
+  const host = await system.addWorker('host-1', {
+    SESSION_COMMAND: `${HOSTILE} ${system.observerFile}`,
+    SLOTS: '6',
+    LEASE_MS: String(LEASE_MS),
+  });
+
+  it('the host logs its containment at start', async () => {
+    const line = await host.waitForLog((l) => String(l['msg']).startsWith('session containment'));
+    expect(line).toMatchObject({ containment: 'namespace', level: 30 });
+    expect((await system.client.hosts()).hosts.find((h) => h.workerId === 'host-1')).toMatchObject({
+      containment: 'namespace',
+    });
+  });
+
+  const endings = ['stop', 'completion', 'expiry'] as const;
+  it.each(['daemon', 'fork2'])(
+    'a %s that left the session’s process group is gone after its stop, completion and expiry',
+    async (mode) => {
+      const sessions = await Promise.all(
+        endings.map(async (ending) => {
+          const userId = `${mode}-${ending}`;
+          const admission = await spawnBeating(system, userId, {
+            role: 'daemon',
+            ...(ending === 'completion' ? { metadata: { durationMs: 1500 } } : {}),
+            ...(ending === 'expiry' ? { lifetimeMs: 1500 } : {}),
+          });
+          // The daemon really left: it leads a process session other than the session's first process's.
+          const pids = sessionPids(userId, admission.fence);
+          const sids = new Set(pids.map((pid) => statField(pid, 6)));
+          expect(sids.size).toBeGreaterThan(1);
+          return { ending, userId, admission };
+        }),
+      );
+      await system.client.stopSession(`${mode}-stop`);
+      for (const { ending, userId, admission } of sessions) {
+        const entry = await system.ended(userId, admission.sessionId);
+        expect(entry.state).toBe({ stop: 'stopped', completion: 'completed', expiry: 'expired' }[ending]);
+        await until(() => sessionPids(userId, admission.fence).length === 0, 2000, `${userId}: no process left`);
+        const lastDaemonBeat = Math.max(...beats(system, userId, admission.fence, 'daemon'));
+        // Nothing of it beat after its end was recorded (a beat is written every 50 ms).
+        expect(lastDaemonBeat).toBeLessThanOrEqual(Date.parse(entry.endedAt) + 100);
+      }
+    },
+  );
+
+  it('a SIGKILL of the host’s whole process group: the daemons die before their leases could expire in Redis', async () => {
+    const crashing = await system.addWorker(
+      'host-crash',
+      { SESSION_COMMAND: `${HOSTILE} ${system.observerFile}`, LEASE_MS: String(LEASE_MS) },
+      { ownGroup: true },
+    );
+    // host-1 takes no more sessions: drained, the new ones go to the host that is about to die.
+    const redis = system.connect();
+    afterAll(() => redis.disconnect());
+    await system.client.drainHost('host-1');
+    await until(
+      async () => (await system.client.hosts()).hosts.every((h) => h.workerId !== 'host-1'),
+      10_000,
+      'drained',
+    );
+    const keys = new Keys(system.keyPrefix);
+    const users = ['daemon-gk', 'fork2-gk'];
+    const sessions = await Promise.all(users.map((userId) => spawnBeating(system, userId, { role: 'daemon' })));
+    const watches = users.map((u) => watchLease(redis, keys.user(u).lease));
+    await until(() => watches.every((w) => w.expiresAt > 0), 2000, 'leases seen');
+
+    process.kill(-crashing.child.pid!, 'SIGKILL');
+    await crashing.exited();
+    for (const [i, userId] of users.entries()) {
+      await until(() => sessionPids(userId, sessions[i]!.fence).length === 0, LEASE_MS + 1000, `${userId} gone`);
+      await until(() => watches[i]!.gone, LEASE_MS + 2000, `${userId}'s lease gone`);
+      const last = Math.max(...beats(system, userId, sessions[i]!.fence, 'daemon'));
+      expect(last).toBeLessThan(watches[i]!.expiresAt);
+      console.info(
+        `group kill: ${userId}'s daemon last beat ${watches[i]!.expiresAt - last} ms before its lease could expire`,
+      );
+      watches[i]!.stop();
+    }
+  });
+});
+
+describe('no session can harm another', () => {
+  /** A system of its own for each case: the hostile sessions go to its one host, no other. */
+  const hostOf = async (id: string, env: Record<string, string>): Promise<{ system: System; host: Started }> => {
+    const system = await startSystem({ workers: 0 });
+    const host = await system.addWorker(id, { SESSION_COMMAND: `${HOSTILE} ${system.observerFile}`, ...env });
+    return { system, host };
+  };
+
+  it('floods (1.5 GB without a newline, 10 MB/s of short lines, junk on fd 3): the neighbour runs on, nothing is lost, the host stays under 256 MiB', async () => {
+    const { system, host } = await hostOf('host-flood', { SLOTS: '4' });
+    const runtimePid = await runtimePidOf(host);
+    const bystander = await spawnBeating(system, 'bystander-flood');
+    let peak = 0;
+    const sampler = setInterval(() => (peak = Math.max(peak, rss(host.child.pid!) + rss(runtimePid))), 50);
+    try {
+      // Each beats once its flood runs; the nonewline session only once its 1.5 GB has gone through.
+      const floods = await Promise.all(
+        ['nonewline-1', 'lines-1', 'notify-1'].map(async (userId) => ({
+          userId,
+          admission: await spawnBeating(system, userId, { timeoutMs: 45_000 }),
+        })),
+      );
+      // An observation window of 3 s with every flood running.
+      const window = Date.now();
+      await until(() => Date.now() - window > 3000, 5000, '3 s of floods');
+      // The neighbour beat all along (every 50 ms; no gap of a second).
+      const own = beats(system, 'bystander-flood', bystander.fence).sort((a, b) => a - b);
+      const gaps = own.slice(1).map((at, i) => at - own[i]!);
+      expect(Math.max(...gaps)).toBeLessThan(1000);
+      // The cut line came through, marked, and the line flood was cut down to the rate.
+      const cut = host.logs.find((l) => l['msg'] === 'session output' && l['userId'] === 'nonewline-1');
+      expect(String(cut?.['line'])).toMatch(/^x{16384} \[line cut\]$/);
+      expect(
+        host.logs.some((l) => l['userId'] === 'lines-1' && /^\[output dropped: \d+ bytes\]$/.test(String(l['line']))),
+      ).toBe(true);
+      for (const { userId, admission } of floods) {
+        await system.client.stopSession(userId);
+        expect((await system.ended(userId, admission.sessionId)).state).toBe('stopped');
+      }
+      await system.client.stopSession('bystander-flood');
+      expect((await system.ended('bystander-flood', bystander.sessionId)).state).toBe('stopped');
+    } finally {
+      clearInterval(sampler);
+    }
+    console.info(`floods: host + runtime peak RSS ${(peak / 2 ** 20).toFixed(1)} MiB`);
+    expect(peak).toBeGreaterThan(0);
+    expect(peak).toBeLessThan(256 * 2 ** 20);
+    expect(alive(runtimePid)).toBe(true);
+  }, 60_000);
+
+  it('a session that SIGKILLs the host, the runtime and its neighbour (their pids handed to it in a file) kills none of them', async () => {
+    const { system, host } = await hostOf('host-kill', { SLOTS: '2' });
+    const runtimePid = await runtimePidOf(host);
+    const neighbour = await spawnBeating(system, 'bystander-kill');
+    // The neighbour's lasting processes (its loop's `sleep` and `date` come and go).
+    const seen = sessionPids('bystander-kill', neighbour.fence);
+    const settled = Date.now();
+    await until(() => Date.now() - settled > 300, 1000, '300 ms');
+    const lasting = sessionPids('bystander-kill', neighbour.fence).filter((pid) => seen.includes(pid));
+    expect(lasting.length).toBeGreaterThan(0);
+    const targets = [host.child.pid!, runtimePid, ...lasting];
+    const pidFile = join(tmpdir(), `cq-pids-${process.pid}-${Date.now()}`);
+    writeFileSync(pidFile, targets.join('\n'));
+    await spawnBeating(system, 'killer-1', { metadata: { pidFile } });
+    const tried = await host.waitForLog(
+      (l) => l['userId'] === 'killer-1' && String(l['line']).startsWith('environments'),
+    );
+    // It could see no environment of the host's (REDIS_URL is the host's, never a session's).
+    expect(tried['line']).toBe('environments with REDIS_URL seen: 0');
+    const said = host.logs.filter((l) => l['userId'] === 'killer-1').map((l) => String(l['line']));
+    for (const pid of targets) expect(said).toContain(`could not kill ${pid}`);
+    expect(targets.every(alive)).toBe(true);
+    const before = beats(system, 'bystander-kill', neighbour.fence).length;
+    await until(() => beats(system, 'bystander-kill', neighbour.fence).length > before + 5, 2000, 'neighbour beats on');
+    await system.client.stopSession('killer-1');
+    await system.client.stopSession('bystander-kill');
+    expect((await system.ended('bystander-kill', neighbour.sessionId)).state).toBe('stopped');
+  });
+
+  it('SESSION_MEMORY_MB=64: a session taking 400 MB ends failed, out_of_memory; SESSION_PIDS_MAX=32: a fork bomb never has more than 32 processes, and a stop leaves none', async () => {
+    const { system, host } = await hostOf('host-caps', {
+      SLOTS: '3',
+      SESSION_MEMORY_MB: '64',
+      SESSION_PIDS_MAX: '32',
+    });
+    await host.waitForLog((l) => String(l['msg']).startsWith('session containment') && l['memoryMb'] === 64);
+    const neighbour = await spawnBeating(system, 'bystander-caps');
+    const { token } = await system.client.issueToken({ userId: 'memory-1' });
+    const hungry = await system.client.spawn(token);
+    const ended = await system.ended('memory-1', hungry.sessionId);
+    expect(ended).toMatchObject({ state: 'failed', exitCode: 137, reason: 'out_of_memory' });
+
+    const bomb = await spawnBeating(system, 'forkbomb-1');
+    let most = 0;
+    const startedAt = Date.now();
+    await until(
+      () => {
+        most = Math.max(most, sessionPids('forkbomb-1', bomb.fence).length);
+        return Date.now() - startedAt > 3000;
+      },
+      6000,
+      '3 s of fork bomb',
+    );
+    console.info(`fork bomb: at most ${most} processes seen`);
+    expect(most).toBeGreaterThan(16);
+    expect(most).toBeLessThanOrEqual(32);
+    await system.client.stopSession('forkbomb-1');
+    expect((await system.ended('forkbomb-1', bomb.sessionId)).state).toBe('stopped');
+    await until(() => sessionPids('forkbomb-1', bomb.fence).length === 0, 2000, 'no process of the bomb left');
+    // The neighbour ran on throughout.
+    const own = beats(system, 'bystander-caps', neighbour.fence).sort((a, b) => a - b);
+    expect(Math.max(...own.slice(1).map((at, i) => at - own[i]!))).toBeLessThan(1000);
+    expect(own.at(-1)!).toBeGreaterThan(Date.now() - 1000);
+  }, 60_000);
+});
+
+describe('a host that cannot contain as asked', () => {
+  it('SESSION_CONTAINMENT=namespace without unshare on the PATH: exits 1 with a line naming what is missing', async () => {
+    const host = startNode(`${ROOT}apps/worker/dist/main.js`, {
+      SESSION_CONTAINMENT: 'namespace',
+      PATH: '/nonexistent',
+      REDIS_URL: 'redis://127.0.0.1:1',
+    });
+    const { code } = await host.exited();
+    expect(code).toBe(1);
+    expect(host.stderr.join('')).toBe(
+      "SESSION_CONTAINMENT is namespace but this host cannot make one: util-linux's unshare is not on the PATH\n",
+    );
+  });
+
+  it('auto without unshare: starts with process groups, warns what it cannot catch, and says so in GET /v1/hosts', async () => {
+    const system = await startSystem({ workers: 0 });
+    const host = await system.addWorker('host-nounshare', { PATH: '/nonexistent' });
+    const line = await host.waitForLog((l) => String(l['msg']).startsWith('session containment'));
+    expect(line).toMatchObject({
+      level: 40,
+      containment: 'group',
+      namespaceUnavailable: "util-linux's unshare is not on the PATH",
+    });
+    expect(String(line['msg'])).toContain('a process that leaves its group (setsid, a daemon) is not caught');
+    expect((await system.client.hosts()).hosts.find((h) => h.workerId === 'host-nounshare')).toMatchObject({
+      containment: 'group',
+    });
+  });
+});

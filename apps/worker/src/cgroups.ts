@@ -4,8 +4,8 @@
 // session runtime makes each session's cgroup before the session starts, reads its memory-kill count when
 // it ends, kills what is left in it and removes it. A session enters its cgroup(s) itself, before it
 // runs anything of its own: the first process of the session writes 0 (itself) to each `cgroup.procs`.
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
 /** The caps of one session. */
 export interface SessionCaps {
@@ -138,6 +138,40 @@ export function cgroupLayout(caps: SessionCaps, paths: CgroupPaths = {}): Cgroup
   return layout;
 }
 
+/**
+ * Removes the parent cgroups left by hosts of this machine that died (SIGKILL leaves them): each
+ * `cq-worker-<pid>` beside `parent` whose pid no longer runs, with any empty session cgroup in it.
+ */
+function pruneDead(parent: string): void {
+  const dir = dirname(parent);
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const entry of entries) {
+    const match = /^cq-worker-(\d+)$/.exec(entry);
+    if (match === null || join(dir, entry) === parent || running(Number(match[1]))) continue;
+    try {
+      for (const child of readdirSync(join(dir, entry), { withFileTypes: true }))
+        if (child.isDirectory()) rmdirSync(join(dir, entry, child.name));
+      rmdirSync(join(dir, entry));
+    } catch {
+      // a process still in it, or removed by another host meanwhile
+    }
+  }
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** `/proc/self/cgroup` as controller → path ('' for the v2 hierarchy). */
 function parseSelf(text: string): Map<string, string> {
   const own = new Map<string, string>();
@@ -169,7 +203,9 @@ function layoutV1(caps: SessionCaps, root: string, own: Map<string, string>, tag
     const mount = join(root, controller.name);
     if (!existsSync(join(mount, 'cgroup.procs')))
       throw new Error(`the cgroup v1 ${controller.name} controller is not mounted at ${mount}`);
-    return { ...controller, parent: join(mount, own.get(controller.name) ?? '/', tag) };
+    const parent = join(mount, own.get(controller.name) ?? '/', tag);
+    pruneDead(parent);
+    return { ...controller, parent };
   });
   return {
     version: 1,
@@ -220,6 +256,7 @@ function layoutV2(caps: SessionCaps, root: string, own: Map<string, string>, tag
     writeFileSync(join(base, 'cgroup.subtree_control'), toEnable.map((c) => `+${c}`).join(' '));
   }
   const parent = join(base, tag);
+  pruneDead(parent);
   mkdirSync(parent, { recursive: true });
   writeFileSync(join(parent, 'cgroup.subtree_control'), needed.map((c) => `+${c}`).join(' '));
   const files: Array<[string, string]> = [];

@@ -336,4 +336,35 @@ describe('worker registry', () => {
     await coordinator.workers.withdraw('host-a');
     expect(await coordinator.workers.list()).toEqual([]);
   });
+
+  it("a host's containment is read back as its heartbeat gave it; a heartbeat without one is group", async () => {
+    await coordinator.workers.heartbeat(
+      { workerId: 'ns-host', slots: 1, busy: 0, startedAt: 1, containment: 'namespace' },
+      60_000,
+    );
+    await coordinator.workers.heartbeat(
+      { workerId: 'pg-host', slots: 1, busy: 0, startedAt: 1, containment: 'group' },
+      60_000,
+    );
+    await coordinator.workers.heartbeat({ workerId: 'old-host', slots: 1, busy: 0, startedAt: 1 }, 60_000);
+    expect((await coordinator.workers.list()).map((w) => [w.workerId, w.containment])).toEqual([
+      ['ns-host', 'namespace'],
+      ['old-host', 'group'],
+      ['pg-host', 'group'],
+    ]);
+    // The record holds it, and a drain answers it too.
+    expect(await coordinator.redis.hget(coordinator.keys.worker('ns-host'), 'containment')).toBe('namespace');
+    expect(await coordinator.workers.drain('ns-host')).toMatchObject({ state: 'draining', containment: 'namespace' });
+    // A record written before hosts said (no field at all) reads as group.
+    await coordinator.redis.hdel(coordinator.keys.worker('old-host'), 'containment');
+    expect((await coordinator.workers.list()).find((w) => w.workerId === 'old-host')?.containment).toBe('group');
+    expect(await coordinator.workers.drain('old-host')).toMatchObject({ containment: 'group' });
+    await expect(
+      coordinator.workers.heartbeat(
+        { workerId: 'odd-host', slots: 1, busy: 0, startedAt: 1, containment: 'chroot' as 'group' },
+        60_000,
+      ),
+    ).rejects.toMatchObject({ code: 'invalid_argument' });
+    for (const id of ['ns-host', 'pg-host', 'old-host']) await coordinator.workers.withdraw(id);
+  });
 });

@@ -41,7 +41,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   finishSession: { keys: 6, args: 6, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.BadArgument] },
   fixedWindow: { keys: 1, args: 2, replies: [] },
   gcra: { keys: 1, args: 2, replies: [] },
-  heartbeatWorker: { keys: 4, args: 8, replies: [ScriptCode.Ok] },
+  heartbeatWorker: { keys: 4, args: 9, replies: [ScriptCode.Ok] },
   issueToken: { keys: 2, args: 5, replies: [ScriptCode.Ok, ScriptCode.Throttled] },
   readSession: { keys: 6, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
   markReady: { keys: 2, args: 2, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },

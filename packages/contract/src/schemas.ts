@@ -1,6 +1,6 @@
 // Request and response schemas of the HTTP API (zod): the API validates with them and generates its
 // OpenAPI document from them; the client's types are inferred from them (types.ts).
-import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, USER_ID_PATTERN, terminalStates } from '@cq/coordinator';
+import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, USER_ID_PATTERN, containments, terminalStates } from '@cq/coordinator';
 import { z } from 'zod';
 
 /** Deepest nesting accepted in metadata; checked before anything serialises it. */
@@ -145,6 +145,12 @@ export const hostView = z.object({
   busy: z.number().int(),
   heartbeatAt: z.string(),
   startedAt: z.string(),
+  containment: z
+    .enum(containments)
+    .describe(
+      'How the host keeps every process of a session inside it: namespace (a PID namespace per session) ' +
+        'or group (the process group only: a process that leaves the group is not caught)',
+    ),
 });
 
 export const hostsView = z.object({

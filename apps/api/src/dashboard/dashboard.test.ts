@@ -95,7 +95,7 @@ describe('dashboard', async () => {
     });
     if (!claimed.claimed) throw new Error('not claimed');
     await api.coordinator.workers.heartbeat(
-      { workerId: 'dash-host', slots: 4, busy: 1, startedAt: Date.now() },
+      { workerId: 'dash-host', slots: 4, busy: 1, startedAt: Date.now(), containment: 'namespace' },
       10_000,
     );
     await api.client.stopSession('dash-carol');
@@ -117,7 +117,9 @@ describe('dashboard', async () => {
       }),
     ]);
     expect(dave.body.live.rows[0].leaseLeftMs).toBeGreaterThan(5000);
-    expect(state.body.workers).toEqual([expect.objectContaining({ workerId: 'dash-host', slots: 4, busy: 1 })]);
+    expect(state.body.workers).toEqual([
+      expect.objectContaining({ workerId: 'dash-host', slots: 4, busy: 1, containment: 'namespace' }),
+    ]);
     expect(state.body.ended).toEqual([expect.objectContaining({ userId: 'dash-carol', state: 'stopped' })]);
     const total = state.body.chart.reduce((n: number, m: { admitted: number }) => n + m.admitted, 0);
     expect(total).toBe(4);

@@ -38,7 +38,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
     args: 4,
     replies: [ScriptCode.Ok, ScriptCode.NoSession, ScriptCode.LifetimeTooLong, ScriptCode.SessionStopping],
   },
-  finishSession: { keys: 6, args: 6, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.BadArgument] },
+  finishSession: { keys: 6, args: 7, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.BadArgument] },
   fixedWindow: { keys: 1, args: 2, replies: [] },
   gcra: { keys: 1, args: 2, replies: [] },
   heartbeatWorker: { keys: 4, args: 9, replies: [ScriptCode.Ok] },

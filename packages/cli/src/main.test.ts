@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Hosts } from '@cq/contract';
+import type { EndedSession, Hosts } from '@cq/contract';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exitCodes } from './exit-codes.js';
 import { main } from './main.js';
@@ -30,16 +30,31 @@ const hosts: Hosts = {
   freeSlots: 3,
 };
 
+const history: { sessions: EndedSession[] } = {
+  sessions: [
+    {
+      sessionId: 's-oom',
+      fence: 2,
+      state: 'failed',
+      reason: 'out_of_memory',
+      endedAt: '2026-11-22T10:05:00.000Z',
+      exitCode: 137,
+    },
+    { sessionId: 's-ok', fence: 1, state: 'completed', endedAt: '2026-11-22T10:01:00.000Z', exitCode: 0 },
+  ],
+};
+
 describe('cq against an API', () => {
   let server: Server;
   let url: string;
 
   beforeAll(async () => {
     server = createServer((req, res) => {
-      const body = req.url === '/v1/hosts' ? hosts : undefined;
+      const body = req.url === '/v1/hosts' ? hosts : req.url === '/v1/users/ann/history' ? history : undefined;
+      // Anything else (ann's live session, for one) is a 404, as the API answers for a user without one.
       const status = body === undefined ? 404 : 200;
       res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body ?? { error: { code: 'not_found', message: req.url } }));
+      res.end(JSON.stringify(body ?? { error: { code: 'no_session', message: `nothing at ${req.url}` } }));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -61,5 +76,20 @@ describe('cq against an API', () => {
     expect([ns![0], ns![column]]).toEqual(['host-ns', 'namespace']);
     expect([pg![0], pg![column]]).toEqual(['host-pg', 'group']);
     expect(lines.at(-1)).toBe('free slots: 3');
+  });
+
+  it('history prints a session its memory cap killed as failed (out_of_memory)', async () => {
+    const { code, lines } = await run('history', 'ann');
+    expect(code).toBe(exitCodes.ok);
+    const rows = lines.map((line) => line.split(/\s{2,}/));
+    expect(rows[0]).toEqual(['ENDED', 'STATE', 'FENCE', 'EXIT', 'WORKER', 'SESSION']);
+    expect(rows[1]).toEqual(['2026-11-22T10:05:00.000Z', 'failed (out_of_memory)', '2', '137', '-', 's-oom']);
+    expect(rows[2]![1]).toBe('completed');
+  });
+
+  it('watch, with no live session, says how the last one ended, out_of_memory included, and exits as failed', async () => {
+    const { code, lines } = await run('watch', 'ann');
+    expect(lines).toEqual(['ann: failed (out_of_memory) (exit code 137), session s-oom at 2026-11-22T10:05:00.000Z']);
+    expect(code).toBe(10);
   });
 });

@@ -47,7 +47,7 @@ local terminal = { completed = true, failed = true, expired = true, stopped = tr
 if not terminal[state] then return { -11 } end
 -- Each reason a host may give, and the one state it goes with (`lost` says its own reason).
 local reasonState = { out_of_memory = 'failed' }
-if reason == '' then
+if reason == nil or reason == '' then
   reason = nil
 elseif reasonState[reason] ~= state then
   return { -11 }

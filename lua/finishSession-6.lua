@@ -1,6 +1,8 @@
 --[[
-  The owner of a session records its terminal state and exit code: the session moves to the history,
-  its lease is released and its index entry removed.
+  The owner of a session records its terminal state, exit code and, where it knows one, the reason
+  (`out_of_memory`: `failed` because its memory cap killed it): the session moves to the history, its
+  lease is released and its index entry removed; the reason is in the history entry, the recent endings
+  and the terminal event.
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
@@ -16,11 +18,12 @@
     ARGV[4] exit code of the process ('' when there is none)
     ARGV[5] user id
     ARGV[6] history length, entries kept per user
+    ARGV[7] why it ended: out_of_memory (only with failed), or '' for no reason
 
   Output:
     {1} recorded
     {-4} stale: the session has already ended (for example as `lost`) or is not this owner's
-    {-11} bad_argument: the state is not a terminal state
+    {-11} bad_argument: the state is not a terminal state, or the reason is unknown or does not go with it
 ]]
 local rcall = redis.call
 local sessionKey = KEYS[1]
@@ -35,13 +38,22 @@ local state = ARGV[3]
 local exitCode = ARGV[4]
 local userId = ARGV[5]
 local historyLength = tonumber(ARGV[6])
+local reason = ARGV[7]
 
 --- @include "includes/nowMs"
 --- @include "includes/endSession"
 
 local terminal = { completed = true, failed = true, expired = true, stopped = true, lost = true }
 if not terminal[state] then return { -11 } end
+-- Each reason a host may give, and the one state it goes with (`lost` says its own reason).
+local reasonState = { out_of_memory = 'failed' }
+if reason == nil or reason == '' then
+  reason = nil
+elseif reasonState[reason] ~= state then
+  return { -11 }
+end
 local s = rcall('HMGET', sessionKey, 'id', 'owner')
 if s[1] ~= sessionId or s[2] ~= owner then return { -4 } end
-endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, state, tonumber(exitCode), nowMs())
+endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, state, tonumber(exitCode), nowMs(),
+  reason)
 return { 1 }

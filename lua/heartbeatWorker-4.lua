@@ -5,7 +5,7 @@
   withdraws (a new process under the same id, with another start time, starts active).
 
   Input:
-    KEYS[1] the host's record key (hash {id, state, slots, busy, startedAt, seenAt}; expires)
+    KEYS[1] the host's record key (hash {id, state, slots, busy, startedAt, seenAt, containment}; expires)
     KEYS[2] the worker registry index (sorted set: host id by when its heartbeat runs out, epoch ms)
     KEYS[3] the capacity hash {total, c:<workerId> = the host's share}
     KEYS[4] the held set (sorted set: session id by when its hold runs out, epoch ms)
@@ -18,6 +18,8 @@
     ARGV[6] 1 to publish, 0 to withdraw the host (clean shutdown)
     ARGV[7] the sessions the host runs (ids, comma-separated; may be empty)
     ARGV[8] the sessions it ended since its last heartbeat (ids, comma-separated; may be empty)
+    ARGV[9] how the host keeps a session's processes inside it: 'namespace' or 'group' (anything else,
+            e.g. '', is recorded as 'group')
 
   Output:
     {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn')} published or withdrawn
@@ -35,6 +37,8 @@ local ttlMs = tonumber(ARGV[5])
 local publish = ARGV[6] == '1'
 local running = ARGV[7]
 local ended = ARGV[8]
+local containment = ARGV[9]
+if containment ~= 'namespace' then containment = 'group' end
 
 --- @include "includes/nowMs"
 --- @include "includes/capacity"
@@ -53,7 +57,7 @@ local previous = rcall('HMGET', recordKey, 'state', 'startedAt')
 local state = 'active'
 if previous[1] == 'draining' and previous[2] == startedAt then state = 'draining' end
 rcall('HSET', recordKey, 'id', workerId, 'state', state, 'slots', slots, 'busy', busy, 'startedAt', startedAt,
-  'seenAt', now)
+  'seenAt', now, 'containment', containment)
 rcall('PEXPIRE', recordKey, ttlMs)
 rcall('ZADD', indexKey, now + ttlMs, workerId)
 eachId(running, function(id) rcall('ZADD', heldKey, now + ttlMs, id) end)

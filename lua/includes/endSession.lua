@@ -3,16 +3,20 @@
   slot's list of recent endings (for the dashboard), removes the live record and its index entry, and
   deletes the lease when it belongs to this session, and emits the terminal event. A `lost` ending says
   why: `not_claimed` when the session was still pending (no worker host took it in time), `host_lost`
-  when a host had it.
+  when a host had it. Any other ending carries the `reason` its caller gives (e.g. `out_of_memory` for
+  `failed`; nil: none) in the history entry, the recent endings and the event alike.
 ]]
 --- @include "events"
 local RECENT_ENDINGS_PER_SLOT = 20
 
-local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, state, exitCode, now)
+local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, state, exitCode, now,
+                          reason)
   local s = rcall('HMGET', sessionKey, 'id', 'fence', 'worker', 'started', 'state')
   local entry = { sessionId = s[1], fence = tonumber(s[2]), state = state, endedAt = now }
   if state == 'lost' then
     if s[5] == 'pending' then entry['reason'] = 'not_claimed' else entry['reason'] = 'host_lost' end
+  elseif reason then
+    entry['reason'] = reason
   end
   if s[3] then entry['workerId'] = s[3] end
   if s[4] then entry['startedAt'] = tonumber(s[4]) end

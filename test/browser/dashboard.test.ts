@@ -54,6 +54,10 @@ describe('the dashboard in a real browser', async () => {
     expect(await live.locator('td.fence').textContent()).toBe(String(admitted.fence));
     expect(await live.locator('td.worker').textContent()).toBe('host-1');
     await page.locator('#workers tbody tr[data-worker="host-1"]').waitFor({ timeout: 10_000 });
+    // The host's containment, as it gave it (which one depends on what this machine allows).
+    expect(await page.locator('#workers tbody tr[data-worker="host-1"] td.containment').textContent()).toMatch(
+      /^(namespace|group)$/,
+    );
     // Session events as they happen, in the page's live list (over the event stream, not the poll).
     await page.locator('#events-state', { hasText: 'live' }).waitFor({ timeout: 10_000 });
     await system.client.spawn(

@@ -363,12 +363,13 @@ export async function main(
           else
             ctx.out(
               table([
-                ['HOST', 'STATE', 'BUSY', 'SLOTS', 'HEARTBEAT', 'UP SINCE'],
+                ['HOST', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE'],
                 ...hosts.map((h) => [
                   h.workerId,
                   h.state,
                   String(h.busy),
                   String(h.slots),
+                  h.containment,
                   `${duration(now - Date.parse(h.heartbeatAt))} ago`,
                   h.startedAt,
                 ]),

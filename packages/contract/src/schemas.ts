@@ -1,6 +1,13 @@
 // Request and response schemas of the HTTP API (zod): the API validates with them and generates its
 // OpenAPI document from them; the client's types are inferred from them (types.ts).
-import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, USER_ID_PATTERN, terminalStates } from '@cq/coordinator';
+import {
+  MAX_METADATA_BYTES,
+  MAX_TOKEN_TTL_MS,
+  USER_ID_PATTERN,
+  containments,
+  terminalReasons,
+  terminalStates,
+} from '@cq/coordinator';
 import { z } from 'zod';
 
 /** Deepest nesting accepted in metadata; checked before anything serialises it. */
@@ -98,9 +105,12 @@ export const historyView = z.object({
       fence: z.number().int(),
       state: z.enum(terminalStates),
       reason: z
-        .enum(['host_lost', 'not_claimed'])
+        .enum(terminalReasons)
         .optional()
-        .describe('For lost: a worker host had it and lost it, or no host claimed it within PENDING_TIMEOUT_MS'),
+        .describe(
+          'Always for lost: a worker host had it and lost it (host_lost), or no host claimed it within ' +
+            'PENDING_TIMEOUT_MS (not_claimed); for failed: its memory cap killed it (out_of_memory)',
+        ),
       workerId: z.string().optional(),
       startedAt: z.string().optional(),
       endedAt: z.string(),
@@ -123,7 +133,10 @@ export const sessionEventData = z.object({
   deadline: z.string().optional().describe('running: when the lifetime cap runs out'),
   lifetimeMs: z.number().int().optional().describe('pending: the lifetime it will have once started'),
   exitCode: z.number().int().optional(),
-  reason: z.enum(['host_lost', 'not_claimed']).optional(),
+  reason: z
+    .enum(terminalReasons)
+    .optional()
+    .describe('Endings: why, where known (lost: host_lost or not_claimed; failed: out_of_memory)'),
 });
 
 /** The `data` of an SSE `error` event: the stream cannot go on as asked (and says why). */
@@ -145,6 +158,12 @@ export const hostView = z.object({
   busy: z.number().int(),
   heartbeatAt: z.string(),
   startedAt: z.string(),
+  containment: z
+    .enum(containments)
+    .describe(
+      'How the host keeps every process of a session inside it: namespace (a PID namespace per session) ' +
+        'or group (the process group only: a process that leaves the group is not caught)',
+    ),
 });
 
 export const hostsView = z.object({

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Coordinator } from './coordinator.js';
+import { ScriptCode } from './errors.js';
+import { loadScripts } from './script-loader.js';
 import { connectionPool, coordinatorsOn, elapse, testCoordinator } from './test-support/setup.js';
 
 async function token(
@@ -163,6 +165,75 @@ describe('session records', () => {
       startedAt: claim.startedAt,
     });
     expect(await claims.finish(claim, 'failed', 1)).toBe(false);
+  });
+
+  it('a session its memory cap killed ends failed with reason out_of_memory, in its history and the recent endings', async () => {
+    const admitted = await admit('oom');
+    const outcome = await claims.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    expect(await claims.finish(outcome.claim, 'failed', 137, 'out_of_memory')).toBe(true);
+    expect(await sessions.settleAndRead('oom')).toBeUndefined();
+    const [entry] = await sessions.history('oom');
+    expect(entry).toMatchObject({
+      sessionId: admitted.sessionId,
+      state: 'failed',
+      reason: 'out_of_memory',
+      exitCode: 137,
+      workerId: 'host-a',
+    });
+    const recent = (await coordinator.redis.lrange(coordinator.keys.user('oom').ended, 0, -1)).map(
+      (json) => JSON.parse(json) as { sessionId: string; reason?: string },
+    );
+    expect(recent.find((e) => e.sessionId === admitted.sessionId)).toMatchObject({
+      userId: 'oom',
+      state: 'failed',
+      reason: 'out_of_memory',
+    });
+    // A failure without a reason records none.
+    const next = await claims.claim(await admit('oom'), worker);
+    if (!next.claimed) throw new Error('not claimed');
+    expect(await claims.finish(next.claim, 'failed', 1)).toBe(true);
+    expect((await sessions.history('oom'))[0]).not.toHaveProperty('reason');
+  });
+
+  it('out_of_memory goes with failed only: another state with it is refused, by the library and by the script', async () => {
+    const admitted = await admit('oom-refused');
+    const outcome = await claims.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    const { claim } = outcome;
+    for (const state of ['completed', 'expired', 'stopped', 'lost'] as const)
+      await expect(claims.finish(claim, state, 137, 'out_of_memory')).rejects.toMatchObject({
+        code: 'invalid_argument',
+      });
+    await expect(claims.finish(claim, 'failed', 1, 'idle' as 'out_of_memory')).rejects.toMatchObject({
+      code: 'invalid_argument',
+    });
+    // The script refuses the same on its own (bad_argument), whoever calls it.
+    const finishSession = loadScripts().get('finishSession')!;
+    const keys = coordinator.keys.user('oom-refused');
+    const run = (state: string, reason: string) =>
+      coordinator.redis.eval(
+        finishSession.lua,
+        finishSession.numberOfKeys,
+        ...keys.ending,
+        claim.sessionId,
+        claim.owner,
+        state,
+        '137',
+        claim.userId,
+        3,
+        reason,
+      );
+    expect(await run('stopped', 'out_of_memory')).toEqual([ScriptCode.BadArgument]);
+    expect(await run('lost', 'out_of_memory')).toEqual([ScriptCode.BadArgument]);
+    expect(await run('failed', 'idle')).toEqual([ScriptCode.BadArgument]);
+    // Nothing was recorded: the session is still live, and ends as its owner says.
+    expect(await sessions.settleAndRead('oom-refused')).toMatchObject({ state: 'running' });
+    expect(await sessions.history('oom-refused')).toEqual([]);
+    expect(await run('failed', 'out_of_memory')).toEqual([ScriptCode.Ok]);
+    expect(await sessions.history('oom-refused')).toEqual([
+      expect.objectContaining({ state: 'failed', reason: 'out_of_memory', exitCode: 137 }),
+    ]);
   });
 
   it('a job is claimed once: a second claim, or one with another fence, is stale', async () => {
@@ -335,5 +406,36 @@ describe('worker registry', () => {
     expect((await coordinator.workers.list()).map((w) => w.workerId)).toEqual(['host-a']);
     await coordinator.workers.withdraw('host-a');
     expect(await coordinator.workers.list()).toEqual([]);
+  });
+
+  it("a host's containment is read back as its heartbeat gave it; a heartbeat without one is group", async () => {
+    await coordinator.workers.heartbeat(
+      { workerId: 'ns-host', slots: 1, busy: 0, startedAt: 1, containment: 'namespace' },
+      60_000,
+    );
+    await coordinator.workers.heartbeat(
+      { workerId: 'pg-host', slots: 1, busy: 0, startedAt: 1, containment: 'group' },
+      60_000,
+    );
+    await coordinator.workers.heartbeat({ workerId: 'old-host', slots: 1, busy: 0, startedAt: 1 }, 60_000);
+    expect((await coordinator.workers.list()).map((w) => [w.workerId, w.containment])).toEqual([
+      ['ns-host', 'namespace'],
+      ['old-host', 'group'],
+      ['pg-host', 'group'],
+    ]);
+    // The record holds it, and a drain answers it too.
+    expect(await coordinator.redis.hget(coordinator.keys.worker('ns-host'), 'containment')).toBe('namespace');
+    expect(await coordinator.workers.drain('ns-host')).toMatchObject({ state: 'draining', containment: 'namespace' });
+    // A record written before hosts said (no field at all) reads as group.
+    await coordinator.redis.hdel(coordinator.keys.worker('old-host'), 'containment');
+    expect((await coordinator.workers.list()).find((w) => w.workerId === 'old-host')?.containment).toBe('group');
+    expect(await coordinator.workers.drain('old-host')).toMatchObject({ containment: 'group' });
+    await expect(
+      coordinator.workers.heartbeat(
+        { workerId: 'odd-host', slots: 1, busy: 0, startedAt: 1, containment: 'chroot' as 'group' },
+        60_000,
+      ),
+    ).rejects.toMatchObject({ code: 'invalid_argument' });
+    for (const id of ['ns-host', 'pg-host', 'old-host']) await coordinator.workers.withdraw(id);
   });
 });

@@ -4,7 +4,16 @@ import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './
 import { Keepalive, type RenewAnswer } from './keepalive.js';
 import type { Policy } from './options.js';
 import { parseMetadata } from './records.js';
-import { terminalStates, type Claim, type ClaimOutcome, type SessionRef, type TerminalState } from './session-types.js';
+import {
+  endReasonStates,
+  endReasons,
+  terminalStates,
+  type Claim,
+  type ClaimOutcome,
+  type EndReason,
+  type SessionRef,
+  type TerminalState,
+} from './session-types.js';
 import { assertInteger } from './validate.js';
 
 /**
@@ -184,13 +193,21 @@ export class Claims {
   }
 
   /**
-   * The owner records the session's terminal state and exit code and releases its lease. False when
-   * the session had already ended (for example as `lost`): then nothing is changed. One round trip.
+   * The owner records the session's terminal state, exit code and, when it knows why, the reason (one of
+   * {@link endReasons}, only with its state: `out_of_memory` with `failed`), and releases its lease. The
+   * reason goes to the history entry, the recent endings and the terminal event. False when the session
+   * had already ended (for example as `lost`): then nothing is changed. One round trip.
    */
-  async finish(claim: Claim, state: TerminalState, exitCode?: number): Promise<boolean> {
+  async finish(claim: Claim, state: TerminalState, exitCode?: number, reason?: EndReason): Promise<boolean> {
     if (!(terminalStates as readonly string[]).includes(state))
       throw new InvalidArgumentError(`state must be one of ${terminalStates.join(', ')}`);
     if (exitCode !== undefined) assertInteger(exitCode, 'exitCode', -(2 ** 31), 2 ** 31);
+    if (reason !== undefined) {
+      if (!(endReasons as readonly string[]).includes(reason))
+        throw new InvalidArgumentError(`reason must be one of ${endReasons.join(', ')}`);
+      if (endReasonStates[reason] !== state)
+        throw new InvalidArgumentError(`reason ${reason} goes with state ${endReasonStates[reason]}, not ${state}`);
+    }
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run('finishSession', keys.ending, [
       claim.sessionId,
@@ -199,6 +216,7 @@ export class Claims {
       exitCode ?? '',
       claim.userId,
       this.#policy.historyLength,
+      reason ?? '',
     ]);
     if (replyCode(reply) === ScriptCode.Stale) return false;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('finishSession', reply);

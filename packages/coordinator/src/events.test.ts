@@ -87,6 +87,26 @@ describe('session events', () => {
     ]);
   });
 
+  it('a failed ending its memory cap caused says why: out_of_memory, in the event and its stream entry', async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const subscription = await feed.subscribe({ userId: 'ev-oom' });
+    const admitted = await issueAndAdmit(coordinator, 'ev-oom');
+    const outcome = await coordinator.claims.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    await coordinator.claims.finish(outcome.claim, 'failed', 137, 'out_of_memory');
+    const events = await collect(subscription, (got) => got.at(-1)?.type === 'failed');
+    expect(events.at(-1)).toMatchObject({
+      type: 'failed',
+      sessionId: admitted.sessionId,
+      workerId: 'host-a',
+      exitCode: 137,
+      reason: 'out_of_memory',
+    });
+    const stream = await coordinator.redis.xrange(coordinator.keys.user('ev-oom').events, '-', '+');
+    expect(JSON.parse(stream.at(-1)![1][1]!)).toMatchObject({ type: 'failed', reason: 'out_of_memory' });
+  });
+
   it('lost says why: not_claimed for a session no host took, host_lost for one whose lease ran out', async () => {
     const coordinator = testCoordinator({ policy: { pendingTimeoutMs: 50 } });
     const feed = feedOf(coordinator);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Context } from './context.js';
+import type { TerminalReason } from './session-types.js';
 import { UnavailableError } from './errors.js';
 import { wrapRedisError, type RedisClient } from './redis-errors.js';
 import { SLOT_COUNT, slotOf } from './slots.js';
@@ -54,8 +55,8 @@ export interface SessionEvent {
   readonly lifetimeMs?: number;
   /** Endings: the process's exit code, when there is one. */
   readonly exitCode?: number;
-  /** `lost`: `host_lost` or `not_claimed`. */
-  readonly reason?: string;
+  /** Endings: why, where known (`lost`: `host_lost` or `not_claimed`; `failed`: `out_of_memory`). */
+  readonly reason?: TerminalReason;
 }
 
 const EVENT_ID = /^(\d{1,15})-(\d{1,16})-(\d{1,5})$/;

@@ -48,7 +48,9 @@ export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';
 export { USER_ID_PATTERN, assertUserId } from './validate.js';
 export {
   WorkerRegistry,
+  containments,
   type Capacity,
+  type Containment,
   type ReserveOutcome,
   type WorkerHeartbeat,
   type WorkerRecord,

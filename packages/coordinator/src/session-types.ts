@@ -54,12 +54,31 @@ export interface HistoryEntry {
   readonly startedAt?: number;
   readonly endedAt: number;
   readonly exitCode?: number;
-  /** Why a `lost` session was lost: a host had it (`host_lost`), or none claimed it in time (`not_claimed`). */
-  readonly reason?: LostReason;
+  /**
+   * Why it ended so: always for `lost` (a host had it, `host_lost`, or none claimed it in time,
+   * `not_claimed`); for another ending when its host said, e.g. `out_of_memory` for `failed`.
+   */
+  readonly reason?: TerminalReason;
 }
 
 /** Why a session ended as `lost`. */
 export type LostReason = 'host_lost' | 'not_claimed';
+
+/**
+ * The reasons a worker host may give when it records a session's end ({@link Claims.finish}), each
+ * with the one state it goes with ({@link endReasonStates}): `out_of_memory`, `failed` because its
+ * memory cap killed it.
+ */
+export const endReasons = ['out_of_memory'] as const;
+/** A reason a worker host may give for a session's end; see {@link endReasons}. */
+export type EndReason = (typeof endReasons)[number];
+/** The terminal state each {@link EndReason} goes with; any other state with it is refused. */
+export const endReasonStates: Readonly<Record<EndReason, TerminalState>> = { out_of_memory: 'failed' };
+
+/** Every reason a terminal record (history entry, recent ending, terminal event) can carry. */
+export const terminalReasons = ['host_lost', 'not_claimed', ...endReasons] as const;
+/** A reason a terminal record can carry; see {@link terminalReasons}. */
+export type TerminalReason = (typeof terminalReasons)[number];
 
 /** The spawn rules {@link SessionStore.admit} applies; defaults come from the coordinator's policy. */
 export interface AdmitPolicy {

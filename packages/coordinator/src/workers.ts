@@ -1,10 +1,18 @@
 import type { Context } from './context.js';
-import { ScriptCode, replyCode, unexpectedReply } from './errors.js';
+import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { wrapRedisError } from './redis-errors.js';
 import { assertInteger, assertName } from './validate.js';
 
 /** A worker host's state: taking sessions, or draining (taking none, exiting when its last one ends). */
 export type WorkerState = 'active' | 'draining';
+
+/**
+ * How a worker host keeps every process of a session inside it (the contract's `SESSION_CONTAINMENT`, as
+ * the host resolved it): `namespace`, a PID namespace per session; `group`, its process group only.
+ */
+export const containments = ['namespace', 'group'] as const;
+/** How a worker host keeps a session's processes inside it; see {@link containments}. */
+export type Containment = (typeof containments)[number];
 
 /** What a worker host publishes about itself. */
 export interface WorkerHeartbeat {
@@ -19,6 +27,8 @@ export interface WorkerHeartbeat {
   readonly running?: readonly string[];
   /** The sessions it ended since its last heartbeat (their holds are given back). */
   readonly ended?: readonly string[];
+  /** How it keeps a session's processes inside it. @defaultValue `'group'` */
+  readonly containment?: Containment;
 }
 
 /** A worker host as seen in the registry. */
@@ -30,6 +40,8 @@ export interface WorkerRecord {
   readonly startedAt: number;
   /** Its last heartbeat, epoch ms (Redis clock). */
   readonly seenAt: number;
+  /** How it keeps a session's processes inside it (`group` for a record written without one). */
+  readonly containment: Containment;
 }
 
 /** The worker capacity: slots of live hosts (active hosts' `SLOTS`, draining hosts' running sessions). */
@@ -72,6 +84,9 @@ export class WorkerRegistry {
   async heartbeat(beat: WorkerHeartbeat, ttlMs: number): Promise<WorkerState> {
     assertName(beat.workerId, 'WORKER_ID');
     assertInteger(ttlMs, 'ttlMs', 1);
+    const containment = beat.containment ?? 'group';
+    if (!(containments as readonly string[]).includes(containment))
+      throw new InvalidArgumentError(`containment must be one of ${containments.join(', ')}`);
     const { keys, scripts } = this.#context;
     const reply = await scripts.run(
       'heartbeatWorker',
@@ -85,6 +100,7 @@ export class WorkerRegistry {
         1,
         idList(beat.running ?? []),
         idList(beat.ended ?? []),
+        containment,
       ],
     );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
@@ -100,7 +116,7 @@ export class WorkerRegistry {
     await scripts.run(
       'heartbeatWorker',
       [keys.worker(workerId), ...this.#capacityKeys()],
-      [workerId, 0, 0, 0, 1, 0, '', idList(ended)],
+      [workerId, 0, 0, 0, 1, 0, '', idList(ended), ''],
     );
   }
 
@@ -121,6 +137,7 @@ export class WorkerRegistry {
       busy: Number(reply[3]),
       seenAt: Number(reply[4]),
       startedAt: Number(reply[5]),
+      containment: containmentOf(reply[6]),
     };
   }
 
@@ -173,12 +190,18 @@ export class WorkerRegistry {
           busy: Number(r['busy']),
           startedAt: Number(r['startedAt']),
           seenAt: Number(r['seenAt']),
+          containment: containmentOf(r['containment']),
         }))
         .sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
     } catch (err) {
       throw wrapRedisError(err);
     }
   }
+}
+
+/** A host record's containment: `group` unless it says `namespace` (a record from an older host says nothing). */
+function containmentOf(value: unknown): Containment {
+  return value === 'namespace' ? 'namespace' : 'group';
 }
 
 /** Session ids as one script argument. They are names (no commas), checked before they are joined. */

@@ -95,7 +95,7 @@ describe('dashboard', async () => {
     });
     if (!claimed.claimed) throw new Error('not claimed');
     await api.coordinator.workers.heartbeat(
-      { workerId: 'dash-host', slots: 4, busy: 1, startedAt: Date.now() },
+      { workerId: 'dash-host', slots: 4, busy: 1, startedAt: Date.now(), containment: 'namespace' },
       10_000,
     );
     await api.client.stopSession('dash-carol');
@@ -117,13 +117,37 @@ describe('dashboard', async () => {
       }),
     ]);
     expect(dave.body.live.rows[0].leaseLeftMs).toBeGreaterThan(5000);
-    expect(state.body.workers).toEqual([expect.objectContaining({ workerId: 'dash-host', slots: 4, busy: 1 })]);
+    expect(state.body.workers).toEqual([
+      expect.objectContaining({ workerId: 'dash-host', slots: 4, busy: 1, containment: 'namespace' }),
+    ]);
     expect(state.body.ended).toEqual([expect.objectContaining({ userId: 'dash-carol', state: 'stopped' })]);
     const total = state.body.chart.reduce((n: number, m: { admitted: number }) => n + m.admitted, 0);
     expect(total).toBe(4);
     expect(state.body.chart).toHaveLength(15);
     const bad = await send(api.baseUrl, 'GET', '/dashboard/api/state?limit=0', { headers: basic(TEST_API_KEY) });
     expect(bad.status).toBe(400);
+  });
+
+  it('a recent ending carries its reason: failed (out_of_memory) for a session its memory cap killed', async () => {
+    const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-oom' })).token);
+    const claimed = await api.coordinator.claims.claim(admitted, {
+      workerId: 'dash-host',
+      leaseMs: 10_000,
+      graceMs: 1000,
+    });
+    if (!claimed.claimed) throw new Error('not claimed');
+    await api.coordinator.claims.finish(claimed.claim, 'failed', 137, 'out_of_memory');
+    // The index read is shared for a second: wait for one that has the ending, without sleeping blindly.
+    await expect
+      .poll(
+        async () =>
+          (await send(api.baseUrl, 'GET', '/dashboard/api/state?filter=dash-oom', { headers: basic(TEST_API_KEY) }))
+            .body.ended,
+        { timeout: 5000 },
+      )
+      .toEqual([
+        expect.objectContaining({ userId: 'dash-oom', state: 'failed', reason: 'out_of_memory', exitCode: 137 }),
+      ]);
   });
 });
 

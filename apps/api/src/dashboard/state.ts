@@ -1,4 +1,4 @@
-import type { Coordinator, IndexSnapshot } from '@cq/coordinator';
+import type { Containment, Coordinator, IndexSnapshot } from '@cq/coordinator';
 import type { StatsRecorder } from '../stats.js';
 
 /** One live session as the dashboard shows it. */
@@ -31,6 +31,8 @@ export interface DashboardState {
     busy: number;
     heartbeatAgeMs: number;
     startedAt: number;
+    /** How the host keeps a session's processes inside it. */
+    containment: Containment;
   }>;
   /** Slots of live, not draining hosts, less the sessions admitted and not yet ended. */
   freeSlots: number;
@@ -123,6 +125,7 @@ export class DashboardStateReader {
         busy: w.busy,
         heartbeatAgeMs: now - w.seenAt,
         startedAt: w.startedAt,
+        containment: w.containment,
       })),
       freeSlots: capacity.free,
       ended: index.ended

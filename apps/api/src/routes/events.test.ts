@@ -70,6 +70,16 @@ describe('event streams (SSE)', async () => {
     ]);
   });
 
+  it('a session its memory cap killed ends failed with reason out_of_memory, and the stream ends with it', async () => {
+    const claim = await running(api, 'sse-oom');
+    const stream = api.client.events({ userId: 'sse-oom' });
+    expect((await stream.next()).value).toMatchObject({ type: 'running' });
+    await api.coordinator.claims.finish(claim, 'failed', 137, 'out_of_memory');
+    expect(await take(stream)).toEqual([
+      expect.objectContaining({ type: 'failed', reason: 'out_of_memory', exitCode: 137, fence: claim.fence }),
+    ]);
+  });
+
   it('/v1/events carries ids; Last-Event-ID resumes exactly after one; a malformed one is a 400 and an expired one an error event', async () => {
     const all = api.client.events();
     const firstFour = take(all, 4);

@@ -24,6 +24,7 @@ describe('capacity, hosts and drain', async () => {
           busy: 0,
           heartbeatAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
           startedAt: '2026-11-22T10:00:00.000Z',
+          containment: 'group',
         },
       ],
       freeSlots: 2,
@@ -55,7 +56,13 @@ describe('capacity, hosts and drain', async () => {
     const before = (await get('/v1/hosts')).body.freeSlots as number;
     const drained = await post('/v1/hosts/cap-b/drain');
     expect(drained.status).toBe(202);
-    expect(drained.body).toMatchObject({ workerId: 'cap-b', state: 'draining', slots: 3, busy: 1 });
+    expect(drained.body).toMatchObject({
+      workerId: 'cap-b',
+      state: 'draining',
+      slots: 3,
+      busy: 1,
+      containment: 'group',
+    });
     const after = (await get('/v1/hosts')).body;
     expect(after.hosts.find((h: { workerId: string }) => h.workerId === 'cap-b')).toMatchObject({ state: 'draining' });
     expect(after.freeSlots).toBe(before - 2);
@@ -66,5 +73,22 @@ describe('capacity, hosts and drain', async () => {
     expect((await post('/v1/hosts/' + encodeURIComponent('bad host{}') + '/drain')).status).toBe(400);
     expect((await send(api.baseUrl, 'POST', '/v1/hosts/cap-b/drain')).status).toBe(401);
     expect((await send(api.baseUrl, 'GET', '/v1/hosts')).status).toBe(401);
+  });
+
+  it('each host says its containment, as its heartbeat gave it (group when it gave none); the typed client reads it', async () => {
+    const startedAt = Date.parse('2026-11-22T10:00:00Z');
+    await api.coordinator.workers.heartbeat(
+      { workerId: 'box-ns', slots: 1, busy: 0, startedAt, containment: 'namespace' },
+      60_000,
+    );
+    await api.coordinator.workers.heartbeat({ workerId: 'box-pg', slots: 1, busy: 0, startedAt }, 60_000);
+    const { hosts } = await api.client.hosts();
+    const containment = (id: string) => hosts.find((h) => h.workerId === id)?.containment;
+    expect([containment('box-ns'), containment('box-pg')]).toEqual(['namespace', 'group']);
+    expect(await api.client.drainHost('box-ns')).toMatchObject({ state: 'draining', containment: 'namespace' });
+    const doc = (await send(api.baseUrl, 'GET', '/openapi.json')).body;
+    const host = doc.paths['/v1/hosts'].get.responses['200'].content['application/json'].schema.properties.hosts.items;
+    expect(host.required).toContain('containment');
+    expect(host.properties.containment.enum).toEqual(['namespace', 'group']);
   });
 });

@@ -14,6 +14,7 @@ function hostOf(w: WorkerRecord): Host {
     busy: w.busy,
     heartbeatAt: iso(w.seenAt),
     startedAt: iso(w.startedAt),
+    containment: w.containment,
   };
 }
 

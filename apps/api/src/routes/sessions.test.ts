@@ -62,6 +62,35 @@ describe('sessions and history', async () => {
     });
   });
 
+  it('history: a session its memory cap killed is failed with reason out_of_memory (and OpenAPI lists the reason)', async () => {
+    const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'oona' })).token);
+    const claimed = await api.coordinator.claims.claim(admitted, {
+      workerId: 'host-1',
+      leaseMs: 10_000,
+      graceMs: 1000,
+    });
+    if (!claimed.claimed) throw new Error('not claimed');
+    expect(await api.coordinator.claims.finish(claimed.claim, 'failed', 137, 'out_of_memory')).toBe(true);
+    const history = await get('/v1/users/oona/history');
+    expect(history.status).toBe(200);
+    expect(history.body.sessions[0]).toEqual({
+      sessionId: admitted.sessionId,
+      fence: admitted.fence,
+      state: 'failed',
+      reason: 'out_of_memory',
+      workerId: 'host-1',
+      startedAt: new Date(claimed.claim.startedAt).toISOString(),
+      endedAt: expect.any(String),
+      exitCode: 137,
+    });
+    expect((await api.client.history('oona'))[0]).toMatchObject({ state: 'failed', reason: 'out_of_memory' });
+    const doc = (await get('/openapi.json')).body;
+    const entry =
+      doc.paths['/v1/users/{userId}/history'].get.responses['200'].content['application/json'].schema.properties
+        .sessions.items;
+    expect(entry.properties.reason.enum).toEqual(['host_lost', 'not_claimed', 'out_of_memory']);
+  });
+
   it('DELETE: a pending session ends at once as stopped; a running one goes to stopping; 404 when none', async () => {
     const pending = await api.client.spawn((await api.client.issueToken({ userId: 'gina' })).token);
     const del = await send(api.baseUrl, 'DELETE', '/v1/users/gina/session', {

@@ -102,6 +102,7 @@
       tr.append(
         cell(w.workerId, 'worker'),
         cell(w.state, 'state s-' + w.state),
+        cell(w.containment, 'containment'),
         cell(ms(w.heartbeatAgeMs), 'age'),
         cell(w.busy + ' / ' + w.slots, 'slots'),
         cell(time(w.startedAt)),

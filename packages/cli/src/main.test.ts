@@ -1,0 +1,95 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { EndedSession, Hosts } from '@cq/contract';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exitCodes } from './exit-codes.js';
+import { main } from './main.js';
+
+/** The API's answers, as the contract shapes them (what the CLI prints is all this tests). */
+const hosts: Hosts = {
+  hosts: [
+    {
+      workerId: 'host-ns',
+      state: 'active',
+      slots: 4,
+      busy: 1,
+      heartbeatAt: new Date().toISOString(),
+      startedAt: '2026-11-22T10:00:00.000Z',
+      containment: 'namespace',
+    },
+    {
+      workerId: 'host-pg',
+      state: 'draining',
+      slots: 2,
+      busy: 0,
+      heartbeatAt: new Date().toISOString(),
+      startedAt: '2026-11-22T10:00:00.000Z',
+      containment: 'group',
+    },
+  ],
+  freeSlots: 3,
+};
+
+const history: { sessions: EndedSession[] } = {
+  sessions: [
+    {
+      sessionId: 's-oom',
+      fence: 2,
+      state: 'failed',
+      reason: 'out_of_memory',
+      endedAt: '2026-11-22T10:05:00.000Z',
+      exitCode: 137,
+    },
+    { sessionId: 's-ok', fence: 1, state: 'completed', endedAt: '2026-11-22T10:01:00.000Z', exitCode: 0 },
+  ],
+};
+
+describe('cq against an API', () => {
+  let server: Server;
+  let url: string;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const body = req.url === '/v1/hosts' ? hosts : req.url === '/v1/users/ann/history' ? history : undefined;
+      // Anything else (ann's live session, for one) is a 404, as the API answers for a user without one.
+      const status = body === undefined ? 404 : 200;
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body ?? { error: { code: 'no_session', message: `nothing at ${req.url}` } }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  async function run(...argv: string[]): Promise<{ code: number; lines: string[] }> {
+    const lines: string[] = [];
+    const code = await main([...argv, '--url', url, '--key', 'k'], (line) => lines.push(...line.split('\n')));
+    return { code, lines };
+  }
+
+  it("hosts prints each host's containment in its own column", async () => {
+    const { code, lines } = await run('hosts');
+    expect(code).toBe(exitCodes.ok);
+    const [header, ns, pg] = lines.map((line) => line.split(/\s{2,}/));
+    expect(header).toEqual(['HOST', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE']);
+    const column = header!.indexOf('CONTAINMENT');
+    expect([ns![0], ns![column]]).toEqual(['host-ns', 'namespace']);
+    expect([pg![0], pg![column]]).toEqual(['host-pg', 'group']);
+    expect(lines.at(-1)).toBe('free slots: 3');
+  });
+
+  it('history prints a session its memory cap killed as failed (out_of_memory)', async () => {
+    const { code, lines } = await run('history', 'ann');
+    expect(code).toBe(exitCodes.ok);
+    const rows = lines.map((line) => line.split(/\s{2,}/));
+    expect(rows[0]).toEqual(['ENDED', 'STATE', 'FENCE', 'EXIT', 'WORKER', 'SESSION']);
+    expect(rows[1]).toEqual(['2026-11-22T10:05:00.000Z', 'failed (out_of_memory)', '2', '137', '-', 's-oom']);
+    expect(rows[2]![1]).toBe('completed');
+  });
+
+  it('watch, with no live session, says how the last one ended, out_of_memory included, and exits as failed', async () => {
+    const { code, lines } = await run('watch', 'ann');
+    expect(lines).toEqual(['ann: failed (out_of_memory) (exit code 137), session s-oom at 2026-11-22T10:05:00.000Z']);
+    expect(code).toBe(10);
+  });
+});

@@ -1,8 +1,8 @@
 // Session containment, judged from outside: hostile sessions (test/support/hostile-session.sh) write
 // heartbeats to the observer file from every process they leave behind, and the test reads /proc itself
 // to find what of a session still runs (by the session's USER_ID and FENCE in each process's environ).
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { Keys } from '@cq/coordinator';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -148,6 +148,29 @@ describe('namespace containment: every process of a session ends with it', async
       watches[i]!.stop();
     }
   });
+
+  it('the host frozen and its runtime SIGKILLed: the parent-death signals alone end every process of the session, daemons included', async () => {
+    // A system of its own: the session must go to the host that is about to freeze.
+    const own = await startSystem({ workers: 0 });
+    const frozen = await own.addWorker('host-frozen', {
+      SESSION_COMMAND: `${HOSTILE} ${own.observerFile}`,
+      LEASE_MS: '60000',
+    });
+    const runtimePid = await runtimePidOf(frozen);
+    const session = await spawnBeating(own, 'daemon-pd', { role: 'daemon' });
+    expect(sessionPids('daemon-pd', session.fence).length).toBeGreaterThan(2);
+    // Nothing of the host can act: frozen, with a lease of a minute; only the kernel's parent-death
+    // signals (setpriv on the session's first process, unshare --kill-child on its init) are left.
+    process.kill(frozen.child.pid!, 'SIGSTOP');
+    try {
+      const killedAt = Date.now();
+      process.kill(runtimePid, 'SIGKILL');
+      await until(() => sessionPids('daemon-pd', session.fence).length === 0, 1000, 'no process of the session left');
+      expect(Math.max(...beats(own, 'daemon-pd', session.fence, 'daemon'))).toBeLessThan(killedAt + 200);
+    } finally {
+      process.kill(frozen.child.pid!, 'SIGCONT');
+    }
+  });
 });
 
 describe('no session can harm another', () => {
@@ -175,10 +198,13 @@ describe('no session can harm another', () => {
       // An observation window of 3 s with every flood running.
       const window = Date.now();
       await until(() => Date.now() - window > 3000, 5000, '3 s of floods');
-      // The neighbour beat all along (every 50 ms; no gap of a second).
+      // The neighbour beat all along (every 50 ms). Three floods that take all the CPU they can get on
+      // a 2-core machine may delay a beat, never stop it.
       const own = beats(system, 'bystander-flood', bystander.fence).sort((a, b) => a - b);
       const gaps = own.slice(1).map((at, i) => at - own[i]!);
-      expect(Math.max(...gaps)).toBeLessThan(1000);
+      console.info(`floods: the neighbour's longest gap between beats ${Math.max(...gaps)} ms`);
+      expect(Math.max(...gaps)).toBeLessThan(3000);
+      expect(own.at(-1)!).toBeGreaterThan(Date.now() - 3000);
       // The cut line came through, marked, and the line flood was cut down to the rate.
       const cut = host.logs.find((l) => l['msg'] === 'session output' && l['userId'] === 'nonewline-1');
       expect(String(cut?.['line'])).toMatch(/^x{16384} \[line cut\]$/);
@@ -254,14 +280,18 @@ describe('no session can harm another', () => {
       '3 s of fork bomb',
     );
     console.info(`fork bomb: at most ${most} processes seen`);
-    expect(most).toBeGreaterThan(16);
+    // It ran into its cap (its forks were refused, as its shell said) and never went over it.
+    expect(most).toBeGreaterThanOrEqual(10);
     expect(most).toBeLessThanOrEqual(32);
+    expect(
+      host.logs.some((l) => l['userId'] === 'forkbomb-1' && /fork|Resource temporarily/i.test(String(l['line']))),
+    ).toBe(true);
     await system.client.stopSession('forkbomb-1');
     expect((await system.ended('forkbomb-1', bomb.sessionId)).state).toBe('stopped');
     await until(() => sessionPids('forkbomb-1', bomb.fence).length === 0, 2000, 'no process of the bomb left');
     // The neighbour ran on throughout.
     const own = beats(system, 'bystander-caps', neighbour.fence).sort((a, b) => a - b);
-    expect(Math.max(...own.slice(1).map((at, i) => at - own[i]!))).toBeLessThan(1000);
+    expect(Math.max(...own.slice(1).map((at, i) => at - own[i]!))).toBeLessThan(3000);
     expect(own.at(-1)!).toBeGreaterThan(Date.now() - 1000);
   }, 60_000);
 });
@@ -294,4 +324,40 @@ describe('a host that cannot contain as asked', () => {
       containment: 'group',
     });
   });
+});
+
+describe('SESSION_USER', () => {
+  it.each(['namespace', 'group'] as const)(
+    'with %s containment, sessions run as that user and cannot kill the host or its runtime',
+    async (containment) => {
+      const system = await startSystem({ workers: 0 });
+      // The observer file is the test's; the sessions, now nobody, must be able to write it.
+      chmodSync(dirname(system.observerFile), 0o777);
+      const host = await system.addWorker(`host-user-${containment}`, {
+        SESSION_COMMAND: `${HOSTILE} ${system.observerFile}`,
+        SESSION_USER: 'nobody',
+        SESSION_CONTAINMENT: containment,
+      });
+      const started = await host.waitForLog((l) => String(l['msg']).startsWith('session containment'));
+      expect(started).toMatchObject({ containment, sessionUser: 'nobody' });
+      const runtimePid = await runtimePidOf(host);
+      const pidFile = join(tmpdir(), `cq-pids-${process.pid}-${containment}`);
+      writeFileSync(pidFile, [host.child.pid!, runtimePid].join('\n'));
+      const killer = await spawnBeating(system, 'killer-user', { metadata: { pidFile } });
+      const uids = sessionPids('killer-user', killer.fence)
+        .filter((pid) => !['unshare', 'setpriv'].includes(readFileSync(`/proc/${pid}/comm`, 'utf8').trim()))
+        .map((pid) => /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+      // The session's init (namespace) stays root, out of the session's reach; everything the session runs is nobody.
+      expect(uids).toContain('65534');
+      await host.waitForLog((l) => l['userId'] === 'killer-user' && String(l['line']).startsWith('environments'));
+      expect(alive(host.child.pid!)).toBe(true);
+      expect(alive(runtimePid)).toBe(true);
+      const said = host.logs.filter((l) => l['userId'] === 'killer-user').map((l) => String(l['line']));
+      expect(said).toEqual(
+        expect.arrayContaining([`could not kill ${host.child.pid}`, `could not kill ${runtimePid}`]),
+      );
+      await system.client.stopSession('killer-user');
+      expect((await system.ended('killer-user', killer.sessionId)).state).toBe('stopped');
+    },
+  );
 });

@@ -49,9 +49,9 @@ case "$mode" in
     beat main ;;
   memory) # 400 MB in the session's main process
     exec perl -e '$x = "x" x (400 * 1024 * 1024); sleep 60' ;;
-  forkbomb) # processes without end
-    bomb() { bomb | bomb & }
-    bomb 2>/dev/null &
+  forkbomb) # processes without end: each starts two more and stays
+    bomb() { bomb & bomb & sleep 600; }
+    bomb &
     beat main ;;
   *) beat main ;;
 esac

@@ -2,6 +2,7 @@ import {
   UnavailableError,
   type Claim,
   type Coordinator,
+  type EndReason,
   type LeaseLostError,
   type TerminalState,
 } from '@cq/coordinator';
@@ -200,15 +201,22 @@ export class SessionRunner {
     // What the session announced before it ended is recorded before its end (markReady is refused once
     // the session has ended): readers see ready, then the ending, as the session did them.
     await announcing;
-    const recorded = await this.#record(claim, state, exitCode, log);
-    log.info({ state, exitCode, recorded }, 'session ended');
+    const recorded = await this.#record(claim, state, exitCode, outOfMemory ? 'out_of_memory' : undefined, log);
+    log.info({ state, exitCode, recorded, ...(outOfMemory ? { reason: 'out_of_memory' } : {}) }, 'session ended');
     return { ran: true, state, exitCode, recorded };
   }
 
   /** Records the end, retrying while Redis is unreachable (100 ms doubling to 2 s), for at most one lease. */
-  async #record(claim: Claim, state: TerminalState, exitCode: number, log: Logger): Promise<boolean> {
+  async #record(
+    claim: Claim,
+    state: TerminalState,
+    exitCode: number,
+    reason: EndReason | undefined,
+    log: Logger,
+  ): Promise<boolean> {
+    const finish = (): Promise<boolean> => this.#options.coordinator.claims.finish(claim, state, exitCode, reason);
     try {
-      return await retryWhile(UnavailableError, () => this.#options.coordinator.claims.finish(claim, state, exitCode), {
+      return await retryWhile(UnavailableError, finish, {
         initialDelayMs: 100,
         maxDelayMs: 2000,
         giveUpAfterMs: this.#options.leaseMs,

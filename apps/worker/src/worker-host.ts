@@ -181,6 +181,7 @@ export class WorkerHost {
             slots: this.#config.slots,
             busy: this.#busy,
             startedAt: this.#startedAt,
+            containment: this.#containment.plan.mode,
             running,
             ended,
           },

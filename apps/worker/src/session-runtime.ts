@@ -196,14 +196,16 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     // A line over the rate, or while the host does not read, is dropped before it is made into a string.
     const admit = (bytes: number): boolean => unsent < MAX_UNSENT && session.bucket.take(bytes);
     const pass = ({ lines, dropped }: { lines: Line[]; dropped: number }): void => {
-      session.dropped += dropped;
       const out: string[] = [];
+      // What was dropped before this chunk is marked before its lines; what this chunk dropped, after them.
+      // (Within a chunk the lines that pass come first: once the bucket is empty, the rest of it is dropped.)
       if (session.dropped > 0 && lines.length > 0 && deps.now() - session.markedAt >= MARK_EVERY_MS) {
         out.push(droppedLine(session.dropped));
         session.dropped = 0;
         session.markedAt = deps.now();
       }
       for (const { text, cut } of lines) out.push(cut ? `${text}${CUT_MARK}` : text);
+      session.dropped += dropped;
       if (out.length > 0) send({ t: 'out', id: session.id, stream, lines: out });
     };
     input.on('data', (chunk: Buffer) => pass(splitter.push(chunk, admit)));

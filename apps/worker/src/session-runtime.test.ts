@@ -1,0 +1,156 @@
+// The runtime's logic without processes: a fake child, fake timers, a clock of the test's own.
+import { EventEmitter } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { CgroupSpec } from './cgroups.js';
+import type { FromRuntime, ToRuntime } from './runtime-protocol.js';
+import { createRuntime, type RuntimeDeps } from './session-runtime.js';
+
+interface FakeChild extends EventEmitter {
+  pid: number;
+  stdout: PassThrough;
+  stderr: PassThrough;
+  stdio: unknown[];
+}
+
+function fakeChild(pid: number): FakeChild {
+  const child = new EventEmitter() as FakeChild;
+  child.pid = pid;
+  child.stdout = new PassThrough();
+  child.stderr = new PassThrough();
+  child.stdio = [null, child.stdout, child.stderr, new PassThrough()];
+  return child;
+}
+
+let sent: FromRuntime[];
+let signals: Array<[number, NodeJS.Signals]>;
+let children: FakeChild[];
+let cgroupCalls: string[];
+let oomCount: number;
+
+function runtime(): ReturnType<typeof createRuntime> {
+  const deps: RuntimeDeps = {
+    spawn: () => {
+      const child = fakeChild(1000 + children.length);
+      children.push(child);
+      return child as unknown as ChildProcess;
+    },
+    send: (message, done) => {
+      sent.push(message);
+      done();
+    },
+    now: () => performance.now(),
+    signalGroup: (pgid, signal) => {
+      signals.push([pgid, signal]);
+      // The group dies of a SIGKILL: its leader exits.
+      if (signal === 'SIGKILL') {
+        const child = children.find((c) => c.pid === pgid);
+        queueMicrotask(() => child?.emit('exit', null, 'SIGKILL'));
+      }
+    },
+    exit: () => {},
+    warn: () => {},
+    cgroups: {
+      create: (spec) => void cgroupCalls.push(`create ${spec.dirs[0]!.path}`),
+      oomKills: () => oomCount,
+      remove: (spec) => (cgroupCalls.push(`remove ${spec.dirs[0]!.path}`), true),
+    },
+  };
+  return createRuntime(deps);
+}
+
+const start = (extra: Partial<Extract<ToRuntime, { t: 'start' }>> = {}): Extract<ToRuntime, { t: 'start' }> => ({
+  t: 'start',
+  id: '1',
+  argv: ['/bin/sh', '-c', 'true'],
+  env: {},
+  outputRate: 1000,
+  graceMs: 500,
+  deadlineAt: performance.now() + 60_000,
+  killBy: performance.now() + 10_000,
+  ...extra,
+});
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'queueMicrotask'] });
+  sent = [];
+  signals = [];
+  children = [];
+  cgroupCalls = [];
+  oomCount = 0;
+});
+afterEach(() => vi.useRealTimers());
+
+describe('createRuntime', () => {
+  it('kills the group at killBy to the millisecond, unless a renewal moved it', async () => {
+    const r = runtime();
+    r.order(start({ killBy: performance.now() + 1000 }));
+    vi.advanceTimersByTime(900);
+    r.order({ t: 'lease', id: '1', killBy: performance.now() + 1000 });
+    vi.advanceTimersByTime(999);
+    expect(signals).toEqual([]);
+    vi.advanceTimersByTime(1);
+    expect(signals).toEqual([[1000, 'SIGKILL']]);
+    await vi.runAllTimersAsync();
+    expect(sent.at(-1)).toEqual({ t: 'exit', id: '1', code: 137, cause: 'lease' });
+  });
+
+  it('term: SIGTERM, then SIGKILL after the grace time, never after killBy', () => {
+    const r = runtime();
+    r.order(start({ graceMs: 5000, killBy: performance.now() + 300 }));
+    r.order({ t: 'term', id: '1' });
+    expect(signals).toEqual([[1000, 'SIGTERM']]);
+    vi.advanceTimersByTime(299);
+    expect(signals).toEqual([[1000, 'SIGTERM']]);
+    vi.advanceTimersByTime(1);
+    expect(signals.slice(1).every(([, signal]) => signal === 'SIGKILL')).toBe(true);
+    expect(signals.length).toBeGreaterThan(1);
+  });
+
+  it('passes lines on within the rate; what is over it is dropped and marked once a second', async () => {
+    const r = runtime();
+    r.order(start({ outputRate: 1000 }));
+    const out = children[0]!.stdout;
+    // The burst (1 MiB) first: 1,024 lines of 1 KiB (with their newlines) pass, the next ones are dropped.
+    const line = `${'x'.repeat(1023)}\n`;
+    out.write(line.repeat(1100));
+    await vi.advanceTimersByTimeAsync(0);
+    const passed = (): string[] => sent.flatMap((m) => (m.t === 'out' ? [...m.lines] : []));
+    expect(passed().length).toBe(1024);
+    vi.advanceTimersByTime(1100);
+    out.write(line);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(passed().slice(1024)).toEqual([`[output dropped: ${76 * 1024} bytes]`, 'x'.repeat(1023)]);
+  });
+
+  it('cuts a line over 16 KiB and marks it', async () => {
+    const r = runtime();
+    r.order(start({ outputRate: 1_000_000 }));
+    children[0]!.stderr.write('y'.repeat(20_000));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(sent.find((m) => m.t === 'out')).toEqual({
+      t: 'out',
+      id: '1',
+      stream: 'stderr',
+      lines: [`${'y'.repeat(16_384)} [line cut]`],
+    });
+  });
+
+  it('makes the cgroup before the session starts, says when its memory cap killed it, and removes the cgroup', async () => {
+    const r = runtime();
+    const cgroup: CgroupSpec = {
+      version: 1,
+      dirs: [{ path: '/cg/s1', files: [] }],
+      oomFile: '/cg/s1/memory.oom_control',
+    };
+    r.order(start({ cgroup }));
+    expect(cgroupCalls).toEqual(['create /cg/s1']);
+    oomCount = 1;
+    children[0]!.stdio[3] = null;
+    children[0]!.emit('exit', 137, null);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(sent.at(-1)).toEqual({ t: 'exit', id: '1', code: 137, oom: true });
+    expect(cgroupCalls).toEqual(['create /cg/s1', 'remove /cg/s1']);
+  });
+});

@@ -7,4 +7,6 @@ export {
   type SessionHandle,
   type SessionLauncher,
 } from './session-process.js';
+export { SessionLifecycle, type Phase, type SessionEnd } from './session-lifecycle.js';
+export { planContainment, type Containment, type ContainmentPlan, type PlannedContainment } from './containment.js';
 export { loadWorkerConfig, type WorkerConfig } from './config.js';

@@ -1,0 +1,230 @@
+import {
+  UnavailableError,
+  type Claim,
+  type Coordinator,
+  type EndReason,
+  type Keepalive,
+  type LeaseLostError,
+  type SessionRenewAnswer,
+  type TerminalState,
+} from '@cq/coordinator';
+import { retryWhile } from '@cq/service-kit';
+import type { Logger } from 'pino';
+import type { SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
+
+/**
+ * One extra renewal this long before a session's deadline, ms: renewals come only about once a second,
+ * so without it a lifetime changed in the last second before the deadline could arrive too late. A
+ * change up to about this long before the deadline (less a round trip) is honoured.
+ */
+export const DEADLINE_CHECK_MS = 300;
+
+/**
+ * Where a claimed session is in its life. `running`: its process runs and nobody has told it to stop.
+ * `stopping`: this host told it to stop (a stop asked through the API, its lifetime cap, its lease
+ * lost, the host shutting down), and `why` is the terminal state it will be recorded with; a second
+ * order can make the stop harder (SIGKILL after SIGTERM), never change `why`. `exited`: its process
+ * has exited.
+ */
+export type Phase =
+  | { readonly name: 'running' }
+  | { readonly name: 'stopping'; readonly why: TerminalState }
+  | { readonly name: 'exited'; readonly exit: SessionExit };
+
+/** How a claimed session ended. */
+export interface SessionEnd {
+  readonly state: TerminalState;
+  readonly exitCode: number;
+  readonly reason?: EndReason;
+}
+
+/** What a {@link SessionLifecycle} works with. */
+export interface LifecycleDeps {
+  readonly coordinator: Coordinator;
+  readonly launcher: SessionLauncher;
+  readonly graceMs: number;
+  readonly leaseMs: number;
+  /** How long before its lease could run out in Redis the session is killed, ms. */
+  readonly leaseMarginMs: number;
+  readonly log: Logger;
+}
+
+/**
+ * The life of one claimed session on this host: its lease kept alive from before its process starts,
+ * its process launched, stopped on the first of its stop orders, its end worked out. {@link run}
+ * resolves once the process has exited, with the terminal state to record; what the session announced
+ * on its notify fd is recorded before that.
+ */
+export class SessionLifecycle {
+  readonly #claim: Claim;
+  readonly #deps: LifecycleDeps;
+  readonly #log: Logger;
+  readonly #keepalive: Keepalive<SessionRenewAnswer>;
+  readonly #handle: SessionHandle;
+  #phase: Phase = { name: 'running' };
+  /** The deadline as Redis has it, epoch ms (a renewal that carries another one moves it). */
+  #deadline: number;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #checkTimer: NodeJS.Timeout | undefined;
+  /** Readiness announcements, recorded one after another in the order the session made them. */
+  #announcing: Promise<unknown> = Promise.resolve();
+
+  constructor(claim: Claim, deps: LifecycleDeps) {
+    this.#claim = claim;
+    this.#deps = deps;
+    this.#log = deps.log;
+    this.#deadline = claim.deadline;
+    // The keepalive first: the session starts knowing until when its lease holds. Its callbacks come
+    // with renewals, after this constructor has returned.
+    this.#keepalive = deps.coordinator.claims.keepalive(claim, {
+      marginMs: deps.leaseMarginMs,
+      onRenewed: (answer, sentAt) => this.#renewed(answer, sentAt),
+      onStopRequested: () => this.#stop('stopped', 'terminate', 'stop requested through the API'),
+      onError: (err) => this.#log.warn({ err }, 'lease renewal failed; retrying'),
+    });
+    this.#handle = deps.launcher.launch({
+      sessionEnv: {
+        SESSION_ID: claim.sessionId,
+        USER_ID: claim.userId,
+        FENCE: String(claim.fence),
+        DEADLINE: String(claim.deadline),
+        SESSION_METADATA: JSON.stringify(claim.metadata),
+        SESSION_NOTIFY_FD: '3',
+      },
+      graceMs: deps.graceMs,
+      deadlineAt: this.#deadlineAt(claim.deadline, claim.sentAt + claim.deadline - claim.startedAt),
+      holdsUntil: this.#keepalive.holdsUntil,
+      onOutput: (stream, line) => this.#log.info({ stream, line }, 'session output'),
+      onReady: (endpoint) => this.#announce(endpoint),
+    });
+    this.#log.info(
+      { deadline: new Date(claim.deadline).toISOString(), lifetimeMs: claim.lifetimeMs },
+      'session started',
+    );
+  }
+
+  /** Where the session is now. */
+  get phase(): Phase {
+    return this.#phase;
+  }
+
+  /** Runs the session to its end; `shutdown` aborts when the host is stopping. */
+  async run(shutdown: AbortSignal): Promise<SessionEnd> {
+    const onLeaseLost = (): void => {
+      const cause = this.#keepalive.signal.reason as LeaseLostError;
+      // Without a lease another host may start this user's next session: stop at once.
+      if (cause.code === 'deadline_reached') this.#stop('expired', 'kill', 'lease reached its hard deadline');
+      else this.#stop('lost', 'kill', `lease lost: ${cause.message}`);
+    };
+    const onShutdown = (): void => this.#stop('stopped', 'terminate', 'host shutting down');
+    this.#keepalive.signal.addEventListener('abort', onLeaseLost, { once: true });
+    if (this.#keepalive.signal.aborted) onLeaseLost();
+    shutdown.addEventListener('abort', onShutdown, { once: true });
+    if (shutdown.aborted) onShutdown();
+    try {
+      const exit = await this.#handle.exited;
+      const ordered = this.#phase.name === 'stopping' ? this.#phase.why : undefined;
+      this.#phase = { name: 'exited', exit };
+      // What the session announced before it ended is recorded before its end (markReady is refused
+      // once the session has ended): readers see ready, then the ending, as the session did them.
+      await this.#announcing;
+      return this.#endOf(exit, ordered);
+    } finally {
+      clearTimeout(this.#deadlineTimer);
+      clearTimeout(this.#checkTimer);
+      this.#keepalive.stop();
+      this.#keepalive.signal.removeEventListener('abort', onLeaseLost);
+      shutdown.removeEventListener('abort', onShutdown);
+    }
+  }
+
+  /** The first order decides the state recorded; any order is passed on to the process. */
+  #stop(why: TerminalState, how: 'terminate' | 'kill', detail: string): void {
+    if (this.#phase.name === 'exited') return;
+    if (this.#phase.name === 'running') {
+      this.#phase = { name: 'stopping', why };
+      this.#log.info({ why, how }, detail);
+    }
+    if (how === 'kill') this.#handle.kill();
+    else this.#handle.terminate();
+  }
+
+  #renewed(answer: SessionRenewAnswer & { ok: true }, sentAt: number): void {
+    if (this.#phase.name === 'exited') return;
+    this.#handle.leaseHolds(this.#keepalive.holdsUntil);
+    if (answer.deadline === this.#deadline) return;
+    // A session already told to stop keeps stopping; otherwise host and runtime both move to the new deadline.
+    if (this.#phase.name !== 'running') return;
+    // Counted from when the renewal was sent, so the local instant is never later than Redis's.
+    const at = this.#deadlineAt(answer.deadline, sentAt + answer.lifetimeLeftMs);
+    this.#handle.deadlineMoved(at);
+    this.#log.info({ deadline: new Date(answer.deadline).toISOString() }, 'session deadline moved');
+  }
+
+  /**
+   * Sets the deadline (`deadline`, epoch ms, is `at` as a `performance.now()` instant): the session is
+   * told to stop then, and one renewal just before it picks up a late change. Answers `at`.
+   */
+  #deadlineAt(deadline: number, at: number): number {
+    this.#deadline = deadline;
+    clearTimeout(this.#deadlineTimer);
+    clearTimeout(this.#checkTimer);
+    this.#deadlineTimer = setTimeout(
+      () => this.#stop('expired', 'terminate', 'lifetime cap reached'),
+      Math.max(0, at - performance.now()),
+    );
+    this.#checkTimer = setTimeout(
+      () => this.#keepalive.renewNow(),
+      Math.max(0, at - DEADLINE_CHECK_MS - performance.now()),
+    );
+    return at;
+  }
+
+  #announce(endpoint: string | undefined): void {
+    const { coordinator, leaseMs } = this.#deps;
+    this.#announcing = this.#announcing.then(async () => {
+      try {
+        const marked = await retryWhile(UnavailableError, () => coordinator.claims.markReady(this.#claim, endpoint), {
+          initialDelayMs: 100,
+          maxDelayMs: 1000,
+          giveUpAfterMs: leaseMs,
+        });
+        if (marked) this.#log.info({ endpoint }, 'session ready');
+      } catch (err) {
+        this.#log.warn({ err }, 'could not record that the session is ready');
+      }
+    });
+  }
+
+  /** The terminal state: the order's, else what the process's exit says. */
+  #endOf(exit: SessionExit, ordered: TerminalState | undefined): SessionEnd {
+    if (ordered === undefined && exit.cause !== undefined && exit.cause !== 'spawn_failed') {
+      this.#log.warn(
+        { cause: exit.cause },
+        exit.cause === 'deadline'
+          ? 'the session runtime ended the session at its deadline'
+          : 'the session was killed without its lease',
+      );
+    }
+    const state = ordered ?? stateOf(exit);
+    // Killed by its memory cap, not by an order of ours: failed, and the record says why.
+    if (ordered === undefined && exit.outOfMemory === true && state === 'failed') {
+      this.#log.warn({ exitCode: exit.exitCode }, 'session killed by its memory cap (SESSION_MEMORY_MB)');
+      return { state, exitCode: exit.exitCode, reason: 'out_of_memory' };
+    }
+    return { state, exitCode: exit.exitCode };
+  }
+}
+
+/** The terminal state of a session that ended without an order from this host. */
+function stateOf(exit: SessionExit): TerminalState {
+  switch (exit.cause) {
+    case 'lease':
+    case 'runtime_lost':
+      return 'lost';
+    case 'deadline':
+      return 'expired';
+    default:
+      return exit.exitCode === 0 ? 'completed' : 'failed';
+  }
+}

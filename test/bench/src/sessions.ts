@@ -45,10 +45,17 @@ process.on('exit', () => {
 export function startProc(script: string, env: Record<string, string>): Proc {
   const child = spawn(process.execPath, [`${ROOT}${script}`], {
     env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);
   child.once('exit', () => children.delete(child));
+  // Its stderr is passed on, and its last lines kept: they say why a process that refused to start did.
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    process.stderr.write(chunk);
+    stderr = (stderr + chunk.toString('utf8')).slice(-2000);
+  });
+  let ended: string | undefined;
   const logs: Array<Record<string, unknown>> = [];
   const waiters = new Set<() => void>();
   createInterface({ input: child.stdout! }).on('line', (text) => {
@@ -59,6 +66,10 @@ export function startProc(script: string, env: Record<string, string>): Proc {
     }
     for (const wake of waiters) wake();
   });
+  child.once('close', (code, signal) => {
+    ended = `${script} exited (${code ?? signal}): ${stderr.trim().split('\n').at(-1) ?? ''}`;
+    for (const wake of waiters) wake();
+  });
   return {
     child,
     logs,
@@ -66,10 +77,11 @@ export function startProc(script: string, env: Record<string, string>): Proc {
       new Promise((resolve, reject) => {
         const check = (): void => {
           const found = logs.find(match);
-          if (found === undefined) return;
+          if (found === undefined && ended === undefined) return;
           waiters.delete(check);
           clearTimeout(timer);
-          resolve(found);
+          if (found !== undefined) resolve(found);
+          else reject(new Error(ended));
         };
         const timer = setTimeout(() => {
           waiters.delete(check);
@@ -122,7 +134,15 @@ export class Stack {
     this.baseUrl = /(http:\/\/127\.0\.0\.1:\d+)/.exec(String(line['msg']))![1]!;
   }
 
-  async addHost(id: string, slots: number): Promise<{ host: Proc; runtimePid: number }> {
+  /**
+   * Starts a worker host with its defaults and `env` on top; answers it, its runtime's pid and how it
+   * contains its sessions (from its start line). Rejects, saying why, when the host refuses to start.
+   */
+  async addHost(
+    id: string,
+    slots: number,
+    env: Record<string, string> = {},
+  ): Promise<{ host: Proc; runtimePid: number; containment: string }> {
     const host = startProc('apps/worker/dist/main.js', {
       REDIS_URL: this.redisUrl,
       KEY_PREFIX: this.keyPrefix,
@@ -130,14 +150,16 @@ export class Stack {
       SLOTS: String(slots),
       SESSION_COMMAND: this.command,
       LOG_LEVEL: 'info',
+      ...env,
     });
     this.hosts.push(host);
     const runtime = await host.waitFor((l) => l['msg'] === 'session runtime started');
+    const contained = await host.waitFor((l) => typeof l['containment'] === 'string');
     await host.waitFor((l) => l['msg'] === 'worker host started');
     // Its slots count once its first heartbeat is in.
     while (!((await this.get('/v1/hosts'))['hosts'] as Array<{ workerId: string }>).some((h) => h.workerId === id))
       await sleep(20);
-    return { host, runtimePid: runtime['runtimePid'] as number };
+    return { host, runtimePid: runtime['runtimePid'] as number, containment: String(contained['containment']) };
   }
 
   /** Waits until `free` slots are free again (a host gives an ended session's slot back with its next heartbeat). */
@@ -256,28 +278,37 @@ function percentiles(values: number[]): { p50: number; p99: number; n: number } 
   return { p50: at(0.5), p99: at(0.99), n: sorted.length };
 }
 
-/** The limit: Node's child_process.spawn of the same command, spawn → timestamp, `callers` at once, `rounds` times. */
-async function bareSpawns(file: string, callers: number, rounds: number): Promise<number[]> {
-  const latencies: number[] = [];
-  const command = `echo "$USER_ID $(date +%s%N)" >> ${file}; exit 0`;
-  for (let round = 0; round < rounds; round++) {
-    const users = Array.from({ length: callers }, (_, i) => `bare-${round}-${i}`);
-    const t0 = nowMs();
-    const exits = users.map(
-      (userId) =>
-        new Promise((resolve) =>
-          spawn('/bin/sh', ['-c', command], {
-            env: { PATH: process.env['PATH'] ?? '', USER_ID: userId },
-            stdio: 'ignore',
-            detached: true,
-          }).once('exit', resolve),
-        ),
-    );
-    await Promise.all(exits);
-    const seen = readStarted(file);
-    for (const u of users) latencies.push(seen.get(u)! - t0);
+/**
+ * The limit: Node's child_process.spawn of the same command, from a Node process of its own (see
+ * spawn-limit.ts), writing to a file of its own. `round(users)` spawns one per user at once and answers
+ * each one's spawn → timestamp, ms.
+ */
+class SpawnLimit {
+  readonly file = join(mkdtempSync(join(tmpdir(), 'cq-bench-limit-')), 'started.log');
+  readonly #child: ChildProcess;
+  readonly #answers: AsyncIterator<string>;
+
+  constructor() {
+    this.#child = spawn(process.execPath, [fileURLToPath(new URL('./spawn-limit.js', import.meta.url))], {
+      env: { PATH: process.env['PATH'] ?? '', LIMIT_COMMAND: `echo "$USER_ID $(date +%s%N)" >> ${this.file}; exit 0` },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    children.add(this.#child);
+    this.#answers = createInterface({ input: this.#child.stdout! })[Symbol.asyncIterator]();
   }
-  return latencies;
+
+  async round(users: readonly string[]): Promise<number[]> {
+    this.#child.stdin!.write(`${JSON.stringify({ users })}\n`);
+    const answer = await this.#answers.next();
+    if (answer.done === true) throw new Error('the spawn limit process exited');
+    const { t0 } = JSON.parse(answer.value) as { t0: number };
+    const seen = readStarted(this.file);
+    return users.map((u) => seen.get(u)! - t0);
+  }
+
+  stop(): void {
+    this.#child.stdin!.end();
+  }
 }
 
 function readStarted(file: string): Map<string, number> {
@@ -386,83 +417,202 @@ export async function benchAdmission(redisUrl: string, quick: boolean): Promise<
   });
 }
 
+/** The worker hosts of the latency rows: containment on, off, and on with caps. */
+const CONTAINMENTS = [
+  {
+    mode: 'namespace',
+    case: 'ours, containment on (SESSION_CONTAINMENT=namespace)',
+    env: { SESSION_CONTAINMENT: 'namespace' },
+  },
+  {
+    mode: 'group',
+    case: 'ours, containment off (SESSION_CONTAINMENT=group)',
+    env: { SESSION_CONTAINMENT: 'group' },
+  },
+  {
+    mode: 'caps',
+    case: 'ours, containment on + caps (namespace, SESSION_MEMORY_MB=256, SESSION_PIDS_MAX=64)',
+    env: { SESSION_CONTAINMENT: 'namespace', SESSION_MEMORY_MB: '256', SESSION_PIDS_MAX: '64' },
+  },
+] as const;
+
+export type LatencyMode = (typeof CONTAINMENTS)[number]['mode'] | 'limit';
+
+export interface LatencyRow {
+  case: string;
+  mode: LatencyMode;
+  callers: number;
+  p50: number;
+  p99: number;
+  n: number;
+}
+
+/** What one mode adds to another at one percentile: `on` − `off` ms, and `on` / `off`. */
+export interface ContainmentCost {
+  what: string;
+  callers: number;
+  percentile: 'p50' | 'p99';
+  on: number;
+  off: number;
+  added: number;
+  ratio: number;
+}
+
 export interface SessionBench {
-  latency: Array<{ case: string; callers: number; p50: number; p99: number; n: number }>;
-  startsPerSecond: { ours: number; bare: number; sessions: number };
-  rssPerSession: { bytes: number; sessions: number; before: number; after: number };
+  latency: LatencyRow[];
+  /** Modes whose hosts refused to start here (no namespace, no cgroups), with the host's reason. */
+  unavailable: Array<{ mode: LatencyMode; reason: string }>;
+  /** Containment on − off (namespace − group), and caps − no caps (caps − namespace). */
+  cost: ContainmentCost[];
+  startsPerSecond: { ours: number; bare: number; sessions: number; containment: string };
+  rssPerSession: { bytes: number; sessions: number; before: number; after: number; containment: string };
+}
+
+/** One row source of the latency benchmark: one session at a time, and a round of many at once. */
+interface LatencyRunner {
+  mode: LatencyMode;
+  case: string;
+  one(i: number): Promise<number>;
+  many(round: number): Promise<number[]>;
 }
 
 /**
- * Spawn → session process started, one caller and 20 at once on 2 hosts; session starts per second
- * on one host; host RSS per running session. Everything on real processes and real HTTP.
+ * Spawn → session process started, one caller and 20 at once, on 2 hosts per containment mode (all
+ * running, on prefixes of their own) and the limit, interleaved: each sample and each round goes to
+ * every mode in turn, so the modes share whatever else the machine does. Then session starts per
+ * second on one host, and host RSS per running session (hosts with their defaults). Everything on real
+ * processes and real HTTP.
  */
 export async function benchSessions(redisUrl: string, quick: boolean): Promise<SessionBench> {
   const result: SessionBench = {
     latency: [],
-    startsPerSecond: { ours: 0, bare: 0, sessions: 0 },
-    rssPerSession: { bytes: 0, sessions: 0, before: 0, after: 0 },
+    unavailable: [],
+    cost: [],
+    startsPerSecond: { ours: 0, bare: 0, sessions: 0, containment: '' },
+    rssPerSession: { bytes: 0, sessions: 0, before: 0, after: 0, containment: '' },
   };
 
-  // 1. Latency: 2 hosts, sessions that exit at once.
-  const SERIAL = quick ? 40 : 200;
-  const ROUNDS = quick ? 3 : 15;
+  // 1. Latency: 2 hosts per mode, sessions that exit at once. A quick run leaves the caps out.
+  const SERIAL = quick ? 20 : 200;
+  const ROUNDS = quick ? 2 : 15;
   const AT_ONCE = 20;
   // Room for the sessions of a round and for the ones that ended but whose slots the hosts have not
   // given back yet (with their next heartbeat, within 250 ms).
   const LAT_SLOTS = 32;
-  const latency = new Stack(redisUrl, 'benchlat', 'exit 0');
+  const modes = CONTAINMENTS.filter((m) => !quick || m.mode !== 'caps');
+  const stacks: Stack[] = [];
+  const limit = new SpawnLimit();
   try {
-    await latency.startApi();
-    await latency.addHost('lat-1', LAT_SLOTS);
-    await latency.addHost('lat-2', LAT_SLOTS);
-    // Warm-up: the first spawns load scripts and open connections.
-    const warm = Array.from({ length: 10 }, (_, i) => `warm-${i}`);
-    for (const [i, token] of (await latency.tokens(warm)).entries()) {
-      await latency.post('/v1/spawn', { token }, false);
-      await latency.waitStarted([warm[i]!]);
-    }
-    const serialUsers = Array.from({ length: SERIAL }, (_, i) => `one-${i}`);
-    const serialTokens = await latency.tokens(serialUsers);
-    const serial: number[] = [];
-    for (const [i, token] of serialTokens.entries()) {
-      const t0 = nowMs();
-      await latency.post('/v1/spawn', { token }, false);
-      serial.push((await latency.waitStarted([serialUsers[i]!])).get(serialUsers[i]!)! - t0);
-    }
-    result.latency.push({ case: 'ours: POST /v1/spawn → session started', callers: 1, ...percentiles(serial) });
-    const together: number[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      const users = Array.from({ length: AT_ONCE }, (_, i) => `many-${round}-${i}`);
-      const tokens = await latency.tokens(users);
-      // The sessions before have ended and their slots come back: each round starts with both hosts idle.
-      await latency.slotsFree(2 * LAT_SLOTS);
-      const t0 = nowMs();
-      await Promise.all(tokens.map((token) => latency.post('/v1/spawn', { token }, false)));
-      const seen = await latency.waitStarted(users);
-      for (const u of users) together.push(seen.get(u)! - t0);
-    }
-    result.latency.push({ case: 'ours: POST /v1/spawn → session started', callers: AT_ONCE, ...percentiles(together) });
+    const started = await Promise.all(
+      modes.map(async (m): Promise<LatencyRunner | undefined> => {
+        const stack = new Stack(redisUrl, `benchlat${m.mode}`, 'exit 0');
+        stacks.push(stack);
+        try {
+          await stack.startApi();
+          for (const n of [1, 2]) {
+            const { containment } = await stack.addHost(`lat-${m.mode}-${n}`, LAT_SLOTS, m.env);
+            if (containment !== m.env.SESSION_CONTAINMENT)
+              throw new Error(`asked for ${m.env.SESSION_CONTAINMENT}, the host runs ${containment}`);
+          }
+        } catch (err) {
+          result.unavailable.push({ mode: m.mode, reason: (err as Error).message });
+          await stack.stop();
+          return undefined;
+        }
+        // Warm-up: the first spawns load scripts and open connections.
+        const warm = Array.from({ length: quick ? 3 : 10 }, (_, i) => `warm-${i}`);
+        for (const [i, token] of (await stack.tokens(warm)).entries()) {
+          await stack.post('/v1/spawn', { token }, false);
+          await stack.waitStarted([warm[i]!]);
+        }
+        const serialUsers = Array.from({ length: SERIAL }, (_, i) => `one-${i}`);
+        const serialTokens = await stack.tokens(serialUsers);
+        const roundUsers = Array.from({ length: ROUNDS }, (_, r) =>
+          Array.from({ length: AT_ONCE }, (_, i) => `many-${r}-${i}`),
+        );
+        const roundTokens = await Promise.all(roundUsers.map((users) => stack.tokens(users)));
+        return {
+          mode: m.mode,
+          case: `${m.case}: POST /v1/spawn → session started`,
+          one: async (i) => {
+            const t0 = nowMs();
+            await stack.post('/v1/spawn', { token: serialTokens[i] }, false);
+            return (await stack.waitStarted([serialUsers[i]!])).get(serialUsers[i]!)! - t0;
+          },
+          many: async (round) => {
+            const users = roundUsers[round]!;
+            // The sessions before have ended and their slots come back: each round starts with both hosts idle.
+            await stack.slotsFree(2 * LAT_SLOTS);
+            const t0 = nowMs();
+            await Promise.all(roundTokens[round]!.map((token) => stack.post('/v1/spawn', { token }, false)));
+            const seen = await stack.waitStarted(users);
+            return users.map((u) => seen.get(u)! - t0);
+          },
+        };
+      }),
+    );
+    await limit.round(['warm']);
+    const runners: LatencyRunner[] = [
+      ...started.filter((r) => r !== undefined),
+      {
+        mode: 'limit',
+        case: 'limit: child_process.spawn of the same command (a Node process of its own)',
+        one: async (i) => (await limit.round([`one-${i}`]))[0]!,
+        many: (round) => limit.round(Array.from({ length: AT_ONCE }, (_, i) => `many-${round}-${i}`)),
+      },
+    ];
+    // Each sample, then each round, goes to every runner in turn, a different one first each time.
+    const serial = new Map<LatencyRunner, number[]>(runners.map((r) => [r, []]));
+    for (let i = 0; i < SERIAL; i++)
+      for (let k = 0; k < runners.length; k++) {
+        const runner = runners[(i + k) % runners.length]!;
+        serial.get(runner)!.push(await runner.one(i));
+      }
+    const together = new Map<LatencyRunner, number[]>(runners.map((r) => [r, []]));
+    for (let round = 0; round < ROUNDS; round++)
+      for (let k = 0; k < runners.length; k++) {
+        const runner = runners[(round + k) % runners.length]!;
+        together.get(runner)!.push(...(await runner.many(round)));
+      }
+    for (const [callers, samples] of [
+      [1, serial],
+      [AT_ONCE, together],
+    ] as const)
+      for (const runner of runners)
+        result.latency.push({ case: runner.case, mode: runner.mode, callers, ...percentiles(samples.get(runner)!) });
   } finally {
-    await latency.stop();
+    limit.stop();
+    await Promise.all(stacks.map((s) => s.stop()));
   }
-  const bareFile = join(mkdtempSync(join(tmpdir(), 'cq-bench-bare-')), 'started.log');
-  result.latency.push({
-    case: 'limit: child_process.spawn of the same command',
-    callers: 1,
-    ...percentiles(await bareSpawns(bareFile, 1, SERIAL)),
-  });
-  result.latency.push({
-    case: 'limit: child_process.spawn of the same command',
-    callers: AT_ONCE,
-    ...percentiles(await bareSpawns(bareFile, AT_ONCE, ROUNDS)),
-  });
+  const row = (mode: LatencyMode, callers: number): LatencyRow | undefined =>
+    result.latency.find((r) => r.mode === mode && r.callers === callers);
+  for (const [what, on, off] of [
+    ['containment on − off (namespace − group)', 'namespace', 'group'],
+    ['caps on − off (namespace with caps − namespace)', 'caps', 'namespace'],
+  ] as const)
+    for (const callers of [1, AT_ONCE])
+      for (const percentile of ['p50', 'p99'] as const) {
+        const a = row(on, callers);
+        const b = row(off, callers);
+        if (a === undefined || b === undefined) continue;
+        result.cost.push({
+          what,
+          callers,
+          percentile,
+          on: a[percentile],
+          off: b[percentile],
+          added: a[percentile] - b[percentile],
+          ratio: a[percentile] / b[percentile],
+        });
+      }
 
   // 2. Host RSS per running session: one host, idle, then 100 sessions of `exec sleep 600`.
   const RUNNING = 100;
   const memory = new Stack(redisUrl, 'benchrss', 'exec sleep 600');
   try {
     await memory.startApi();
-    const { host, runtimePid } = await memory.addHost('rss-1', RUNNING);
+    const { host, runtimePid, containment } = await memory.addHost('rss-1', RUNNING);
+    result.rssPerSession.containment = containment;
     await sleep(1000);
     const tree = (): number => rss(host.child.pid!) + rss(runtimePid);
     const before = tree();
@@ -472,7 +622,13 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
     await memory.waitStarted(users);
     await sleep(1000);
     const after = tree();
-    result.rssPerSession = { bytes: (after - before) / RUNNING, sessions: RUNNING, before, after };
+    result.rssPerSession = {
+      ...result.rssPerSession,
+      bytes: (after - before) / RUNNING,
+      sessions: RUNNING,
+      before,
+      after,
+    };
   } finally {
     await memory.stop();
   }
@@ -487,7 +643,7 @@ export async function benchSessions(redisUrl: string, quick: boolean): Promise<S
     const tokens = await starts.tokens(users);
     for (let i = 0; i < tokens.length; i += 50)
       await Promise.all(tokens.slice(i, i + 50).map((token) => starts.post('/v1/spawn', { token }, false)));
-    await starts.addHost('starts-1', STARTS);
+    result.startsPerSecond.containment = (await starts.addHost('starts-1', STARTS)).containment;
     const seen = [...(await starts.waitStarted(users, 60_000)).values()].sort((a, b) => a - b);
     result.startsPerSecond.ours = ((seen.length - 1) * 1000) / (seen.at(-1)! - seen[0]!);
     result.startsPerSecond.sessions = STARTS;

@@ -65,11 +65,15 @@ const ENTER = [
 ].join('; ');
 
 /**
- * PID 1 of a session's namespace: starts the command, passes SIGTERM/SIGINT/SIGHUP on to every other
- * process of the namespace (`kill -1` from PID 1), and exits with the command's status once it has
- * exited (a signal interrupts `wait`: it waits again while the command lives).
+ * PID 1 of a session's namespace: enters the session's cgroups and raises its OOM score as {@link ENTER}
+ * does (one process fewer per session than a separate step), starts the command, passes
+ * SIGTERM/SIGINT/SIGHUP on to every other process of the namespace (`kill -1` from PID 1), and exits
+ * with the command's status once it has exited (a signal interrupts `wait`: it waits again while the
+ * command lives).
  */
 const INIT = [
+  'echo 1000 > /proc/self/oom_score_adj 2>/dev/null',
+  'for f; do shift; [ "$f" = -- ] && break; echo 0 > "$f" || { echo "cq: cannot enter cgroup $f" >&2; exit 126; }; done',
   'trap "kill -TERM -1 2>/dev/null" TERM',
   'trap "kill -INT -1 2>/dev/null" INT',
   'trap "kill -HUP -1 2>/dev/null" HUP',
@@ -188,17 +192,23 @@ export function planContainment(request: ContainmentRequest, probe: Probe = real
     user,
     pdeathsig,
     argv(command, cgroup) {
-      const enter = [
-        ...(pdeathsig ? ['setpriv', '--pdeathsig', 'KILL', '--'] : []),
+      const deathSignal = pdeathsig ? ['setpriv', '--pdeathsig', 'KILL', '--'] : [];
+      const procs = cgroup === undefined ? [] : procsFiles(cgroup);
+      if (mode === 'group')
+        return [...deathSignal, '/bin/sh', '-c', ENTER, 'cq-enter', ...procs, '--', ...setuid(true), ...command];
+      // unshare stays outside the session's cgroups: its init and everything under it are inside.
+      return [
+        ...deathSignal,
+        ...unshareArgs(probe.uid),
         '/bin/sh',
         '-c',
-        ENTER,
-        'cq-enter',
-        ...(cgroup === undefined ? [] : procsFiles(cgroup)),
+        INIT,
+        'cq-init',
+        ...procs,
         '--',
+        ...setuid(false),
+        ...command,
       ];
-      if (mode === 'group') return [...enter, ...setuid(true), ...command];
-      return [...enter, ...unshareArgs(probe.uid), '/bin/sh', '-c', INIT, 'cq-init', ...setuid(false), ...command];
     },
   };
   return { plan, fallback };

@@ -1,5 +1,13 @@
 import { hostname } from 'node:os';
-import { commonConfig, commonEnvShape, intVar, parseEnv, stringVar, type CommonConfig } from '@cq/service-kit';
+import {
+  commonConfig,
+  commonEnvShape,
+  intVar,
+  optionalIntVar,
+  parseEnv,
+  stringVar,
+  type CommonConfig,
+} from '@cq/service-kit';
 import { z } from 'zod';
 
 /** A worker host's configuration, parsed once from the environment at start-up. */
@@ -31,22 +39,6 @@ export interface WorkerConfig extends CommonConfig {
   sessionUser: string | undefined;
   /** Output one session may send per second on average, bytes (bursts up to 1 MiB). @defaultValue 65536 */
   logRateBytes: number;
-}
-
-/** An optional integer variable in [min, max]: undefined when unset or empty. */
-function optionalIntVar(min: number, max: number) {
-  return z
-    .string()
-    .optional()
-    .transform((raw, ctx) => {
-      if (raw === undefined || raw.trim() === '') return undefined;
-      const value = Number(raw.trim());
-      if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
-        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}, or unset (got "${raw}")` });
-        return z.NEVER;
-      }
-      return value;
-    });
 }
 
 const workerEnvShape = {

@@ -9,14 +9,24 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 /** An integer variable in [min, max], with a default. */
 export function intVar(defaultValue: number, min: number, max: number = Number.MAX_SAFE_INTEGER) {
+  return integer(min, max, '').transform((value) => value ?? defaultValue);
+}
+
+/** An integer variable in [min, max] that may be left unset: undefined when unset or empty. */
+export function optionalIntVar(min: number, max: number = Number.MAX_SAFE_INTEGER) {
+  return integer(min, max, ', or unset');
+}
+
+/** An integer in [min, max], or undefined when unset; `unset` ends the message for a bad value. */
+function integer(min: number, max: number, unset: string) {
   return z
     .string()
     .optional()
-    .transform((raw, ctx) => {
-      if (raw === undefined || raw.trim() === '') return defaultValue;
+    .transform((raw, ctx): number | undefined => {
+      if (raw === undefined || raw.trim() === '') return undefined;
       const value = Number(raw.trim());
       if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
-        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max} (got "${raw}")` });
+        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}${unset} (got "${raw}")` });
         return z.NEVER;
       }
       return value;

@@ -3,6 +3,7 @@ export {
   commonConfig,
   commonEnvShape,
   intVar,
+  optionalIntVar,
   logLevels,
   nodeListVar,
   parseEnv,

@@ -1,11 +1,11 @@
 // Session containment, judged from outside: hostile sessions (test/support/hostile-session.sh) write
 // heartbeats to the observer file from every process they leave behind, and the test reads /proc itself
 // to find what of a session still runs (by the session's USER_ID and FENCE in each process's environ).
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { Keys } from '@cq/coordinator';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { watchLease } from '../support/lease-watch.js';
 import { ROOT, alive, sessionPids, startNode, until, type Started } from '../support/processes.js';
 import { startSystem, type System } from '../support/system.js';
@@ -239,6 +239,7 @@ describe('no session can harm another', () => {
     const targets = [host.child.pid!, runtimePid, ...lasting];
     const pidFile = join(tmpdir(), `cq-pids-${process.pid}-${Date.now()}`);
     writeFileSync(pidFile, targets.join('\n'));
+    onTestFinished(() => rmSync(pidFile, { force: true }));
     await spawnBeating(system, 'killer-1', { metadata: { pidFile } });
     const tried = await host.waitForLog(
       (l) => l['userId'] === 'killer-1' && String(l['line']).startsWith('environments'),
@@ -343,6 +344,7 @@ describe('SESSION_USER', () => {
       const runtimePid = await runtimePidOf(host);
       const pidFile = join(tmpdir(), `cq-pids-${process.pid}-${containment}`);
       writeFileSync(pidFile, [host.child.pid!, runtimePid].join('\n'));
+      onTestFinished(() => rmSync(pidFile, { force: true }));
       const killer = await spawnBeating(system, 'killer-user', { metadata: { pidFile } });
       const uids = sessionPids('killer-user', killer.fence)
         .filter((pid) => !['unshare', 'setpriv'].includes(readFileSync(`/proc/${pid}/comm`, 'utf8').trim()))

@@ -1,13 +1,17 @@
 // The cgroup layouts on a directory of the test's own standing in for /sys/fs/cgroup (what the kernel
 // enforces is tested on the real v1 hierarchy by test/e2e/containment.test.ts).
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { cgroupLayout, createCgroup, oomKills, procsFiles } from './cgroups.js';
+
+const roots: string[] = [];
+afterAll(() => roots.forEach((root) => rmSync(root, { recursive: true, force: true })));
 
 function fakeRoot(files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'cq-cgroupfs-'));
+  roots.push(root);
   for (const [path, content] of Object.entries(files)) {
     mkdirSync(join(root, path, '..'), { recursive: true });
     writeFileSync(join(root, path), content);

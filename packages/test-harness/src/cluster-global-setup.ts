@@ -1,6 +1,6 @@
 import type { TestProject } from 'vitest/node';
 import './provided.js';
-import { startRedisCluster } from './cluster.js';
+import { startRedisCluster } from './cluster/index.js';
 
 /**
  * Vitest global setup: one real Redis Cluster (3 masters, 3 replicas) for the whole run, stopped

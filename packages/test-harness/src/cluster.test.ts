@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { startRedisCluster, type RedisCluster } from './cluster.js';
+import { startRedisCluster, type RedisCluster } from './cluster/index.js';
 import setup from './cluster-global-setup.js';
 
 /** Pids of the redis-server processes this test process started and that still run (or are unreaped). */

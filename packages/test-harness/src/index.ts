@@ -12,7 +12,7 @@ export {
   type RedisCluster,
   type RedisClusterOptions,
   type ClusterNodeAddress,
-} from './cluster.js';
+} from './cluster/index.js';
 export { randomPrefix, deletePrefix, isolatedRedis } from './prefix.js';
 export type { HarnessProvided } from './provided.js';
 export { watchClient, type Seen } from './monitor.js';

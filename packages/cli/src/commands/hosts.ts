@@ -1,0 +1,42 @@
+import { print } from '../context.js';
+import { exitCodes } from '../exit-codes.js';
+import { duration, table } from '../format.js';
+import type { Command } from './command.js';
+
+/** `hosts`: the live worker hosts and the free slots. */
+export const hosts: Command = async (ctx) => {
+  const { hosts, freeSlots } = await ctx.client.hosts();
+  if (ctx.json) ctx.out(JSON.stringify({ hosts, freeSlots }));
+  else {
+    const now = Date.now();
+    if (hosts.length === 0) ctx.out('no live worker hosts');
+    else
+      ctx.out(
+        table([
+          ['HOST', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE'],
+          ...hosts.map((h) => [
+            h.workerId,
+            h.state,
+            String(h.busy),
+            String(h.slots),
+            h.containment,
+            `${duration(now - Date.parse(h.heartbeatAt))} ago`,
+            h.startedAt,
+          ]),
+        ]),
+      );
+    ctx.out(`free slots: ${freeSlots}`);
+  }
+  return exitCodes.ok;
+};
+
+/** `drain <workerId>`: no new sessions on the host; it exits 0 after its last one. */
+export const drain: Command = async (ctx, { need }) => {
+  const host = await ctx.client.drainHost(need('a worker host id'));
+  print(
+    ctx,
+    host,
+    `${host.workerId}: draining, ${host.busy} session(s) left to end on their own; it exits when they have`,
+  );
+  return exitCodes.ok;
+};

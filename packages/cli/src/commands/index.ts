@@ -1,0 +1,24 @@
+import type { Command } from './command.js';
+import { demo } from './demo.js';
+import { history } from './history.js';
+import { drain, hosts } from './hosts.js';
+import { extend, status, stop } from './session.js';
+import { spawn } from './spawn.js';
+import { token } from './token.js';
+import { watch } from './watch.js';
+
+export type { Command } from './command.js';
+
+/** Every command by the name it is typed as (`help` is answered before a command runs). */
+export const commands: ReadonlyMap<string, Command> = new Map([
+  ['token', token],
+  ['spawn', spawn],
+  ['status', status],
+  ['extend', extend],
+  ['stop', stop],
+  ['history', history],
+  ['watch', watch],
+  ['hosts', hosts],
+  ['drain', drain],
+  ['demo', demo],
+]);

@@ -1,0 +1,31 @@
+import { ApiError } from '@cq/client';
+import type { Args } from './args.js';
+import { commands } from './commands/index.js';
+import type { Context } from './context.js';
+import { exitCodeOf, exitCodes } from './exit-codes.js';
+import { describeError } from './format.js';
+import { USAGE } from './usage.js';
+import { UsageError } from './usage-error.js';
+
+/**
+ * Runs the command `args` names and resolves with its exit code. A usage error prints the usage text;
+ * any other error prints one line (JSON with `--json` for an API error) and exits with its code.
+ */
+export async function dispatch(ctx: Context, args: Args): Promise<number> {
+  try {
+    const command = commands.get(args.command);
+    if (command === undefined) throw new UsageError(`unknown command "${args.command}"`);
+    return await command(ctx, args);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`cq: ${err.message}\n\n${USAGE}`);
+      return exitCodes.usage;
+    }
+    if (ctx.json && err instanceof ApiError)
+      process.stderr.write(
+        `${JSON.stringify({ error: { code: err.code, message: err.message, status: err.status } })}\n`,
+      );
+    else process.stderr.write(`${describeError(err)}\n`);
+    return exitCodeOf(err);
+  }
+}

@@ -1,0 +1,28 @@
+/** The help text: printed by `cq help` and `--help`, and after every usage error. */
+export const USAGE = `cq: drive the worker coordinator's HTTP API
+
+usage: cq <command> [arguments] [--url URL] [--key KEY] [--json]
+
+commands:
+  token <userId> [--metadata JSON] [--ttl MS] [--lifetime MS]   issue a one-time spawn token
+  spawn <token>                                                 admit a spawn with a token
+  spawn --user <userId> [--metadata JSON] [--lifetime MS]       issue a token and spawn with it
+  status <userId>                                               the user's live session
+  extend <userId> <ms>                                          the live session now ends <ms> from now (sooner or later);
+                                                                a pending one gets that lifetime once started
+  stop <userId>                                                 stop the user's live session
+  history <userId>                                              the user's ended sessions
+  watch <userId>                                                follow the live session until it ends (or say how the last one ended)
+  hosts                                                         the live worker hosts and the free slots
+  drain <workerId>                                              drain a worker host: no new sessions, exit 0 after its last one
+  demo [--users N]                                              spawn sessions for a few users and show what happens
+
+options:
+  --url URL    the API (default: $CQ_API_URL, else http://127.0.0.1:3000)
+  --key KEY    a service key (default: $CQ_API_KEY)
+  --json       print JSON instead of text
+
+exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 no session,
+6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host; watch: 10 failed, 11 expired,
+12 stopped, 13 lost (0 completed).
+`;

@@ -10,7 +10,7 @@ import {
   type EventFeed,
   type EventSubscription,
   type SessionEvent,
-} from './events.js';
+} from './events/index.js';
 import { defaultScriptsDir } from './script-loader.js';
 import { connect, issueAndAdmit, testCoordinator } from './test-support/setup.js';
 

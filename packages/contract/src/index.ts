@@ -1,4 +1,11 @@
 export * from './schemas.js';
+export {
+  finalEventTypes,
+  isFinalEventType,
+  sessionEventTypes,
+  type FinalEventType,
+  type SessionEventType,
+} from './events.js';
 export { apiErrors, statusOfCoordinatorCode, type ApiErrorCode, type ErrorBody } from './errors.js';
 export type {
   Admission,

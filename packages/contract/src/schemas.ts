@@ -9,6 +9,7 @@ import {
   terminalStates,
 } from '@cq/coordinator';
 import { z } from 'zod';
+import { sessionEventTypes } from './events.js';
 
 /** Deepest nesting accepted in metadata; checked before anything serialises it. */
 export const MAX_METADATA_DEPTH = 32;
@@ -122,7 +123,7 @@ export const historyView = z.object({
 /** The `data` of every SSE event of `/v1/events` and `/v1/users/{userId}/session/events`. */
 export const sessionEventData = z.object({
   type: z
-    .enum(['pending', 'running', 'ready', 'stopping', 'completed', 'failed', 'expired', 'stopped', 'lost', 'withdrawn'])
+    .enum(sessionEventTypes)
     .describe('The state the session entered; withdrawn: its admission was rolled back (the spawn answered 503)'),
   sessionId: z.string(),
   userId: z.string(),

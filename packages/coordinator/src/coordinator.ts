@@ -16,7 +16,7 @@ import type { ReplicaWait } from './replica-wait-pool.js';
 import { Scripts } from './script-runner.js';
 import { Claims } from './claims.js';
 import { SessionStore } from './sessions.js';
-import { EventFeed, type EventFeedOptions } from './events.js';
+import { EventFeed, type EventFeedOptions } from './events/index.js';
 import { Sweeper, type SweeperOptions } from './sweeper.js';
 import { TokenStore } from './tokens.js';
 import { WorkerRegistry } from './workers.js';
@@ -133,7 +133,7 @@ export class Coordinator {
    * and one read per batch however many readers it serves. Close it when done.
    */
   eventFeed(options?: EventFeedOptions): EventFeed {
-    return new EventFeed(this.#context, options);
+    return new EventFeed(this.#context, this.sessions, options);
   }
 
   /** A sweeper that ends overdue sessions as `lost`; call `start()` on it. */

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Coordinator } from './coordinator.js';
 import {
@@ -10,7 +11,9 @@ import {
   type EventFeed,
   type EventSubscription,
   type SessionEvent,
-} from './events.js';
+  type UserEvent,
+  type UserStream,
+} from './events/index.js';
 import { defaultScriptsDir } from './script-loader.js';
 import { connect, issueAndAdmit, testCoordinator } from './test-support/setup.js';
 
@@ -22,18 +25,60 @@ function feedOf(coordinator: Coordinator, options?: Parameters<Coordinator['even
   return feed;
 }
 
-/** Reads events from `subscription` until `done` says it has them all (bounded by the test's timeout). */
-async function collect(
-  subscription: EventSubscription,
-  done: (events: SessionEvent[]) => boolean,
-): Promise<SessionEvent[]> {
-  const events: SessionEvent[] = [];
-  while (!done(events)) {
-    const event = await subscription.next();
-    if (event === undefined) break;
-    events.push(event);
+/** How long {@link collect} waits for the events a test expects, ms (well inside the test's own timeout). */
+const COLLECT_MS = 10_000;
+
+/**
+ * Reads with `next` until it gives undefined, `count` items came, or {@link COLLECT_MS} passed: the
+ * test then compares what came with all it expected, so a missing event fails with a diff, not a hang.
+ */
+async function readWithin<T>(next: () => Promise<T | undefined>, count = Number.POSITIVE_INFINITY): Promise<T[]> {
+  const items: T[] = [];
+  const deadline = new AbortController();
+  const expired = sleep(COLLECT_MS, undefined, { signal: deadline.signal }).catch(() => undefined);
+  try {
+    while (items.length < count) {
+      const item = await Promise.race([next(), expired]);
+      if (item === undefined) break;
+      items.push(item);
+    }
+  } finally {
+    deadline.abort();
   }
-  return events;
+  return items;
+}
+
+/** `count` events of `subscription`, or those that came in time (see {@link readWithin}). */
+function collect(subscription: EventSubscription, count: number): Promise<SessionEvent[]> {
+  return readWithin(() => subscription.next(), count);
+}
+
+/** A user's stream to its end, or what came in time (see {@link readWithin}). */
+async function readToEnd(stream: UserStream): Promise<UserEvent[]> {
+  const iterator = stream[Symbol.asyncIterator]();
+  try {
+    return await readWithin(async () => {
+      const next = await iterator.next();
+      return next.done === true ? undefined : next.value;
+    });
+  } finally {
+    stream.close();
+  }
+}
+
+/** The types of each user's events, by user, in the order they came. */
+function typesByUser(events: readonly SessionEvent[]): Record<string, string[]> {
+  const byUser: Record<string, string[]> = {};
+  for (const event of events) (byUser[event.userId] ??= []).push(event.type);
+  return byUser;
+}
+
+/** The event types of one {@link lifecycle}. */
+const LIFECYCLE = ['pending', 'running', 'ready', 'stopping', 'stopped'];
+
+/** What {@link typesByUser} gives when each of `users` went through {@link lifecycle} once. */
+function lifecycles(users: readonly string[]): Record<string, string[]> {
+  return Object.fromEntries(users.map((userId) => [userId, LIFECYCLE]));
 }
 
 /** The events of one user's sessions: pending → running → ready → stopping → stopped. */
@@ -52,7 +97,7 @@ describe('session events', () => {
     const feed = feedOf(coordinator);
     const subscription = await feed.subscribe({ userId: 'ev-one' });
     await lifecycle(coordinator, 'ev-one');
-    const events = await collect(subscription, (got) => got.length === 5);
+    const events = await collect(subscription, 5);
     expect(events.map((e) => e.type)).toEqual(['pending', 'running', 'ready', 'stopping', 'stopped']);
     const [pending, running, ready, stopping, stopped] = events;
     expect(pending).toMatchObject({ userId: 'ev-one', fence: 1, lifetimeMs: coordinator.policy.maxLifetimeMs });
@@ -77,7 +122,7 @@ describe('session events', () => {
     await coordinator.claims.markReady(outcome.claim, 'a:1');
     await coordinator.claims.markReady(outcome.claim, 'b:2');
     await coordinator.claims.finish(outcome.claim, 'completed', 0);
-    const events = await collect(subscription, (got) => got.at(-1)?.type === 'completed');
+    const events = await collect(subscription, 5);
     expect(events.map((e) => [e.type, e.endpoint])).toEqual([
       ['pending', undefined],
       ['running', undefined],
@@ -95,7 +140,8 @@ describe('session events', () => {
     const outcome = await coordinator.claims.claim(admitted, worker);
     if (!outcome.claimed) throw new Error('not claimed');
     await coordinator.claims.finish(outcome.claim, 'failed', 137, 'out_of_memory');
-    const events = await collect(subscription, (got) => got.at(-1)?.type === 'failed');
+    const events = await collect(subscription, 3);
+    expect(events.map((e) => e.type)).toEqual(['pending', 'running', 'failed']);
     expect(events.at(-1)).toMatchObject({
       type: 'failed',
       sessionId: admitted.sessionId,
@@ -123,7 +169,11 @@ describe('session events', () => {
         return (await coordinator.sessions.history('ev-dead-host')).length;
       })
       .toBe(1);
-    const events = await collect(subscription, (got) => got.filter((e) => e.type === 'lost').length === 2);
+    const events = await collect(subscription, 5);
+    expect(typesByUser(events)).toEqual({
+      'ev-unclaimed': ['pending', 'lost'],
+      'ev-dead-host': ['pending', 'running', 'lost'],
+    });
     const lost = Object.fromEntries(events.filter((e) => e.type === 'lost').map((e) => [e.userId, e.reason]));
     expect(lost).toEqual({ 'ev-unclaimed': 'not_claimed', 'ev-dead-host': 'host_lost' });
   });
@@ -137,7 +187,7 @@ describe('session events', () => {
     const admitted = await coordinator.sessions.admit(issued.token);
     if (admitted.outcome !== 'admitted') throw new Error('not admitted');
     expect((await coordinator.sessions.cancelAdmission(issued.token, admitted.sessionId)).cancelled).toBe(true);
-    const events = await collect(subscription, (got) => got.length === 2);
+    const events = await collect(subscription, 2);
     expect(events.map((e) => [e.type, e.sessionId])).toEqual([
       ['pending', admitted.sessionId],
       ['withdrawn', admitted.sessionId],
@@ -151,7 +201,8 @@ describe('session events', () => {
     const users = Array.from({ length: 300 }, (_, i) => `ev-many-${i}`);
     await Promise.all(users.map((userId) => lifecycle(coordinator, userId)));
     const expected = users.length * 5;
-    const seen = await Promise.all(readers.map((reader) => collect(reader, (got) => got.length === expected)));
+    const seen = await Promise.all(readers.map((reader) => collect(reader, expected)));
+    expect(typesByUser(seen[0]!)).toEqual(lifecycles(users));
     for (const events of seen) expect(events.map((e) => e.id)).toEqual(seen[0]!.map((e) => e.id));
     const ids = seen[0]!.map((e) => e.id);
     readers.slice(1).forEach((reader) => reader.close());
@@ -170,8 +221,10 @@ describe('session events', () => {
       const replay = await feed.subscribe({ after });
       expect(replay.expired).toBe(false);
       await lifecycle(coordinator, `ev-after-${cut}`);
-      ids.push(...(await collect(readers[0]!, (got) => got.length === 5)).map((e) => e.id));
-      const got = await collect(replay, (events) => events.length === ids.length - cut - 1);
+      const live = await collect(readers[0]!, 5);
+      expect(typesByUser(live)).toEqual(lifecycles([`ev-after-${cut}`]));
+      ids.push(...live.map((e) => e.id));
+      const got = await collect(replay, ids.length - cut - 1);
       replay.close();
       expect(got.map((e) => e.id)).toEqual(ids.slice(cut + 1));
     }
@@ -182,9 +235,10 @@ describe('session events', () => {
     const feed = feedOf(coordinator, { pageSize: 3 });
     const first = await feed.subscribe({ userId: 'ev-paged' });
     for (let i = 0; i < 4; i++) await lifecycle(coordinator, 'ev-paged');
-    const events = await collect(first, (got) => got.length === 20);
+    const events = await collect(first, 20);
+    expect(events.map((e) => e.type)).toEqual(Array<string[]>(4).fill(LIFECYCLE).flat());
     const replay = await feed.subscribe({ after: events[0]!.position, userId: 'ev-paged' });
-    const again = await collect(replay, (got) => got.length === 19);
+    const again = await collect(replay, 19);
     expect(again.map((e) => e.id)).toEqual(events.slice(1).map((e) => e.id));
   });
 
@@ -216,7 +270,8 @@ describe('session events', () => {
         await lifecycle(coordinator, userId);
       }),
     );
-    const events = await collect(reader, (got) => got.length === users.length * 5);
+    const events = await collect(reader, users.length * 5);
+    expect(typesByUser(events)).toEqual(lifecycles(users));
     expect(new Set(events.map((e) => e.id)).size).toBe(users.length * 5);
     for (let i = 1; i < events.length; i++)
       expect(comparePositions(events[i - 1]!.position, events[i]!.position)).toBeLessThan(0);
@@ -224,20 +279,69 @@ describe('session events', () => {
     expect(errors.some((message) => message.includes('event subscription was lost'))).toBe(true);
     // And it goes on.
     await lifecycle(coordinator, 'ev-cut-after');
-    expect((await collect(reader, (got) => got.length === 5)).map((e) => e.userId)).toEqual(
-      Array(5).fill('ev-cut-after'),
-    );
+    expect(typesByUser(await collect(reader, 5))).toEqual(lifecycles(['ev-cut-after']));
   });
 
-  it('a reader resuming from an id newer than this process has handed on gets nothing it already has', async () => {
+  it('a reader resuming from an id newer than this process has handed on gets nothing it already has, then what follows', async () => {
     const coordinator = testCoordinator();
     const feed = feedOf(coordinator);
     // An id a little ahead of everything this feed has released (as if read from a faster process).
-    const ahead = await feed.subscribe({ after: { ms: Date.now() + 2000, seq: 0, slot: 0 } });
+    const after = { ms: Date.now() + 2000, seq: 0, slot: 0 };
+    const ahead = await feed.subscribe({ after });
     const now = await feed.subscribe();
-    await lifecycle(coordinator, 'ev-ahead');
-    expect((await collect(now, (got) => got.length === 5)).length).toBe(5);
+    await lifecycle(coordinator, 'ev-ahead-before');
+    const before = await collect(now, 5);
+    expect(typesByUser(before)).toEqual(lifecycles(['ev-ahead-before']));
+    expect(before.every((e) => e.position.ms < after.ms)).toBe(true);
+    // Once the clock has passed the reader's id, what happens next reaches it, and only that.
+    await expect.poll(() => Date.now(), { timeout: 5000 }).toBeGreaterThan(after.ms);
+    await lifecycle(coordinator, 'ev-ahead-after');
+    expect(typesByUser(await collect(ahead, 5))).toEqual(lifecycles(['ev-ahead-after']));
     expect(ahead.queued).toBe(0);
+  });
+
+  it("a user's stream: the current state first, then only what moves the session on, and it ends after the ending", async () => {
+    const coordinator = testCoordinator();
+    const feed = feedOf(coordinator);
+    const admitted = await issueAndAdmit(coordinator, 'ev-follow');
+    const outcome = await coordinator.claims.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    await coordinator.claims.markReady(outcome.claim, 'a:1');
+    const stream = await feed.followUser('ev-follow');
+    const read = readToEnd(stream);
+    await coordinator.claims.markReady(outcome.claim, 'b:2');
+    await coordinator.sessions.requestStop('ev-follow');
+    await coordinator.claims.finish(outcome.claim, 'stopped', 143);
+    // Ended by the stream itself: nothing after the ending is read, and its subscription is gone.
+    expect((await read).map((e) => [e.type, e.endpoint])).toEqual([
+      ['ready', 'a:1'],
+      ['ready', 'b:2'],
+      ['stopping', undefined],
+      ['stopped', undefined],
+    ]);
+    expect(feed.subscribers).toBe(0);
+  });
+
+  it("a user's stream with no session waits for the next one, and past a withdrawn admission to the one after", async () => {
+    const coordinator = testCoordinator({ policy: { spawnIntervalMs: 1, spawnBurst: 10 } });
+    const feed = feedOf(coordinator);
+    const read = readToEnd(await feed.followUser('ev-follow-next'));
+    const issued = await coordinator.tokens.issue('ev-follow-next');
+    if (issued.outcome !== 'issued') throw new Error('not issued');
+    const withdrawn = await coordinator.sessions.admit(issued.token);
+    if (withdrawn.outcome !== 'admitted') throw new Error('not admitted');
+    await coordinator.sessions.cancelAdmission(issued.token, withdrawn.sessionId);
+    const admitted = await issueAndAdmit(coordinator, 'ev-follow-next');
+    const outcome = await coordinator.claims.claim(admitted, worker);
+    if (!outcome.claimed) throw new Error('not claimed');
+    await coordinator.claims.finish(outcome.claim, 'completed', 0);
+    expect((await read).map((e) => [e.type, e.sessionId])).toEqual([
+      ['pending', withdrawn.sessionId],
+      ['withdrawn', withdrawn.sessionId],
+      ['pending', admitted.sessionId],
+      ['running', admitted.sessionId],
+      ['completed', admitted.sessionId],
+    ]);
   });
 
   it('asking a stopping session to stop again emits nothing', async () => {
@@ -250,7 +354,7 @@ describe('session events', () => {
     await coordinator.sessions.requestStop('ev-stop-twice');
     await coordinator.sessions.requestStop('ev-stop-twice');
     await coordinator.claims.finish(outcome.claim, 'stopped', 143);
-    const events = await collect(subscription, (got) => got.at(-1)?.type === 'stopped');
+    const events = await collect(subscription, 4);
     expect(events.map((e) => e.type)).toEqual(['pending', 'running', 'stopping', 'stopped']);
   });
 
@@ -261,8 +365,9 @@ describe('session events', () => {
     const busy = await feed.subscribe();
     // Rounds of 15 events that the busy reader reads as they come; the idle one reads none of 60.
     for (let round = 0; round < 4; round++) {
-      await Promise.all([0, 1, 2].map((i) => lifecycle(coordinator, `ev-slow-${round}-${i}`)));
-      expect((await collect(busy, (got) => got.length === 15)).length).toBe(15);
+      const users = [0, 1, 2].map((i) => `ev-slow-${round}-${i}`);
+      await Promise.all(users.map((userId) => lifecycle(coordinator, userId)));
+      expect(typesByUser(await collect(busy, 15))).toEqual(lifecycles(users));
     }
     await expect(idle.next()).rejects.toBeInstanceOf(SlowReaderError);
     expect(idle.queued).toBe(0);
@@ -275,8 +380,7 @@ describe('session events', () => {
     const stale = await feed.subscribe({ after: { ms: Date.now() - EVENT_RETENTION_MS - 60_000, seq: 0, slot: 0 } });
     expect(stale.expired).toBe(true);
     await lifecycle(coordinator, 'ev-stale');
-    const events = await collect(stale, (got) => got.length === 5);
-    expect(events.map((e) => e.userId)).toEqual(Array(5).fill('ev-stale'));
+    expect(typesByUser(await collect(stale, 5))).toEqual(lifecycles(['ev-stale']));
   });
 
   it('parses only its own ids', () => {

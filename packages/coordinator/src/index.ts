@@ -32,6 +32,7 @@ export {
   EventFeed,
   EventSubscription,
   SlowReaderError,
+  UserStream,
   EVENT_RETENTION_MS,
   comparePositions,
   finalEventTypes,
@@ -40,8 +41,10 @@ export {
   type EventPosition,
   type SessionEvent,
   type SessionEventType,
+  type FinalEventType,
+  type UserEvent,
   type SubscribeOptions,
-} from './events.js';
+} from './events/index.js';
 export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
 export * from './session-types.js';
 export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';

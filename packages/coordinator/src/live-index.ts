@@ -1,4 +1,5 @@
 import type { Context } from './context.js';
+import { fanOut, type Command } from './fan-out.js';
 import { wrapRedisError } from './redis-errors.js';
 import type { HistoryEntry } from './session-types.js';
 import { SLOT_COUNT } from './slots.js';
@@ -36,33 +37,18 @@ export async function readIndex(
   try {
     for (let first = 0; first < SLOT_COUNT; first += batchSize) {
       const slots = Array.from({ length: Math.min(batchSize, SLOT_COUNT - first) }, (_, i) => first + i);
-      let replies: Array<[string[], string[]]>;
-      if ('nodes' in redis) {
-        replies = await Promise.all(
-          slots.map(
-            async (slot) =>
-              [
-                await redis.zrange(keys.liveIndex(slot), 0, -1, 'WITHSCORES'),
-                await redis.lrange(keys.ended(slot), 0, endedPerSlot - 1),
-              ] as [string[], string[]],
-          ),
-        );
-      } else {
-        const pipeline = redis.pipeline();
-        for (const slot of slots)
-          pipeline.zrange(keys.liveIndex(slot), 0, -1, 'WITHSCORES').lrange(keys.ended(slot), 0, endedPerSlot - 1);
-        const results = (await pipeline.exec()) ?? [];
-        replies = slots.map((_, i) => {
-          const [zErr, z] = results[2 * i]!;
-          const [lErr, l] = results[2 * i + 1]!;
-          if (zErr) throw zErr;
-          if (lErr) throw lErr;
-          return [z as string[], l as string[]];
-        });
-      }
-      for (const [members, endings] of replies) {
-        for (let i = 0; i + 1 < members.length; i += 2)
-          live.push({ userId: members[i]!, dueAt: Number(members[i + 1]) });
+      const replies = await fanOut(
+        redis,
+        slots.flatMap((slot): Command[] => [
+          ['zrange', keys.liveIndex(slot), 0, -1, 'WITHSCORES'],
+          ['lrange', keys.ended(slot), 0, endedPerSlot - 1],
+        ]),
+      );
+      for (let i = 0; i + 1 < replies.length; i += 2) {
+        const members = replies[i] as string[];
+        const endings = replies[i + 1] as string[];
+        for (let j = 0; j + 1 < members.length; j += 2)
+          live.push({ userId: members[j]!, dueAt: Number(members[j + 1]) });
         for (const json of endings) ended.push(JSON.parse(json) as RecentEnding);
       }
     }

@@ -1,4 +1,4 @@
-import { ScriptReplyError } from './errors.js';
+import { ScriptReplyError, UnavailableError } from './errors.js';
 import { wrapRedisError, type RedisClient } from './redis-errors.js';
 import { ReplicaWaitPool, type ReplicaWait } from './replica-wait-pool.js';
 import { loadScripts, type ScriptName, type ScriptSource } from './script-loader.js';
@@ -66,15 +66,43 @@ export class Scripts {
         `script ${name} takes ${spec.keys} keys and ${spec.args} args, got ${keys.length} and ${args.length}`,
       );
     }
+    const call =
+      this.#waits !== undefined
+        ? () => this.#waits!.run(name, source, keys, args)
+        : () => (this.#redis as unknown as Record<string, ScriptFunction>)[name]!.call(this.#redis, ...keys, ...args);
+    return this.#answer(name, call);
+  }
+
+  /**
+   * Runs a script that takes no key on every master (standalone: the one server), and answers each
+   * one's reply: for work that must reach each server itself, such as a watermark mark. Each call is
+   * a single EVALSHA too (the script is defined on each node as it is first met). No replica wait:
+   * such a script writes nothing.
+   */
+  async runOnMasters(name: ScriptName, args: ReadonlyArray<string | number>): Promise<unknown[][]> {
+    const source = this.#sources.get(name);
+    const spec = scriptTable[name];
+    if (source === undefined || spec.keys !== 0 || args.length !== spec.args)
+      throw new Error(
+        `script ${name} takes ${spec.keys} keys and ${spec.args} args, run on every master with 0 and ${args.length}`,
+      );
+    const redis = this.#redis;
+    const masters = 'nodes' in redis ? redis.nodes('master') : [redis];
+    if (masters.length === 0) throw new UnavailableError(new Error('no Redis Cluster master is known yet'));
+    return Promise.all(
+      masters.map((node) => {
+        const commands = node as unknown as Record<string, ScriptFunction>;
+        if (typeof commands[name] !== 'function') node.defineCommand(name, { numberOfKeys: 0, lua: source.lua });
+        return this.#answer(name, () => commands[name]!.call(node, ...args));
+      }),
+    );
+  }
+
+  /** Sends one call (bounded by the timeout) and checks its reply is a script's array. */
+  async #answer(name: ScriptName, send: () => Promise<unknown>): Promise<unknown[]> {
     let reply: unknown;
     try {
-      let call: Promise<unknown>;
-      if (this.#waits !== undefined) {
-        call = this.#waits.run(name, source, keys, args);
-      } else {
-        const fn = (this.#redis as unknown as Record<string, ScriptFunction>)[name]!;
-        call = fn.call(this.#redis, ...keys, ...args);
-      }
+      const call = send();
       reply = await (this.#timeoutMs === undefined ? call : withTimeout(call, this.#timeoutMs, 'Command'));
     } catch (err) {
       throw wrapRedisError(err);

@@ -1,4 +1,5 @@
 import type { Context } from './context.js';
+import { fanOut, type Command } from './fan-out.js';
 import type { SessionStore } from './sessions.js';
 import { wrapRedisError } from './redis-errors.js';
 
@@ -65,23 +66,11 @@ export class Sweeper {
       const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
       for (let i = 0; i < indexes.length; i += this.#options.batchSize) {
         const batch = indexes.slice(i, i + this.#options.batchSize);
-        const replies =
-          'nodes' in redis
-            ? await Promise.all(
-                batch.map((index) => redis.zrangebyscore(index, '-inf', now, 'LIMIT', 0, this.#options.perSlot)),
-              )
-            : (
-                (await batch
-                  .reduce(
-                    (pipeline, index) => pipeline.zrangebyscore(index, '-inf', now, 'LIMIT', 0, this.#options.perSlot),
-                    redis.pipeline(),
-                  )
-                  .exec()) ?? []
-              ).map(([err, users]) => {
-                if (err) throw err;
-                return users as string[];
-              });
-        for (const users of replies) due.push(...users);
+        const replies = await fanOut(
+          redis,
+          batch.map((index): Command => ['zrangebyscore', index, '-inf', now, 'LIMIT', 0, this.#options.perSlot]),
+        );
+        for (const users of replies) due.push(...(users as string[]));
       }
     } catch (err) {
       throw wrapRedisError(err);

@@ -1,7 +1,8 @@
 // One vocabulary for time in the processes: the contract's answer budget declared once with every
 // bound derived from it, and timeouts and retries expressed with cockatiel's policies rather than
 // hand-made timer races and loops. (Sleeps use `setTimeout` from node:timers/promises; the coordinator
-// library keeps its own `withTimeout`, so that it depends on ioredis alone.)
+// library, which this package builds on, keeps its own `withTimeout` and uses cockatiel directly for its
+// event feed's reconnects.)
 import {
   ConstantBackoff,
   ExponentialBackoff,

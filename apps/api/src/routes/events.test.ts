@@ -1,7 +1,12 @@
 import { connect } from 'node:net';
 import type { StreamedEvent } from '@cq/client';
-import type { Claim } from '@cq/coordinator';
-import { describe, expect, it } from 'vitest';
+import { finalEventTypes, type SessionEventType } from '@cq/contract';
+import {
+  finalEventTypes as coordinatorFinalEventTypes,
+  type Claim,
+  type SessionEventType as CoordinatorEventType,
+} from '@cq/coordinator';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { TEST_API_KEY, send, startTestApi, type TestApi } from '../test-support/app.js';
 
 const worker = { workerId: 'host-1', leaseMs: 10_000, graceMs: 1000 };
@@ -23,6 +28,13 @@ async function take(stream: AsyncGenerator<StreamedEvent>, enough = Infinity): P
   }
   return events;
 }
+
+describe('event types', () => {
+  it('the contract names exactly the event types the coordinator writes, and the same final ones', () => {
+    expectTypeOf<SessionEventType>().toEqualTypeOf<CoordinatorEventType>();
+    expect(new Set(finalEventTypes)).toEqual(coordinatorFinalEventTypes);
+  });
+});
 
 describe('event streams (SSE)', async () => {
   const api = await startTestApi(

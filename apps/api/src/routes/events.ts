@@ -1,11 +1,9 @@
 import {
   EVENT_RETENTION_MS,
-  finalEventTypes,
   parseEventId,
   type EventSubscription,
-  type SessionEvent,
-  type SessionEventType,
-  type SessionView,
+  type UserEvent,
+  type UserStream,
 } from '@cq/coordinator';
 import { errorSchema, userParams } from '@cq/contract';
 import type { FastifyReply } from 'fastify';
@@ -28,8 +26,8 @@ const lastEventIdHeader = z.object({
 });
 
 /** The wire form of an event (`at`, `deadline` as ISO-8601), built once however many readers get it. */
-const wireCache = new WeakMap<SessionEvent, string>();
-function wire(event: SessionEvent): string {
+const wireCache = new WeakMap<UserEvent, string>();
+function wire(event: UserEvent): string {
   let data = wireCache.get(event);
   if (data === undefined) {
     data = JSON.stringify({
@@ -50,44 +48,12 @@ function wire(event: SessionEvent): string {
   return data;
 }
 
-/** Order of a session's states: an event that does not move past what a reader saw is not news. */
-function rankOf(type: SessionEventType): number {
-  switch (type) {
-    case 'pending':
-      return 0;
-    case 'running':
-      return 1;
-    case 'ready':
-      return 2;
-    case 'stopping':
-      return 3;
-    default:
-      return 4;
-  }
-}
-
-/** The current state of a live session, as the first event of a user's stream. */
-function currentStateEvent(session: SessionView): Omit<SessionEvent, 'id' | 'position'> {
-  const type: SessionEventType = session.state === 'running' && session.ready ? 'ready' : session.state;
-  return {
-    type,
-    sessionId: session.sessionId,
-    userId: session.userId,
-    fence: session.fence,
-    at: session.state === 'pending' ? session.createdAt : (session.startedAt ?? session.createdAt),
-    ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
-    ...(type === 'ready' && session.endpoint !== undefined ? { endpoint: session.endpoint } : {}),
-    ...(type === 'running' && session.deadline !== undefined ? { deadline: session.deadline } : {}),
-    ...(type === 'pending' ? { lifetimeMs: session.lifetimeMs } : {}),
-  };
-}
-
 /**
  * Starts the stream: headers out at once (a reader learns it is connected before the first event), and
  * the subscription's end tied to the connection's. A reader that fell behind is cut off: it cannot be
  * told on a socket it does not read, and it resumes from its last event's id.
  */
-export function openStream(reply: FastifyReply, subscription: EventSubscription): void {
+export function openStream(reply: FastifyReply, subscription: EventSubscription | UserStream): void {
   reply.sse.onClose(() => subscription.close());
   reply.raw.once('close', () => subscription.close());
   // Ended by the feed (shutdown): a stream still waiting on a full socket is cut, so SIGTERM is not held.
@@ -189,45 +155,14 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
-      const { userId } = request.params;
-      // Subscribe before reading, so nothing between the read and the first event is missed.
-      const subscription = await app.events.subscribe({ userId });
-      let current: SessionView | undefined;
+      const stream = await app.events.followUser(request.params.userId);
+      openStream(reply, stream);
       try {
-        current = await app.coordinator.sessions.settleAndRead(userId);
-      } catch (err) {
-        subscription.close();
-        throw err;
-      }
-      openStream(reply, subscription);
-      let seen: { fence: number; rank: number; endpoint: string | undefined } | undefined;
-      const sendEvent = async (event: Omit<SessionEvent, 'id' | 'position'>): Promise<boolean> => {
-        seen = { fence: event.fence, rank: rankOf(event.type), endpoint: event.endpoint };
-        return send(reply, { event: event.type, data: wire(event as SessionEvent) });
-      };
-      try {
-        if (current !== undefined && !(await sendEvent(currentStateEvent(current)))) return;
-        for await (const event of subscription) {
-          // No session when we looked: an ending queued before the look is the previous session's.
-          if (seen === undefined && event.type !== 'pending') continue;
-          if (seen !== undefined && event.fence < seen.fence) continue;
-          if (seen !== undefined && event.fence === seen.fence) {
-            const rank = rankOf(event.type);
-            if (
-              rank < seen.rank ||
-              (rank === seen.rank && (event.type !== 'ready' || event.endpoint === seen.endpoint))
-            )
-              continue;
-          }
-          if (!(await sendEvent(event))) break;
-          // A withdrawn admission never was: wait for the user's next session. Any other ending ends the stream.
-          if (event.type === 'withdrawn') seen = undefined;
-          else if (finalEventTypes.has(event.type)) break;
-        }
+        for await (const event of stream) if (!(await send(reply, { event: event.type, data: wire(event) }))) break;
       } catch (err) {
         request.log.info({ err: { message: (err as Error).message } }, 'event stream ended');
       } finally {
-        subscription.close();
+        stream.close();
         reply.sse.close();
       }
     },

@@ -1,4 +1,5 @@
 import { NoSessionError, type EndedSession, type StreamedEvent } from '@cq/client';
+import { isFinalEventType } from '@cq/contract';
 import { print, type Context } from '../context.js';
 import { exitCodes } from '../exit-codes.js';
 import { duration } from '../format.js';
@@ -12,9 +13,6 @@ const endCodes: Record<EndedSession['state'], number> = {
   stopped: 12,
   lost: 13,
 };
-
-/** Event types after which the session is over (`withdrawn`: its admission was rolled back). */
-const finalTypes: ReadonlySet<string> = new Set([...Object.keys(endCodes), 'withdrawn']);
 
 function describeEvent(e: Exclude<StreamedEvent, { type: 'error' }>): string {
   const parts = [`${e.userId}: ${e.type}`, `fence ${e.fence}`, `session ${e.sessionId}`];
@@ -45,7 +43,8 @@ async function follow(ctx: Context, userId: string): Promise<number> {
     if (event.type === 'error') continue;
     // The followed session ended between two looks and a newer one is streamed: report the followed one.
     if (event.sessionId !== sessionId) break;
-    if (finalTypes.has(event.type)) break;
+    // After a final event the session is over (`withdrawn`: its admission was rolled back).
+    if (isFinalEventType(event.type)) break;
     const line = describeEvent(event);
     if (ctx.json) ctx.out(JSON.stringify(event));
     else if (tty) process.stdout.write(`\r\x1b[2K${line}`);

@@ -193,7 +193,7 @@ export class WorkerHost {
           },
           (err: unknown) => {
             this.#ended.push(...ended); // given back with the next heartbeat
-            this.#logger.debug({ err: { message: (err as Error).message } }, 'heartbeat failed');
+            this.#logger.debug({ err }, 'heartbeat failed');
           },
         );
     });

@@ -63,12 +63,11 @@ export const servicesPlugin = fp(
     });
     const stats = new StatsRecorder(statsRedis, coordinator.keys);
     const spawnQueues = new SpawnQueues(queueRedis, config.keyPrefix, config.spawnQueueShards, (err) =>
-      app.log.debug({ err: { message: err.message } }, 'spawn queue error'),
+      app.log.debug({ err }, 'spawn queue error'),
     );
     const sweeper = coordinator.sweeper({
       intervalMs: config.sweepIntervalMs,
-      onError: (err) =>
-        app.log.debug({ err: { message: (err as Error).message } }, 'sweep failed; retrying at the next interval'),
+      onError: (err) => app.log.debug({ err }, 'sweep failed; retrying at the next interval'),
       onSwept: (result) => app.log.info(result, 'sessions ended as lost'),
     });
     app.decorate('config', config);
@@ -91,7 +90,7 @@ export const servicesPlugin = fp(
     app.decorate('spawns', spawns);
     const events = coordinator.eventFeed({
       ...options.eventFeed,
-      onError: (err) => app.log.warn({ err: { message: (err as Error).message } }, 'event feed: recovering'),
+      onError: (err) => app.log.warn({ err }, 'event feed: recovering'),
     });
     app.decorate('events', events);
     // Event streams never finish on their own: end them before Fastify waits for in-flight requests.
@@ -102,7 +101,7 @@ export const servicesPlugin = fp(
       // Serve at once even when Redis is down (answering 503 until it is back), but give a healthy
       // Redis the moment it needs to connect, so the first requests do not fail for nothing.
       await Promise.all([waitUntilReady(redis), waitUntilReady(queueRedis)]).catch((err: Error) =>
-        app.log.warn({ err: { message: err.message } }, 'Redis is not reachable yet; answering 503 until it is'),
+        app.log.warn({ err }, 'Redis is not reachable yet; answering 503 until it is'),
       );
       // Worker hosts compare their SPAWN_QUEUE_SHARDS with this at start-up (best effort: Redis may be down).
       await redis.set(coordinator.keys.queueShards(), String(config.spawnQueueShards)).catch(() => {});

@@ -1,5 +1,6 @@
 export * from './schemas.js';
-export { apiErrors, statusOfCoordinatorCode, type ApiErrorCode, type ErrorBody } from './errors.js';
+export { apiErrors, type ApiErrorCode, type ErrorBody } from './errors.js';
+export * from './vocabulary.js';
 export type {
   Admission,
   EndedSession,

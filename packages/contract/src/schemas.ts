@@ -1,5 +1,6 @@
 // Request and response schemas of the HTTP API (zod): the API validates with them and generates its
 // OpenAPI document from them; the client's types are inferred from them (types.ts).
+import { z } from 'zod';
 import {
   MAX_METADATA_BYTES,
   MAX_TOKEN_TTL_MS,
@@ -7,8 +8,7 @@ import {
   containments,
   terminalReasons,
   terminalStates,
-} from '@cq/coordinator';
-import { z } from 'zod';
+} from './vocabulary.js';
 
 /** Deepest nesting accepted in metadata; checked before anything serialises it. */
 export const MAX_METADATA_DEPTH = 32;

@@ -6,6 +6,7 @@ export { slotOf } from './slots.js';
 export { TimeoutError, withTimeout } from './timeout.js';
 export { loadScripts, type ScriptName, type ScriptSource } from './script-loader.js';
 export { isUnavailable, wrapRedisError, type RedisClient } from './redis-errors.js';
+export { closeRedis } from './close-redis.js';
 export type { ReplicaWait } from './replica-wait-pool.js';
 export {
   CoordinatorError,

@@ -157,6 +157,23 @@ export function alive(pid: number): boolean {
   }
 }
 
+/** The parent, grandparent, ... of `pid`, up to pid 1 (as this machine sees them); empty once it is gone. */
+export function ancestorsOf(pid: number): number[] {
+  const ancestors: number[] = [];
+  for (let at = pid; at > 1;) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${at}/stat`, 'utf8');
+    } catch {
+      break; // gone meanwhile
+    }
+    // Fields after the command name (which may hold spaces and parentheses): state, ppid, ...
+    at = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    ancestors.push(at);
+  }
+  return ancestors;
+}
+
 /** Re-exported for the system tests: polls a condition with a deadline. */
 export { until } from '@cq/test-harness';
 

@@ -10,7 +10,7 @@ import type { ApiConfig } from './config.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { errorBody } from './http-errors.js';
 import { metricsPlugin } from './plugins/metrics.js';
-import { servicesPlugin } from './plugins/services.js';
+import { servicesPlugin } from './plugins/services/index.js';
 import { DASHBOARD_PATH, dashboardPlugin } from './dashboard/plugin.js';
 import { operationRoutes } from './routes/operations.js';
 import { sessionRoutes } from './routes/sessions.js';

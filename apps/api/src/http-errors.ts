@@ -1,9 +1,32 @@
 import type { FastifyReply } from 'fastify';
-import { apiErrors, statusOfCoordinatorCode, type ApiErrorCode } from '@cq/contract';
+import { apiErrors, type ApiErrorCode } from '@cq/contract';
+import type { ErrorCode } from '@cq/coordinator';
 
 /** The API's error codes with their statuses and messages: one table, in the contract package. */
 export const httpErrors = apiErrors;
-export { statusOfCoordinatorCode };
+
+/**
+ * The status the API answers a coordinator error with. The codes not in {@link httpErrors} belong to
+ * the worker side (a lease, a claim) and reach the API only through a bug.
+ */
+export const statusOfCoordinatorCode: Readonly<Record<ErrorCode, number>> = {
+  token_invalid: 403,
+  session_exists: 409,
+  throttled: 429,
+  no_session: 404,
+  stale: 409,
+  pending_timeout: 409,
+  lease_lost: 409,
+  deadline_reached: 409,
+  lease_held: 409,
+  invalid_argument: 400,
+  no_capacity: 503,
+  no_host: 404,
+  lifetime_too_long: 400,
+  session_stopping: 409,
+  unavailable: 503,
+  script_failed: 500,
+};
 
 /** A stable error code of the HTTP API. */
 export type HttpErrorCode = ApiErrorCode;

@@ -1,5 +1,5 @@
 import { startRedisServer } from '@cq/test-harness';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { jsonHeaders, send, startTestApi } from './test-support/app.js';
 
 describe('Redis outage', async () => {
@@ -68,5 +68,34 @@ describe('Redis outage', async () => {
       .poll(async () => (await send(api.baseUrl, 'GET', '/readyz')).status, { timeout: 10_000, interval: 50 })
       .toBe(200);
     expect((await timed('POST', '/v1/tokens', { userId: 'hung' })).status).toBe(201);
+  });
+});
+
+describe('a bug is not an outage', async () => {
+  const api = await startTestApi();
+  afterEach(() => vi.restoreAllMocks());
+
+  it('a TypeError thrown under a route answers 500 internal and is logged with its stack', async () => {
+    // A bug of ours inside a coordinator call, with words the old message match took for an outage.
+    const bug = new TypeError("Cannot read properties of undefined (reading 'stream')");
+    vi.spyOn(api.app.redis, 'lrange').mockRejectedValueOnce(bug);
+    const res = await send(api.baseUrl, 'GET', '/v1/users/bug/history', { headers: jsonHeaders() });
+    expect(res.status).toBe(500);
+    expect(res.body).toEqual({ error: { code: 'internal', message: expect.any(String) } });
+    expect(JSON.stringify(res.body)).not.toContain('stream');
+    const logged = api.logs.find((line) => line['msg'] === 'unexpected error');
+    expect(logged).toMatchObject({ level: 50, err: { type: 'TypeError', message: bug.message } });
+    expect((logged!['err'] as { stack: string }).stack).toContain(`TypeError: ${bug.message}\n    at `);
+  });
+
+  it('a connection error of ioredis under the same route still answers 503 unavailable', async () => {
+    vi.spyOn(api.app.redis, 'lrange').mockRejectedValueOnce(new Error('Connection is closed.'));
+    const res = await send(api.baseUrl, 'GET', '/v1/users/bug/history', { headers: jsonHeaders() });
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe('unavailable');
+    const logged = api.logs.find((line) => line['msg'] === 'redis unavailable');
+    expect(logged).toMatchObject({ level: 40, err: { type: 'UnavailableError' } });
+    // pino's serializer keeps the cause: its stack follows the wrapper's.
+    expect((logged!['err'] as { stack: string }).stack).toContain('caused by: Error: Connection is closed.');
   });
 });

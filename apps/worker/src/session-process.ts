@@ -178,7 +178,7 @@ export class RuntimeLauncher implements SessionLauncher {
       runtime.once('exit', () => resolve());
     });
     runtime.on('message', (message: FromRuntime) => this.#onMessage(message));
-    runtime.on('error', (err) => this.#logger.error({ err: { message: err.message } }, 'session runtime error'));
+    runtime.on('error', (err) => this.#logger.error({ err }, 'session runtime error'));
     runtime.on('exit', (code, signal) => this.#onRuntimeExit(runtime, code, signal));
     return runtime;
   }
@@ -187,7 +187,7 @@ export class RuntimeLauncher implements SessionLauncher {
     const runtime = this.#runtime;
     if (runtime === undefined || !runtime.connected) return;
     runtime.send(order, (err) => {
-      if (err !== null) this.#logger.debug({ err: { message: err.message } }, 'could not reach the session runtime');
+      if (err !== null) this.#logger.debug({ err }, 'could not reach the session runtime');
     });
   }
 

@@ -5,11 +5,23 @@ import { describe, expect, inject, it, vi } from 'vitest';
 import type { LaunchSpec, SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 import { SessionRunner } from './session-runner.js';
 
-/** An in-process session: ends when told to, recording how it was asked to stop. */
+/** The harness's lease, ms, and the margin the runner keeps below it (leaseMarginMs(3000)). */
+const LEASE_MS = 3000;
+const MARGIN_MS = 300;
+/** Renewals come every third of the lease. */
+const RENEW_EVERY_MS = LEASE_MS / 3;
+
+/** An in-process session: ends when told to, recording how it was asked to stop, and when it was told what. */
 class FakeSession implements SessionHandle {
   readonly calls: string[] = [];
   readonly renewals: number[] = [];
+  /** `performance.now()` when each renewal reached the session. */
+  readonly renewedAt: number[] = [];
   readonly deadlines: number[] = [];
+  /** `performance.now()` when each deadline reached the session. */
+  readonly deadlinesAt: number[] = [];
+  /** `performance.now()` when it was told to stop. */
+  stoppedAt: number | undefined;
   readonly exited: Promise<SessionExit>;
   #exit!: (exit: SessionExit) => void;
   constructor(readonly spec: LaunchSpec) {
@@ -20,15 +32,19 @@ class FakeSession implements SessionHandle {
   }
   leaseHolds(holdsUntil: number): void {
     this.renewals.push(holdsUntil);
+    this.renewedAt.push(performance.now());
   }
   deadlineMoved(deadlineAt: number): void {
     this.deadlines.push(deadlineAt);
+    this.deadlinesAt.push(performance.now());
   }
   terminate(): void {
+    this.stoppedAt ??= performance.now();
     this.calls.push('terminate');
     this.#exit({ exitCode: 143 });
   }
   kill(): void {
+    this.stoppedAt ??= performance.now();
     this.calls.push('kill');
     this.#exit({ exitCode: 137 });
   }
@@ -53,7 +69,7 @@ function harness() {
     coordinator,
     launcher,
     workerId: 'unit-host',
-    leaseMs: 3000,
+    leaseMs: LEASE_MS,
     graceMs: 100,
     logger: createLogger({ level: 'silent', name: 'test' }),
   });
@@ -130,10 +146,11 @@ describe('session runner', () => {
     const before = performance.now();
     const run = runner.run(a, noShutdown);
     await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-holds'));
+    const seen = performance.now();
     const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-holds')!;
-    // LEASE 3000 ms, margin 300 ms (leaseMarginMs).
-    expect(session.spec.holdsUntil).toBeLessThanOrEqual(before + 3000 - 300 + 50);
-    expect(session.spec.holdsUntil).toBeGreaterThan(performance.now() + 2000);
+    // The lease less the margin, counted from when the claim was sent: after `before`, before `seen`.
+    expect(session.spec.holdsUntil).toBeGreaterThanOrEqual(before + LEASE_MS - MARGIN_MS);
+    expect(session.spec.holdsUntil).toBeLessThanOrEqual(seen + LEASE_MS - MARGIN_MS);
     await until(() => session.renewals.length >= 1);
     expect(session.renewals[0]!).toBeGreaterThan(session.spec.holdsUntil);
     session.finish(0);
@@ -154,26 +171,38 @@ describe('session runner', () => {
     expect(session.calls).toEqual([]);
     const askedAt = performance.now();
     expect(await coordinator.sessions.setLifetime('runner-lifetime', 300)).toMatchObject({ outcome: 'changed' });
+    const answeredAt = performance.now();
     expect(await run).toMatchObject({ state: 'expired', exitCode: 143, recorded: true });
     expect(session.calls).toEqual(['terminate']);
     expect(session.deadlines).toHaveLength(2);
-    // At the new deadline (give or take Redis's whole milliseconds and a round trip), within one renewal interval.
-    expect(session.deadlines[1]! - askedAt).toBeLessThanOrEqual(300 + 20);
-    expect(performance.now() - askedAt).toBeGreaterThanOrEqual(300 - 50);
-    expect(performance.now() - askedAt).toBeLessThan(300 + 1000 + 200);
+    // The new deadline, on this clock: Redis's "now + 300" came between the ask and its answer, and the
+    // renewal that told it counts from when it was sent, so it is never later than Redis's, and earlier
+    // by at most that renewal's round trip (each side give or take Redis's whole milliseconds). The
+    // renewal was sent no earlier than its holdsUntil less the lease and margin.
+    const renewal = session.renewedAt.findLastIndex((at) => at <= session.deadlinesAt[1]!);
+    const roundTrip = session.deadlinesAt[1]! - (session.renewals[renewal]! - (LEASE_MS - MARGIN_MS));
+    expect(session.deadlines[1]!).toBeLessThanOrEqual(answeredAt + 300 + 2);
+    expect(session.deadlines[1]!).toBeGreaterThanOrEqual(askedAt + 300 - roundTrip - 2);
+    // Stopped at that deadline, not before, once the next renewal (within an interval) had told it.
+    expect(session.stoppedAt!).toBeGreaterThanOrEqual(Math.min(session.deadlines[1]!, session.deadlinesAt[1]!) - 1);
+    expect(session.deadlinesAt[1]! - askedAt).toBeLessThanOrEqual(RENEW_EVERY_MS + roundTrip);
   });
 
   it('a lifetime changed less than a renewal interval before the deadline still counts: the host renews once just before it', async () => {
-    const run = runner.run(await admit('runner-late-change', 1500), noShutdown);
+    // Renewals come at 1 s and 2 s; the deadline (1.8 s) falls between them, so a change made after the
+    // first one reaches the host only through the extra renewal DEADLINE_CHECK_MS (300 ms) before it.
+    const run = runner.run(await admit('runner-late-change', 1800), noShutdown);
     await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-late-change'));
     const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-late-change')!;
-    // After the first regular renewal (at 1 s) the next one (2 s) would come after the deadline (1.5 s).
+    const firstDeadline = session.spec.deadlineAt;
     await until(() => session.renewals.length === 1);
     expect(await coordinator.sessions.setLifetime('runner-late-change', 60_000)).toMatchObject({ outcome: 'changed' });
     await until(() => session.deadlines.length === 1);
-    await until(() => performance.now() > session.spec.deadlineAt + 200);
+    // The new deadline arrived before the first one, with the second renewal, not the regular one after it.
+    expect(session.deadlinesAt[0]!).toBeLessThan(firstDeadline);
+    expect(session.renewedAt.findLastIndex((at) => at <= session.deadlinesAt[0]!)).toBe(1);
+    await until(() => performance.now() > firstDeadline + 200);
     expect(session.calls).toEqual([]);
-    expect(session.renewals.length).toBe(2);
     session.finish(0);
     expect(await run).toMatchObject({ state: 'completed' });
   });

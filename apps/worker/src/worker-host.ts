@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { Coordinator, type RedisClient } from '@cq/coordinator';
+import { Coordinator, closeRedis, type RedisClient } from '@cq/coordinator';
 import {
   ConfigError,
   REQUEST_TIMEOUT_MS,
@@ -193,7 +193,7 @@ export class WorkerHost {
           },
           (err: unknown) => {
             this.#ended.push(...ended); // given back with the next heartbeat
-            this.#logger.debug({ err: { message: (err as Error).message } }, 'heartbeat failed');
+            this.#logger.debug({ err }, 'heartbeat failed');
           },
         );
     });
@@ -322,9 +322,7 @@ export class WorkerHost {
     await this.#launcher.close?.();
     this.#containment.plan.cgroups?.release();
     await settleWithin(this.#coordinator.close(), 500);
-    if (this.#coordinatorRedis.status === 'ready')
-      await this.#coordinatorRedis.quit().catch(() => this.#coordinatorRedis.disconnect());
-    else this.#coordinatorRedis.disconnect();
+    await closeRedis(this.#coordinatorRedis);
   }
 }
 

@@ -1,9 +1,6 @@
-import type { ErrorCode } from '@cq/coordinator';
-import { errorCodes as coordinatorCodes } from '@cq/coordinator';
-
 /**
  * Every error code the HTTP API answers with, its status and default message. Codes are stable and
- * never reused; the coordinator's codes keep their meaning here.
+ * never reused. The coordinator's registry takes the message of each code it shares from here.
  */
 export const apiErrors = {
   invalid_request: { status: 400, message: 'The request is not valid.' },
@@ -12,43 +9,23 @@ export const apiErrors = {
   not_found: { status: 404, message: 'There is no such route.' },
   payload_too_large: { status: 413, message: 'The body is larger than 64 KiB.' },
   unsupported_media_type: { status: 415, message: 'Send the body as application/json.' },
-  token_invalid: { status: 403, message: coordinatorCodes.token_invalid.message },
-  session_exists: { status: 409, message: coordinatorCodes.session_exists.message },
-  throttled: { status: 429, message: coordinatorCodes.throttled.message },
-  no_session: { status: 404, message: coordinatorCodes.no_session.message },
-  no_host: { status: 404, message: coordinatorCodes.no_host.message },
-  lifetime_too_long: { status: 400, message: coordinatorCodes.lifetime_too_long.message },
-  session_stopping: { status: 409, message: coordinatorCodes.session_stopping.message },
-  no_capacity: { status: 503, message: coordinatorCodes.no_capacity.message },
-  unavailable: { status: 503, message: coordinatorCodes.unavailable.message },
+  token_invalid: { status: 403, message: 'The token is unknown, expired or already used.' },
+  session_exists: { status: 409, message: 'The user already has a live session.' },
+  throttled: { status: 429, message: 'Too many requests for this user; retry later.' },
+  no_session: { status: 404, message: 'The user has no live session.' },
+  no_host: { status: 404, message: 'No live worker host has this id.' },
+  lifetime_too_long: {
+    status: 400,
+    message: 'The lifetime asked for would end the session after its start + the lifetime cap.',
+  },
+  session_stopping: { status: 409, message: 'The session is stopping; its lifetime can no longer change.' },
+  no_capacity: { status: 503, message: 'No worker host has a free slot now; retry shortly.' },
+  unavailable: { status: 503, message: 'Redis is unavailable; retry shortly.' },
   internal: { status: 500, message: 'Something went wrong on our side; it has been logged.' },
 } as const;
 
 /** A stable error code of the HTTP API. */
 export type ApiErrorCode = keyof typeof apiErrors;
-
-/**
- * The status the API answers a coordinator error with. The codes not in {@link apiErrors} belong to
- * the worker side (a lease, a claim) and reach the API only through a bug.
- */
-export const statusOfCoordinatorCode: Readonly<Record<ErrorCode, number>> = {
-  token_invalid: 403,
-  session_exists: 409,
-  throttled: 429,
-  no_session: 404,
-  stale: 409,
-  pending_timeout: 409,
-  lease_lost: 409,
-  deadline_reached: 409,
-  lease_held: 409,
-  invalid_argument: 400,
-  no_capacity: 503,
-  no_host: 404,
-  lifetime_too_long: 400,
-  session_stopping: 409,
-  unavailable: 503,
-  script_failed: 500,
-};
 
 /** The body of every error answer. */
 export interface ErrorBody {

@@ -1,6 +1,6 @@
 // The types of the session events the API streams (SSE `event`, and `type` in `data`) and webhooks carry.
-// The endings are the session's terminal states (imported like the schemas' own, until they move here).
-import { terminalStates } from '@cq/coordinator';
+// The endings are the session's terminal states.
+import { terminalStates } from './vocabulary.js';
 
 /**
  * The final event types: after one of them the session has ended (`withdrawn`: it never was), and a

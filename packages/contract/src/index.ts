@@ -6,7 +6,8 @@ export {
   type FinalEventType,
   type SessionEventType,
 } from './events.js';
-export { apiErrors, statusOfCoordinatorCode, type ApiErrorCode, type ErrorBody } from './errors.js';
+export { apiErrors, type ApiErrorCode, type ErrorBody } from './errors.js';
+export * from './vocabulary.js';
 export type {
   Admission,
   EndedSession,

@@ -7,7 +7,7 @@ import {
   containments,
   terminalReasons,
   terminalStates,
-} from '@cq/coordinator';
+} from './vocabulary.js';
 import { z } from 'zod';
 import { sessionEventTypes } from './events.js';
 

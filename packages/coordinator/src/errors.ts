@@ -1,23 +1,26 @@
+import { apiErrors } from '@cq/contract';
+
 /**
  * One registry of the coordinator's errors. Each code is stable and never reused for something else.
  * The coordinator knows nothing of HTTP: an API maps codes to statuses (`apps/api/src/http-errors.ts`).
+ * A code the HTTP API answers with too keeps the contract's message (`@cq/contract`'s `apiErrors`).
  */
 export const errorCodes = {
-  token_invalid: { message: 'The token is unknown, expired or already used.' },
-  session_exists: { message: 'The user already has a live session.' },
-  throttled: { message: 'Too many requests for this user; retry later.' },
-  no_session: { message: 'The user has no live session.' },
+  token_invalid: { message: apiErrors.token_invalid.message },
+  session_exists: { message: apiErrors.session_exists.message },
+  throttled: { message: apiErrors.throttled.message },
+  no_session: { message: apiErrors.no_session.message },
   stale: { message: 'The session is no longer in the expected state.' },
   pending_timeout: { message: 'The session waited too long for a worker and was ended as lost.' },
   lease_lost: { message: 'The lease is not held by this owner any more.' },
   deadline_reached: { message: 'The lease has reached its hard deadline and cannot be renewed.' },
   lease_held: { message: 'Another owner holds the lease.' },
   invalid_argument: { message: 'An argument is not valid.' },
-  no_capacity: { message: 'No worker host has a free slot now; retry shortly.' },
-  no_host: { message: 'No live worker host has this id.' },
-  lifetime_too_long: { message: 'The lifetime asked for would end the session after its start + the lifetime cap.' },
-  session_stopping: { message: 'The session is stopping; its lifetime can no longer change.' },
-  unavailable: { message: 'Redis is unavailable; retry shortly.' },
+  no_capacity: { message: apiErrors.no_capacity.message },
+  no_host: { message: apiErrors.no_host.message },
+  lifetime_too_long: { message: apiErrors.lifetime_too_long.message },
+  session_stopping: { message: apiErrors.session_stopping.message },
+  unavailable: { message: apiErrors.unavailable.message },
   script_failed: { message: 'A coordinator script returned an unexpected reply.' },
 } as const;
 

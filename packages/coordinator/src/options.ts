@@ -1,3 +1,4 @@
+import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS } from '@cq/contract';
 import { assertInteger } from './validate.js';
 
 /** The rules the coordinator enforces. Every duration is in milliseconds. */
@@ -56,11 +57,8 @@ export const defaultPolicy: Readonly<Policy> = Object.freeze({
   historyLength: 50,
 });
 
-/** Longest token life accepted: 30 days. */
-export const MAX_TOKEN_TTL_MS = 30 * 24 * 3_600_000;
-
-/** Largest metadata accepted with a token, in bytes of JSON. */
-export const MAX_METADATA_BYTES = 4096;
+// The token limits are the contract's.
+export { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS };
 
 /** Merges `overrides` over the defaults and checks every value. */
 export function resolvePolicy(overrides: Partial<Policy> = {}): Policy {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { closeRedis } from './close-redis.js';
 import type { RedisClient } from './redis-errors.js';
 import type { ScriptName, ScriptSource } from './script-loader.js';
 
@@ -55,16 +56,7 @@ export class ReplicaWaitPool {
     this.#closed = true;
     const pool = this.#waitPool ?? [];
     this.#waitPool = undefined;
-    await Promise.all(
-      pool.map(({ connection }) =>
-        connection.status === 'ready'
-          ? connection.quit().then(
-              () => {},
-              () => connection.disconnect(),
-            )
-          : connection.disconnect(),
-      ),
-    );
+    await Promise.all(pool.map(({ connection }) => closeRedis(connection)));
   }
 
   /**

@@ -1,21 +1,12 @@
+import { endReasons, sessionStates, terminalReasons, terminalStates } from '@cq/contract';
 import type { RateLimitResult } from './limiters/rate-limit.js';
 import type { Metadata } from './tokens.js';
 
-/** Every state of a session (see the contract). */
-export const sessionStates = [
-  'pending',
-  'running',
-  'stopping',
-  'completed',
-  'failed',
-  'expired',
-  'stopped',
-  'lost',
-] as const;
+// The lists are the contract's (one source for the API's schemas and the records here).
+export { endReasons, sessionStates, terminalReasons, terminalStates };
+
 /** A state of a session. */
 export type SessionState = (typeof sessionStates)[number];
-/** The states a session ends in. */
-export const terminalStates = ['completed', 'failed', 'expired', 'stopped', 'lost'] as const;
 /** A state a session ends in. */
 export type TerminalState = (typeof terminalStates)[number];
 /** The states of a live session. */
@@ -64,19 +55,11 @@ export interface HistoryEntry {
 /** Why a session ended as `lost`. */
 export type LostReason = 'host_lost' | 'not_claimed';
 
-/**
- * The reasons a worker host may give when it records a session's end ({@link Claims.finish}), each
- * with the one state it goes with ({@link endReasonStates}): `out_of_memory`, `failed` because its
- * memory cap killed it.
- */
-export const endReasons = ['out_of_memory'] as const;
 /** A reason a worker host may give for a session's end; see {@link endReasons}. */
 export type EndReason = (typeof endReasons)[number];
 /** The terminal state each {@link EndReason} goes with; any other state with it is refused. */
 export const endReasonStates: Readonly<Record<EndReason, TerminalState>> = { out_of_memory: 'failed' };
 
-/** Every reason a terminal record (history entry, recent ending, terminal event) can carry. */
-export const terminalReasons = ['host_lost', 'not_claimed', ...endReasons] as const;
 /** A reason a terminal record can carry; see {@link terminalReasons}. */
 export type TerminalReason = (typeof terminalReasons)[number];
 

@@ -1,7 +1,7 @@
+import { USER_ID_PATTERN } from '@cq/contract';
 import { InvalidArgumentError } from './errors.js';
 
-/** What a user id may be: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`. */
-export const USER_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
+export { USER_ID_PATTERN };
 
 /** What a key prefix, limiter name or lease resource may be: no braces, so hash tags stay ours. */
 export const NAME_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;

@@ -1,3 +1,4 @@
+import { containments } from '@cq/contract';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { wrapRedisError } from './redis-errors.js';
@@ -6,11 +7,7 @@ import { assertInteger, assertName } from './validate.js';
 /** A worker host's state: taking sessions, or draining (taking none, exiting when its last one ends). */
 export type WorkerState = 'active' | 'draining';
 
-/**
- * How a worker host keeps every process of a session inside it (the contract's `SESSION_CONTAINMENT`, as
- * the host resolved it): `namespace`, a PID namespace per session; `group`, its process group only.
- */
-export const containments = ['namespace', 'group'] as const;
+export { containments };
 /** How a worker host keeps a session's processes inside it; see {@link containments}. */
 export type Containment = (typeof containments)[number];
 

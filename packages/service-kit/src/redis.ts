@@ -91,7 +91,7 @@ export function createRedis(
   }
   let down = false;
   client.on('error', (err: Error) => {
-    if (!down) options.logger?.warn({ err: { message: err.message } }, 'redis connection error');
+    if (!down) options.logger?.warn({ err }, 'redis connection error');
     down = true;
   });
   client.on('ready', () => {

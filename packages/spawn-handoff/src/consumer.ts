@@ -54,8 +54,8 @@ export function spawnConsumers<R>(options: SpawnConsumerOptions<R>): Worker[] {
       },
     );
     // Connection errors are logged once per outage by the connection itself.
-    worker.on('error', (err) => log.debug({ err: { message: err.message } }, 'queue worker error'));
-    worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err: { message: err.message } }, 'spawn job failed'));
+    worker.on('error', (err) => log.debug({ err }, 'queue worker error'));
+    worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err }, 'spawn job failed'));
     return worker;
   });
 }
@@ -70,10 +70,7 @@ export async function handBack(job: Job, token: string | undefined, log: SpawnLo
   try {
     await attempt(() => job.moveToWait(token), 3, 500);
   } catch (err) {
-    log.warn(
-      { jobId: job.id, err: { message: (err as Error).message } },
-      'could not hand the job back; it returns when its lock runs out',
-    );
+    log.warn({ jobId: job.id, err }, 'could not hand the job back; it returns when its lock runs out');
   }
   throw new WaitingError();
 }

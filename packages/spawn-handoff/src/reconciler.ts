@@ -49,10 +49,7 @@ export class AdmissionReconciler {
         } catch (err) {
           if (!(err instanceof UnavailableError) || performance.now() - since > GIVE_UP_MS) {
             this.#pending.delete(sessionId);
-            this.#log.error(
-              { sessionId, err: { message: (err as Error).message } },
-              'could not reconcile an admission',
-            );
+            this.#log.error({ sessionId, err }, 'could not reconcile an admission');
           }
           if (err instanceof UnavailableError) break; // Redis still away: try again at the next tick
         }

@@ -109,7 +109,7 @@ export class SpawnService {
         'capacity',
       ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
       if (hold instanceof Error || hold.outcome === 'no_capacity') {
-        const failure = hold instanceof Error ? { message: hold.message } : undefined;
+        const failure = hold instanceof Error ? hold : undefined;
         const rollback = await this.#rollBack(token, admission.sessionId, left);
         // A hold whose answer was lost may still have been taken: give it back (it runs out by itself otherwise).
         if (hold instanceof Error) this.#giveBack(admission.sessionId);
@@ -129,7 +129,7 @@ export class SpawnService {
       );
       return { ...admission, confirmedByWorker: false };
     } catch (err) {
-      const enqueueError = { message: (err as Error).message };
+      const enqueueError = err;
       // The session could not be handed on: roll the admission back so the token works again.
       const rollback = await this.#rollBack(token, admission.sessionId, left);
       if (rollback === 'deferred') {

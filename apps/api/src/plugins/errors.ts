@@ -55,33 +55,20 @@ export const errorsPlugin = fp(
           mapped === 'invalid_json' ? `The body is not valid JSON: ${err.message}` : httpErrors[mapped].message;
         return reply.code(httpErrors[mapped].status).send(errorBody(mapped, message));
       }
-      if (err instanceof CoordinatorError) {
-        if (err.code === 'unavailable') {
-          app.metrics.redisErrors.inc({ operation: request.routeOptions.url ?? 'unknown' });
-          request.log.warn({ err: { message: err.message } }, 'redis unavailable');
-          return reply
-            .code(503)
-            .header('Retry-After', '1')
-            .send(errorBody('unavailable', httpErrors.unavailable.message));
-        }
+      if (err instanceof CoordinatorError && err.code !== 'unavailable') {
         if (err.code === 'invalid_argument') return reply.code(400).send(errorBody('invalid_request', err.message));
         const status = statusOfCoordinatorCode[err.code];
         if (status < 500) return reply.code(status).send(errorBody(err.code as HttpErrorCode, err.message));
-      }
-      if (
-        !(err instanceof CoordinatorError) &&
-        err.statusCode === undefined &&
-        isUnavailable(err) &&
-        /redis|connection|timed out|ECONN|stream/i.test(err.message)
-      ) {
+      } else if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
+        return reply.code(err.statusCode).send(errorBody('invalid_request', err.message));
+      } else if (isUnavailable(err)) {
+        // Only the known outage errors (see isUnavailable); anything else is a bug of ours, below.
         app.metrics.redisErrors.inc({ operation: request.routeOptions.url ?? 'unknown' });
+        request.log.warn({ err }, 'redis unavailable');
         return reply
           .code(503)
           .header('Retry-After', '1')
-          .send(errorBody('unavailable', 'Redis is unavailable; retry shortly.'));
-      }
-      if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
-        return reply.code(err.statusCode).send(errorBody('invalid_request', err.message));
+          .send(errorBody('unavailable', httpErrors.unavailable.message));
       }
       request.log.error({ err }, 'unexpected error');
       return reply.code(500).send(errorBody('internal', httpErrors.internal.message));

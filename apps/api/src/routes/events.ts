@@ -80,7 +80,7 @@ export async function streamEvents(reply: FastifyReply, subscription: EventSubsc
     for await (const event of subscription)
       if (!(await send(reply, { id: event.id, event: event.type, data: wire(event) }))) break;
   } catch (err) {
-    reply.log.info({ err: { message: (err as Error).message } }, 'event stream ended');
+    reply.log.info({ err }, 'event stream ended');
   }
   reply.sse.close();
 }
@@ -160,7 +160,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
       try {
         for await (const event of stream) if (!(await send(reply, { event: event.type, data: wire(event) }))) break;
       } catch (err) {
-        request.log.info({ err: { message: (err as Error).message } }, 'event stream ended');
+        request.log.info({ err }, 'event stream ended');
       } finally {
         stream.close();
         reply.sse.close();

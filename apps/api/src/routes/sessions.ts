@@ -134,9 +134,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       if (outcome.outcome === 'stopped')
         await app.coordinator.workers
           .release([outcome.sessionId])
-          .catch((err: unknown) =>
-            request.log.debug({ err: { message: (err as Error).message } }, 'slot not given back; its hold runs out'),
-          );
+          .catch((err: unknown) => request.log.debug({ err }, 'slot not given back; its hold runs out'));
       request.log.info({ userId, sessionId: outcome.sessionId, state: outcome.outcome }, 'stop requested');
       return reply.code(202).send({ sessionId: outcome.sessionId, userId, state: outcome.outcome });
     },

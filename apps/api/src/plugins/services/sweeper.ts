@@ -1,0 +1,32 @@
+import type { Sweeper } from '@cq/coordinator';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    sweeper: Sweeper;
+  }
+}
+
+/** Options of the sweeper plugin. */
+export interface SweeperPluginOptions {
+  /** Start the sweeper once the app is ready. @defaultValue true */
+  sweep?: boolean;
+}
+
+/** The sweeper (ends overdue sessions as `lost`): starts in `onReady` unless told not to, stops in `onClose`. */
+export const sweeperPlugin = fp(
+  async (app: FastifyInstance, options: SweeperPluginOptions) => {
+    const sweeper = app.coordinator.sweeper({
+      intervalMs: app.config.sweepIntervalMs,
+      onError: (err) => app.log.debug({ err }, 'sweep failed; retrying at the next interval'),
+      onSwept: (result) => app.log.info(result, 'sessions ended as lost'),
+    });
+    app.decorate('sweeper', sweeper);
+    app.addHook('onReady', async () => {
+      if (options.sweep !== false) sweeper.start();
+    });
+    app.addHook('onClose', async () => sweeper.stop());
+  },
+  { name: 'sweeper', fastify: '5.x', dependencies: ['config', 'coordinator'] },
+);

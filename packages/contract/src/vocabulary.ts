@@ -1,0 +1,40 @@
+// The product's words and limits, as the contract names them (docs/CONTRACT: Sessions, HTTP API). The
+// coordinator imports them from here, so the API's schemas and Redis's records cannot drift apart, and
+// the contract depends on nothing of the server side.
+
+/** Every state of a session. */
+export const sessionStates = [
+  'pending',
+  'running',
+  'stopping',
+  'completed',
+  'failed',
+  'expired',
+  'stopped',
+  'lost',
+] as const;
+/** The states a session ends in. */
+export const terminalStates = ['completed', 'failed', 'expired', 'stopped', 'lost'] as const;
+
+/**
+ * The reasons a worker host may give when it records a session's end, each with the one state it goes
+ * with (the coordinator's `endReasonStates`): `out_of_memory`, `failed` because its memory cap killed it.
+ */
+export const endReasons = ['out_of_memory'] as const;
+/** Every reason a terminal record (history entry, recent ending, terminal event) can carry. */
+export const terminalReasons = ['host_lost', 'not_claimed', ...endReasons] as const;
+
+/**
+ * How a worker host keeps every process of a session inside it (`SESSION_CONTAINMENT`, as the host
+ * resolved it; `GET /v1/hosts`): `namespace`, a PID namespace per session; `group`, its process group only.
+ */
+export const containments = ['namespace', 'group'] as const;
+
+/** What a user id may be: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`. */
+export const USER_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+/** Longest token life accepted: 30 days. */
+export const MAX_TOKEN_TTL_MS = 30 * 24 * 3_600_000;
+
+/** Largest metadata accepted with a token, in bytes of JSON. */
+export const MAX_METADATA_BYTES = 4096;

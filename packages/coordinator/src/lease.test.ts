@@ -93,10 +93,11 @@ describe('keepalive', () => {
   it('aborts within one renewal interval when the key is deleted behind its back', async () => {
     const got = await leases.acquire('deleted', { leaseMs: 3000, maxLifetimeMs: 60_000 });
     if (!got.acquired) throw new Error('not acquired');
-    const keepalive = leases.keepalive(got.lease, { intervalMs: 200 });
+    const keepalive = leases.keepalive(got.lease, { intervalMs: 1000 });
     await coordinator.redis.del(coordinator.keys.lease('deleted').lease);
     const took = await abortedWithin(keepalive.signal);
-    expect(took).toBeLessThanOrEqual(200 + 50);
+    // One interval, and room for a busy 2-core machine's event loop (the interval is long beside it).
+    expect(took).toBeLessThanOrEqual(1000 + 250);
     expect((keepalive.signal.reason as LeaseLostError).code).toBe('lease_lost');
   });
 
@@ -126,7 +127,8 @@ describe('keepalive', () => {
     const stoppedAt = performance.now();
     const took = await abortedWithin(keepalive.signal);
     // Redis last renewed it at most one interval before it stopped; the lease ran out leaseMs after that.
-    expect(took).toBeLessThanOrEqual(900 + 50);
+    // (the watchdog fires at the instant the lease runs out; what is beyond it is event-loop lag)
+    expect(took).toBeLessThanOrEqual(900 + 150);
     expect(performance.now() - stoppedAt).toBeGreaterThanOrEqual(900 - 300 - 50);
     expect((keepalive.signal.reason as LeaseLostError).code).toBe('lease_lost');
     expect(errors.length).toBeGreaterThan(0);

@@ -28,10 +28,19 @@ function beats(system: System, userId: string, fence: number, role?: string): nu
     .map((f) => Number(f[2]));
 }
 
-/** Field `n` (1-based, after the command name) of /proc/<pid>/stat. */
-function statField(pid: number, n: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[n - 3]);
+/** A file of /proc/<pid>/, or undefined when the process has exited meanwhile (a loop's `sleep` or `date`). */
+function procFile(pid: number, name: string): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/${name}`, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Field `n` (1-based, after the command name) of /proc/<pid>/stat; undefined once the process is gone. */
+function statField(pid: number, n: number): number | undefined {
+  const stat = procFile(pid, 'stat');
+  return stat === undefined ? undefined : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[n - 3]);
 }
 
 /** Resident memory of a process, bytes (0 once it is gone). */
@@ -97,7 +106,7 @@ describe('namespace containment: every process of a session ends with it', async
           });
           // The daemon really left: it leads a process session other than the session's first process's.
           const pids = sessionPids(userId, admission.fence);
-          const sids = new Set(pids.map((pid) => statField(pid, 6)));
+          const sids = new Set(pids.map((pid) => statField(pid, 6)).filter((sid) => sid !== undefined));
           expect(sids.size).toBeGreaterThan(1);
           return { ending, userId, admission };
         }),
@@ -346,9 +355,11 @@ describe('SESSION_USER', () => {
       writeFileSync(pidFile, [host.child.pid!, runtimePid].join('\n'));
       onTestFinished(() => rmSync(pidFile, { force: true }));
       const killer = await spawnBeating(system, 'killer-user', { metadata: { pidFile } });
-      const uids = sessionPids('killer-user', killer.fence)
-        .filter((pid) => !['unshare', 'setpriv'].includes(readFileSync(`/proc/${pid}/comm`, 'utf8').trim()))
-        .map((pid) => /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+      const uids = sessionPids('killer-user', killer.fence).flatMap((pid) => {
+        const comm = procFile(pid, 'comm')?.trim();
+        const uid = /^Uid:\s+(\d+)/m.exec(procFile(pid, 'status') ?? '')?.[1];
+        return comm === undefined || uid === undefined || ['unshare', 'setpriv'].includes(comm) ? [] : [uid];
+      });
       // The session's init (namespace) stays root, out of the session's reach; everything the session runs is nobody.
       expect(uids).toContain('65534');
       await host.waitForLog((l) => l['userId'] === 'killer-user' && String(l['line']).startsWith('environments'));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TEST_API_KEY, send, startTestApi } from '../test-support/app.js';
+import { TEST_API_KEY, claimAs, send, startTestApi } from '../test-support/app.js';
 
 const queuesHeaders = (res: { headers: Headers }) => ({
   frame: res.headers.get('x-frame-options'),
@@ -88,12 +88,7 @@ describe('dashboard', async () => {
     for (const userId of ['dash-alice', 'dash-bob', 'dash-carol'])
       await api.client.spawn((await api.client.issueToken({ userId })).token);
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-dave' })).token);
-    const claimed = await api.coordinator.claims.claim(admitted, {
-      workerId: 'dash-host',
-      leaseMs: 10_000,
-      graceMs: 1000,
-    });
-    if (!claimed.claimed) throw new Error('not claimed');
+    await claimAs(api, admitted, 'dash-host');
     await api.coordinator.workers.heartbeat(
       { workerId: 'dash-host', slots: 4, busy: 1, startedAt: Date.now(), containment: 'namespace' },
       10_000,
@@ -130,13 +125,8 @@ describe('dashboard', async () => {
 
   it('a recent ending carries its reason: failed (out_of_memory) for a session its memory cap killed', async () => {
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-oom' })).token);
-    const claimed = await api.coordinator.claims.claim(admitted, {
-      workerId: 'dash-host',
-      leaseMs: 10_000,
-      graceMs: 1000,
-    });
-    if (!claimed.claimed) throw new Error('not claimed');
-    await api.coordinator.claims.finish(claimed.claim, 'failed', 137, 'out_of_memory');
+    const claim = await claimAs(api, admitted, 'dash-host');
+    await api.coordinator.claims.finish(claim, 'failed', 137, 'out_of_memory');
     // The index read is shared for a second: wait for one that has the ending, without sleeping blindly.
     await expect
       .poll(

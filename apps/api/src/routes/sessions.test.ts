@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jsonHeaders, send, startTestApi } from '../test-support/app.js';
+import { claimAs, jsonHeaders, send, startTestApi } from '../test-support/app.js';
 
 describe('sessions and history', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' });
@@ -24,12 +24,7 @@ describe('sessions and history', async () => {
     const admitted = await api.client.spawn(
       (await api.client.issueToken({ userId: 'frank', lifetimeMs: 60_000 })).token,
     );
-    const claimed = await api.coordinator.claims.claim(admitted, {
-      workerId: 'host-1',
-      leaseMs: 10_000,
-      graceMs: 1000,
-    });
-    if (!claimed.claimed) throw new Error('not claimed');
+    const claim = await claimAs(api, admitted);
     const res = await get('/v1/users/frank/session');
     expect(res.body).toEqual({
       sessionId: admitted.sessionId,
@@ -38,17 +33,17 @@ describe('sessions and history', async () => {
       state: 'running',
       ready: false,
       workerId: 'host-1',
-      startedAt: new Date(claimed.claim.startedAt).toISOString(),
-      leaseExpiresAt: new Date(claimed.claim.leaseExpiresAt).toISOString(),
-      deadline: new Date(claimed.claim.deadline).toISOString(),
+      startedAt: new Date(claim.startedAt).toISOString(),
+      leaseExpiresAt: new Date(claim.leaseExpiresAt).toISOString(),
+      deadline: new Date(claim.deadline).toISOString(),
     });
     // The host marks it ready when the session says so; the endpoint shows with it.
-    expect(await api.coordinator.claims.markReady(claimed.claim, 'http://10.0.0.7:8888')).toBe(true);
+    expect(await api.coordinator.claims.markReady(claim, 'http://10.0.0.7:8888')).toBe(true);
     expect((await get('/v1/users/frank/session')).body).toMatchObject({
       ready: true,
       endpoint: 'http://10.0.0.7:8888',
     });
-    expect(await api.coordinator.claims.finish(claimed.claim, 'completed', 0)).toBe(true);
+    expect(await api.coordinator.claims.finish(claim, 'completed', 0)).toBe(true);
     const history = await get('/v1/users/frank/history');
     expect(history.status).toBe(200);
     expect(history.body.sessions[0]).toEqual({
@@ -56,7 +51,7 @@ describe('sessions and history', async () => {
       fence: admitted.fence,
       state: 'completed',
       workerId: 'host-1',
-      startedAt: new Date(claimed.claim.startedAt).toISOString(),
+      startedAt: new Date(claim.startedAt).toISOString(),
       endedAt: expect.any(String),
       exitCode: 0,
     });
@@ -64,13 +59,8 @@ describe('sessions and history', async () => {
 
   it('history: a session its memory cap killed is failed with reason out_of_memory (and OpenAPI lists the reason)', async () => {
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'oona' })).token);
-    const claimed = await api.coordinator.claims.claim(admitted, {
-      workerId: 'host-1',
-      leaseMs: 10_000,
-      graceMs: 1000,
-    });
-    if (!claimed.claimed) throw new Error('not claimed');
-    expect(await api.coordinator.claims.finish(claimed.claim, 'failed', 137, 'out_of_memory')).toBe(true);
+    const claim = await claimAs(api, admitted);
+    expect(await api.coordinator.claims.finish(claim, 'failed', 137, 'out_of_memory')).toBe(true);
     const history = await get('/v1/users/oona/history');
     expect(history.status).toBe(200);
     expect(history.body.sessions[0]).toEqual({
@@ -79,7 +69,7 @@ describe('sessions and history', async () => {
       state: 'failed',
       reason: 'out_of_memory',
       workerId: 'host-1',
-      startedAt: new Date(claimed.claim.startedAt).toISOString(),
+      startedAt: new Date(claim.startedAt).toISOString(),
       endedAt: expect.any(String),
       exitCode: 137,
     });
@@ -152,13 +142,8 @@ describe('PATCH session: changing its lifetime', async () => {
     send(api.baseUrl, 'PATCH', `/v1/users/${userId}/session`, { body, headers: jsonHeaders(auth) });
   const running = async (userId: string, lifetimeMs: number) => {
     const admitted = await api.client.spawn((await api.client.issueToken({ userId, lifetimeMs })).token);
-    const claimed = await api.coordinator.claims.claim(admitted, {
-      workerId: 'host-1',
-      leaseMs: 10_000,
-      graceMs: 1000,
-    });
-    if (!claimed.claimed) throw new Error('not claimed');
-    return claimed.claim;
+    const claim = await claimAs(api, admitted);
+    return claim;
   };
 
   it('200: a running session ends at now + lifetimeMs, shown like GET session with its new deadline', async () => {
@@ -216,13 +201,8 @@ describe('PATCH session: changing its lifetime', async () => {
       state: 'pending',
       ready: false,
     });
-    const claimed = await api.coordinator.claims.claim(admitted, {
-      workerId: 'host-1',
-      leaseMs: 10_000,
-      graceMs: 1000,
-    });
-    if (!claimed.claimed) throw new Error('not claimed');
-    expect(claimed.claim.deadline - claimed.claim.startedAt).toBe(4321);
+    const claim = await claimAs(api, admitted);
+    expect(claim.deadline - claim.startedAt).toBe(4321);
   });
 
   it('404 no_session without a live session; 409 session_stopping while a stop is under way', async () => {

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { CoordinatorClient } from '@cq/client';
-import { Coordinator, type EventFeedOptions } from '@cq/coordinator';
+import { Coordinator, type Claim, type EventFeedOptions, type SessionRef } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
 import { deletePrefix, randomPrefix } from '@cq/test-harness';
 import { Redis } from 'ioredis';
@@ -132,4 +132,11 @@ function parsed(text: string): unknown {
 /** JSON request headers, with the test service key unless `auth` is false. */
 export function jsonHeaders(auth = true): Record<string, string> {
   return { 'content-type': 'application/json', ...(auth ? { authorization: `Bearer ${TEST_API_KEY}` } : {}) };
+}
+
+/** Claims an admitted session as host `workerId` would (lease 10 s, grace 1 s); throws when it cannot. */
+export async function claimAs(api: TestApi, admitted: SessionRef, workerId = 'host-1'): Promise<Claim> {
+  const claimed = await api.coordinator.claims.claim(admitted, { workerId, leaseMs: 10_000, graceMs: 1000 });
+  if (!claimed.claimed) throw new Error(`not claimed: ${claimed.reason}`);
+  return claimed.claim;
 }

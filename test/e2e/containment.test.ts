@@ -1,7 +1,7 @@
 // Session containment, judged from outside: hostile sessions (test/support/hostile-session.sh) write
 // heartbeats to the observer file from every process they leave behind, and the test reads /proc itself
 // to find what of a session still runs (by the session's USER_ID and FENCE in each process's environ).
-import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { Keys } from '@cq/coordinator';
@@ -343,8 +343,12 @@ describe('SESSION_USER', () => {
       const system = await startSystem({ workers: 0 });
       // The observer file is the test's; the sessions, now nobody, must be able to write it.
       chmodSync(dirname(system.observerFile), 0o777);
+      // So must it read its program: a clone may sit in a directory only root can enter (mktemp -d).
+      const script = join(dirname(system.observerFile), 'hostile-session.sh');
+      copyFileSync(`${ROOT}test/support/hostile-session.sh`, script);
+      chmodSync(script, 0o755);
       const host = await system.addWorker(`host-user-${containment}`, {
-        SESSION_COMMAND: `${HOSTILE} ${system.observerFile}`,
+        SESSION_COMMAND: `exec /bin/sh ${script} ${system.observerFile}`,
         SESSION_USER: 'nobody',
         SESSION_CONTAINMENT: containment,
       });

@@ -16,6 +16,7 @@ import type { ReplicaWait } from './replica-wait-pool.js';
 import { Scripts } from './script-runner.js';
 import { Claims } from './claims.js';
 import { SessionStore } from './sessions.js';
+import { OutputFeed, OutputStore, type OutputFeedOptions } from './output/index.js';
 import { EventFeed, type EventFeedOptions } from './events/index.js';
 import { Sweeper, type SweeperOptions } from './sweeper.js';
 import { TokenStore } from './tokens.js';
@@ -71,6 +72,8 @@ export class Coordinator {
   readonly sessions: SessionStore;
   /** Session records, the worker host's half: claim, renew, keepalive, finish. */
   readonly claims: Claims;
+  /** Sessions' output: appended by worker hosts, read by the API. */
+  readonly output: OutputStore;
   readonly leases: LeaseManager;
   readonly workers: WorkerRegistry;
   readonly #context: Context;
@@ -86,6 +89,7 @@ export class Coordinator {
     this.tokens = new TokenStore(this.#context, this.policy);
     this.sessions = new SessionStore(this.#context, this.policy);
     this.claims = new Claims(this.#context, this.policy);
+    this.output = new OutputStore(this.#context);
     this.leases = new LeaseManager(this.#context);
     this.workers = new WorkerRegistry(this.#context);
   }
@@ -134,6 +138,15 @@ export class Coordinator {
    */
   eventFeed(options?: EventFeedOptions): EventFeed {
     return new EventFeed(this.#context, this.sessions, options);
+  }
+
+  /**
+   * A feed of sessions' output for the readers of this process: one subscription, and one read per
+   * batch of new lines per followed session, however many readers follow it. Learns of sessions'
+   * ends from `events`. Close it when done.
+   */
+  outputFeed(events: EventFeed, options?: OutputFeedOptions): OutputFeed {
+    return new OutputFeed(this.#context, this.output, events, options);
   }
 
   /** A sweeper that ends overdue sessions as `lost`; call `start()` on it. */

@@ -46,6 +46,7 @@ export {
   type UserEvent,
   type SubscribeOptions,
 } from './events/index.js';
+export * from './output/index.js';
 export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
 export * from './session-types.js';
 export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';

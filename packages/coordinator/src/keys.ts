@@ -70,6 +70,17 @@ export class Keys {
     return `${this.prefix}:{u:${userId}}:token:${digestHex}`;
   }
 
+  /**
+   * The output of one session of a user: the stream of its kept lines, its record (bytes dropped), and
+   * the channel (not a key) on which its followers are told of new lines.
+   */
+  output(userId: string, sessionId: string): { lines: string; record: string; channel: string } {
+    assertUserId(userId);
+    assertName(sessionId, 'sessionId');
+    const base = `${this.prefix}:{u:${userId}}:out:${sessionId}`;
+    return { lines: base, record: `${base}:rec`, channel: base };
+  }
+
   /** The tombstone of one cancelled admission of a user. */
   cancelledAdmission(userId: string, sessionId: string): string {
     assertUserId(userId);

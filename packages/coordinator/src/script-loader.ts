@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 export const scriptNames = [
   'acquireLease',
   'admit',
+  'appendOutput',
   'cancelAdmission',
   'claimSession',
   'consumeToken',
@@ -26,6 +27,7 @@ export const scriptNames = [
   'requestStop',
   'reserveSlot',
   'readSession',
+  'readOutput',
   'slidingWindow',
   'sweepSession',
 ] as const;

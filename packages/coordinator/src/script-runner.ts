@@ -61,7 +61,8 @@ export class Scripts {
   async run(name: ScriptName, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown[]> {
     const source = this.#sources.get(name);
     const spec = scriptTable[name];
-    if (source === undefined || keys.length !== spec.keys || args.length !== spec.args) {
+    const argsFit = spec.rest === true ? args.length >= spec.args : args.length === spec.args;
+    if (source === undefined || keys.length !== spec.keys || !argsFit) {
       throw new Error(
         `script ${name} takes ${spec.keys} keys and ${spec.args} args, got ${keys.length} and ${args.length}`,
       );

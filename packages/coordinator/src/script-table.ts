@@ -7,6 +7,8 @@ export interface ScriptSpec {
   readonly keys: number;
   /** `ARGV` it takes. */
   readonly args: number;
+  /** True when further `ARGV` may follow the first {@link args} (a batch, documented in its header). */
+  readonly rest?: true;
   /** Every code its reply can start with (none: the reply is a rate-limit result, not a code). */
   readonly replies: readonly ScriptCode[];
 }
@@ -29,6 +31,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
       ScriptCode.Cancelled,
     ],
   },
+  appendOutput: { keys: 2, args: 4, rest: true, replies: [ScriptCode.Ok] },
   cancelAdmission: { keys: 6, args: 3, replies: [ScriptCode.Ok, ScriptCode.Stale] },
   claimSession: { keys: 6, args: 8, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.PendingTimeout] },
   consumeToken: { keys: 1, args: 0, replies: [ScriptCode.Ok, ScriptCode.TokenInvalid] },
@@ -43,6 +46,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   gcra: { keys: 1, args: 2, replies: [] },
   heartbeatWorker: { keys: 4, args: 9, replies: [ScriptCode.Ok] },
   issueToken: { keys: 2, args: 5, replies: [ScriptCode.Ok, ScriptCode.Throttled] },
+  readOutput: { keys: 3, args: 3, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
   readSession: { keys: 6, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
   markReady: { keys: 2, args: 2, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },
   publishEventMark: { keys: 0, args: 2, replies: [ScriptCode.Ok] },

@@ -6,7 +6,7 @@ import type { RedisClient } from '../redis-errors.js';
 
 /** Options of {@link ChannelSubscriber}. */
 export interface ChannelSubscriberOptions {
-  /** The channels to subscribe to. */
+  /** The channels to subscribe to (more can be added and removed later: {@link ChannelSubscriber.add}). */
   readonly channels: readonly string[];
   /** Client name of the connection (CLIENT LIST). */
   readonly name: string;
@@ -26,11 +26,33 @@ export interface ChannelSubscriberOptions {
 export class ChannelSubscriber {
   readonly #redis: RedisClient;
   readonly #options: ChannelSubscriberOptions;
+  readonly #channels: Set<string>;
   #connection: Redis | undefined;
 
   constructor(redis: RedisClient, options: ChannelSubscriberOptions) {
     this.#redis = redis;
     this.#options = options;
+    this.#channels = new Set(options.channels);
+  }
+
+  /** True while a connection is open (it may still be subscribing). */
+  get isOpen(): boolean {
+    return this.#connection !== undefined;
+  }
+
+  /**
+   * Subscribes to one more channel: at once on the open connection (resolving once subscribed), and
+   * on every connection opened later.
+   */
+  async add(channel: string): Promise<void> {
+    this.#channels.add(channel);
+    await this.#connection?.subscribe(channel);
+  }
+
+  /** Unsubscribes from a channel (a connection lost meanwhile needs nothing more). */
+  remove(channel: string): void {
+    if (!this.#channels.delete(channel)) return;
+    this.#connection?.unsubscribe(channel).catch(() => {});
   }
 
   /** Opens a new connection (dropping any open one) and resolves once every channel is subscribed. */
@@ -52,7 +74,7 @@ export class ChannelSubscriber {
     this.drop();
     this.#connection = connection;
     await connection.connect();
-    await connection.subscribe(...this.#options.channels);
+    if (this.#channels.size > 0) await connection.subscribe(...this.#channels);
     if (this.#connection !== connection) {
       connection.disconnect();
       throw new Error('the subscription was dropped while it was being opened');

@@ -18,6 +18,7 @@ import { hostRoutes } from './routes/hosts.js';
 import { spawnRoutes } from './routes/spawn.js';
 import { tokenRoutes } from './routes/tokens.js';
 import { SSE_HEARTBEAT_MS, eventRoutes } from './routes/events.js';
+import { logRoutes } from './routes/logs.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -146,6 +147,7 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(sessionRoutes);
   await app.register(hostRoutes);
   await app.register(eventRoutes);
+  await app.register(logRoutes);
   await app.register(dashboardPlugin, { prefix: DASHBOARD_PATH });
   return app;
 }

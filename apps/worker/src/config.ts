@@ -39,6 +39,10 @@ export interface WorkerConfig extends CommonConfig {
   sessionUser: string | undefined;
   /** Output one session may send per second on average, bytes (bursts up to 1 MiB). @defaultValue 65536 */
   logRateBytes: number;
+  /** Newest output lines kept per session. @defaultValue 10000 */
+  logKeepLines: number;
+  /** How long a session's output is kept after it ends, ms. @defaultValue 86400000 */
+  logRetentionMs: number;
 }
 
 const workerEnvShape = {
@@ -82,6 +86,9 @@ const workerEnvShape = {
       return raw.trim();
     }),
   LOG_RATE_BYTES: intVar(65_536, 1, 1_073_741_824),
+  LOG_KEEP_LINES: intVar(10_000, 1, 1_000_000),
+  // At least a second, at most a year.
+  LOG_RETENTION_MS: intVar(86_400_000, 1000, 31_536_000_000),
 };
 
 /** Parses a worker host's environment; throws a one-line ConfigError naming the first bad variable. */
@@ -99,5 +106,7 @@ export function loadWorkerConfig(env: Readonly<Record<string, string | undefined
     sessionPidsMax: parsed.SESSION_PIDS_MAX,
     sessionUser: parsed.SESSION_USER,
     logRateBytes: parsed.LOG_RATE_BYTES,
+    logKeepLines: parsed.LOG_KEEP_LINES,
+    logRetentionMs: parsed.LOG_RETENTION_MS,
   };
 }

@@ -52,7 +52,14 @@ export type FromRuntime =
    * Lines the session printed, in order (a line over {@link MAX_LINE_BYTES} is cut and ends in
    * {@link CUT_MARK}; where output was dropped, a line `[output dropped: <n> bytes]` says so).
    */
-  | { readonly t: 'out'; readonly id: string; readonly stream: 'stdout' | 'stderr'; readonly lines: readonly string[] }
+  | {
+      readonly t: 'out';
+      readonly id: string;
+      readonly stream: 'stdout' | 'stderr';
+      readonly lines: readonly string[];
+      /** Bytes the `[output dropped]` lines of this message account for. */
+      readonly dropped?: number;
+    }
   /** The session announced on `SESSION_NOTIFY_FD` that it is ready (sent again only when the endpoint changes). */
   | { readonly t: 'ready'; readonly id: string; readonly endpoint?: string }
   /** A line on `SESSION_NOTIFY_FD` that is not a readiness announcement (the first few per session). */

@@ -10,6 +10,7 @@ import {
 } from '@cq/coordinator';
 import { retryWhile } from '@cq/service-kit';
 import type { Logger } from 'pino';
+import { OutputSink, type OutputKeepingConfig } from './output-sink.js';
 import type { SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 
 /**
@@ -46,6 +47,8 @@ export interface LifecycleDeps {
   readonly leaseMs: number;
   /** How long before its lease could run out in Redis the session is killed, ms. */
   readonly leaseMarginMs: number;
+  /** How the session's output is kept in Redis. */
+  readonly output: OutputKeepingConfig;
   readonly log: Logger;
 }
 
@@ -61,6 +64,7 @@ export class SessionLifecycle {
   readonly #log: Logger;
   readonly #keepalive: Keepalive<SessionRenewAnswer>;
   readonly #handle: SessionHandle;
+  readonly #output: OutputSink;
   #phase: Phase = { name: 'running' };
   /** The deadline as Redis has it, epoch ms (a renewal that carries another one moves it). */
   #deadline: number;
@@ -82,6 +86,14 @@ export class SessionLifecycle {
       onStopRequested: () => this.#stop('stopped', 'terminate', 'stop requested through the API'),
       onError: (err) => this.#log.warn({ err }, 'lease renewal failed; retrying'),
     });
+    this.#output = new OutputSink({
+      ...deps.output,
+      store: deps.coordinator.output,
+      userId: claim.userId,
+      sessionId: claim.sessionId,
+      endsBy: () => this.#deadline + claim.graceMs,
+      log: this.#log,
+    });
     this.#handle = deps.launcher.launch({
       sessionEnv: {
         SESSION_ID: claim.sessionId,
@@ -94,7 +106,11 @@ export class SessionLifecycle {
       graceMs: deps.graceMs,
       deadlineAt: this.#deadlineAt(claim.deadline, claim.sentAt + claim.deadline - claim.startedAt),
       holdsUntil: this.#keepalive.holdsUntil,
-      onOutput: (stream, line) => this.#log.info({ stream, line }, 'session output'),
+      onOutput: (stream, lines, droppedBytes) => {
+        if (this.#log.isLevelEnabled('debug'))
+          for (const line of lines) this.#log.debug({ stream, line }, 'session output');
+        this.#output.push(stream, lines, droppedBytes);
+      },
       onReady: (endpoint) => this.#announce(endpoint),
     });
     this.#log.info(
@@ -128,6 +144,8 @@ export class SessionLifecycle {
       // What the session announced before it ended is recorded before its end (markReady is refused
       // once the session has ended): readers see ready, then the ending, as the session did them.
       await this.#announcing;
+      // Its output too: a reader that sees the ending has every line before it.
+      await this.#output.close();
       return this.#endOf(exit, ordered);
     } finally {
       clearTimeout(this.#deadlineTimer);

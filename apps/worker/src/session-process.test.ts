@@ -63,7 +63,7 @@ function launch(
     graceMs: 300,
     deadlineAt: performance.now() + 60_000,
     holdsUntil: performance.now() + holdsMs,
-    onOutput: (_stream, line) => output.push(line),
+    onOutput: (_stream, lines) => output.push(...lines),
     ...extra,
   });
   return { handle, output };

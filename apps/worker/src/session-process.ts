@@ -28,7 +28,7 @@ export interface LaunchSpec {
   /** The lease holds until this `performance.now()` instant (the safety margin already taken off). */
   readonly holdsUntil: number;
   /** Receives each line the session prints (cut at 16 KiB; `[output dropped: <n> bytes]` where output was dropped). */
-  readonly onOutput: (stream: 'stdout' | 'stderr', line: string) => void;
+  readonly onOutput: (stream: 'stdout' | 'stderr', lines: readonly string[], droppedBytes: number) => void;
   /** The session announced it is ready on `SESSION_NOTIFY_FD` (again when its endpoint changes). */
   readonly onReady?: (endpoint: string | undefined) => void;
 }
@@ -199,7 +199,7 @@ export class RuntimeLauncher implements SessionLauncher {
         running.pid = message.pid;
         break;
       case 'out':
-        for (const line of message.lines) running.spec.onOutput(message.stream, line);
+        running.spec.onOutput(message.stream, message.lines, message.dropped ?? 0);
         break;
       case 'ready':
         running.spec.onReady?.(message.endpoint);

@@ -3,6 +3,7 @@ import { retryWhile } from '@cq/service-kit';
 import type { SpawnJob } from '@cq/spawn-handoff';
 import type { Logger } from 'pino';
 import { SessionLifecycle } from './session-lifecycle.js';
+import type { OutputKeepingConfig } from './output-sink.js';
 import type { SessionLauncher } from './session-process.js';
 
 /** Options of {@link SessionRunner}. */
@@ -19,6 +20,8 @@ export interface SessionRunnerOptions {
    * kill takes to land and the lag of a busy event loop. @defaultValue {@link leaseMarginMs}(leaseMs)
    */
   leaseMarginMs?: number;
+  /** How sessions' output is kept in Redis. @defaultValue 10,000 lines, for a day after the end */
+  output?: OutputKeepingConfig;
   logger: Logger;
 }
 
@@ -80,6 +83,7 @@ export class SessionRunner {
       graceMs,
       leaseMs,
       leaseMarginMs: this.#options.leaseMarginMs ?? leaseMarginMs(leaseMs),
+      output: this.#options.output ?? { keepLines: 10_000, retentionMs: 86_400_000 },
       log,
     });
     const { state, exitCode, reason } = await lifecycle.run(shutdown);

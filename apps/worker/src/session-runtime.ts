@@ -179,7 +179,13 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       release(session.cgroup, deps.now());
     }
     if (session.dropped > 0)
-      send({ t: 'out', id: session.id, stream: 'stdout', lines: [droppedLine(session.dropped)] });
+      send({
+        t: 'out',
+        id: session.id,
+        stream: 'stdout',
+        lines: [droppedLine(session.dropped)],
+        dropped: session.dropped,
+      });
     send({
       t: 'exit',
       id: session.id,
@@ -197,16 +203,19 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     const admit = (bytes: number): boolean => unsent < MAX_UNSENT && session.bucket.take(bytes);
     const pass = ({ lines, dropped }: { lines: Line[]; dropped: number }): void => {
       const out: string[] = [];
+      let marked = 0;
       // What was dropped before this chunk is marked before its lines; what this chunk dropped, after them.
       // (Within a chunk the lines that pass come first: once the bucket is empty, the rest of it is dropped.)
       if (session.dropped > 0 && lines.length > 0 && deps.now() - session.markedAt >= MARK_EVERY_MS) {
         out.push(droppedLine(session.dropped));
+        marked = session.dropped;
         session.dropped = 0;
         session.markedAt = deps.now();
       }
       for (const { text, cut } of lines) out.push(cut ? `${text}${CUT_MARK}` : text);
       session.dropped += dropped;
-      if (out.length > 0) send({ t: 'out', id: session.id, stream, lines: out });
+      if (out.length > 0)
+        send({ t: 'out', id: session.id, stream, lines: out, ...(marked > 0 ? { dropped: marked } : {}) });
     };
     input.on('data', (chunk: Buffer) => pass(splitter.push(chunk, admit)));
     input.on('end', () => pass({ lines: splitter.end(), dropped: 0 }));

@@ -110,6 +110,7 @@ export class WorkerHost {
       workerId: this.#config.workerId,
       leaseMs: this.#config.leaseMs,
       graceMs: this.#config.sessionGraceMs,
+      output: { keepLines: this.#config.logKeepLines, retentionMs: this.#config.logRetentionMs },
       logger: this.#logger,
     });
   }

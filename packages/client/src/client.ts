@@ -8,7 +8,9 @@ import type {
   IssueTokenRequest,
   IssuedToken,
   LiveSession,
+  OutputLineData,
   SessionEventData,
+  SessionLogs,
   StopAccepted,
   StreamErrorData,
 } from './types.js';
@@ -67,6 +69,47 @@ export class CoordinatorClient {
   async *events(options: EventsOptions = {}): AsyncGenerator<StreamedEvent> {
     const path =
       options.userId === undefined ? '/v1/events' : `/v1/users/${encodeURIComponent(options.userId)}/session/events`;
+    for await (const message of this.#stream(path, options)) {
+      const data = JSON.parse(message.data) as Record<string, unknown>;
+      if (message.event === 'error') yield { ...(data as StreamErrorData), type: 'error' };
+      else yield { ...(data as SessionEventData), ...(message.id === undefined ? {} : { id: message.id }) };
+    }
+  }
+
+  /**
+   * `GET /v1/users/{userId}/sessions/{sessionId}/logs`: a page of a session's kept output, oldest first
+   * (`after`: the lines after this id; `limit`: 1 to 1000). Throws {@link NoSessionError} when no such
+   * session's output is kept.
+   */
+  logs(userId: string, sessionId: string, options: { after?: string; limit?: number } = {}): Promise<SessionLogs> {
+    const query = new URLSearchParams();
+    if (options.after !== undefined) query.set('after', options.after);
+    if (options.limit !== undefined) query.set('limit', String(options.limit));
+    const search = query.size === 0 ? '' : `?${query.toString()}`;
+    return this.#request('GET', `${logsPath(userId, sessionId)}${search}`);
+  }
+
+  /**
+   * A session's output followed as server-sent events: every kept line (after `lastEventId`, a line's
+   * `id`), then each new one; the iterator ends after the session has ended and its last line was sent
+   * (or when `signal` aborts). It does not reconnect by itself: pass the last line's `id` to resume.
+   */
+  async *followLogs(
+    userId: string,
+    sessionId: string,
+    options: Pick<EventsOptions, 'lastEventId' | 'signal' | 'onOpen'> = {},
+  ): AsyncGenerator<OutputLineData> {
+    for await (const message of this.#stream(logsPath(userId, sessionId), options)) {
+      if (message.event === 'end') return;
+      if (message.event === 'line') yield JSON.parse(message.data) as OutputLineData;
+    }
+  }
+
+  /** Opens a server-sent event stream and yields its messages until it ends or `signal` aborts. */
+  async *#stream(
+    path: string,
+    options: Pick<EventsOptions, 'lastEventId' | 'signal' | 'onOpen'>,
+  ): AsyncGenerator<{ event?: string | undefined; id?: string | undefined; data: string }> {
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (this.#apiKey !== undefined) headers['authorization'] = `Bearer ${this.#apiKey}`;
     if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
@@ -101,12 +144,7 @@ export class CoordinatorClient {
         throw toApiError(response.status, parsed, response.headers);
       }
       options.onOpen?.();
-      const messages = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
-      for await (const message of messages) {
-        const data = JSON.parse(message.data) as Record<string, unknown>;
-        if (message.event === 'error') yield { ...(data as StreamErrorData), type: 'error' };
-        else yield { ...(data as SessionEventData), ...(message.id === undefined ? {} : { id: message.id }) };
-      }
+      yield* response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
     } catch (err) {
       if (!controller.signal.aborted) throw err;
     } finally {
@@ -218,4 +256,8 @@ export class CoordinatorClient {
       throw err;
     }
   }
+}
+
+function logsPath(userId: string, sessionId: string): string {
+  return `/v1/users/${encodeURIComponent(userId)}/sessions/${encodeURIComponent(sessionId)}/logs`;
 }

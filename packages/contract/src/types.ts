@@ -6,7 +6,9 @@ import type {
   hostView,
   hostsView,
   issueTokenBody,
+  outputLine,
   sessionEventData,
+  sessionLogs,
   sessionView,
   setLifetimeBody,
   spawnAdmitted,
@@ -41,3 +43,9 @@ export type SessionEventData = z.infer<typeof sessionEventData>;
 
 /** The `data` of an SSE `error` event. */
 export type StreamErrorData = z.infer<typeof streamErrorData>;
+
+/** One line of a session's output, as `GET /v1/users/{userId}/sessions/{sessionId}/logs` answers it. */
+export type OutputLineData = z.infer<typeof outputLine>;
+
+/** A page of a session's output. */
+export type SessionLogs = z.infer<typeof sessionLogs>;

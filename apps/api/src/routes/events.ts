@@ -21,7 +21,7 @@ const eventStream = {
   description: 'Server-sent events: `event: <type>`, `data: <JSON>` (see docs/http-api.md, "Event streams")',
   content: { 'text/event-stream': { schema: z.string() } },
 } as const;
-const lastEventIdHeader = z.object({
+export const lastEventIdHeader = z.object({
   'last-event-id': z.string().max(64).optional().describe('Resume after this event id (EventSource sends it)'),
 });
 
@@ -91,7 +91,10 @@ const closedReplies = new WeakMap<FastifyReply, Promise<false>>();
  * Sends one event; false once the connection is gone. A write waiting for a full socket to drain
  * gives up when the socket closes (@fastify/sse's own wait would not: it listens for drain or error).
  */
-async function send(reply: FastifyReply, message: { id?: string; event: string; data: string }): Promise<boolean> {
+export async function send(
+  reply: FastifyReply,
+  message: { id?: string; event: string; data: string },
+): Promise<boolean> {
   if (!reply.sse.isConnected || reply.raw.destroyed) return false;
   let closed = closedReplies.get(reply);
   if (closed === undefined) {

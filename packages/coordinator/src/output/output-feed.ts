@@ -227,6 +227,7 @@ export class OutputFollower implements AsyncIterable<OutputLine> {
   #behind = false;
   #first: { lines: readonly OutputLine[]; more: boolean } | undefined;
   #ended = false;
+  #finished = false;
   #closed = false;
   #wake: (() => void) | undefined;
 
@@ -280,6 +281,11 @@ export class OutputFollower implements AsyncIterable<OutputLine> {
       this.#behind = true;
     } else this.#queue.push(...lines);
     this.#wake?.();
+  }
+
+  /** True once every line was handed on after the session ended (not when the follower was closed). */
+  get finished(): boolean {
+    return this.#finished;
   }
 
   /** Stops following; the iterator ends. */
@@ -339,6 +345,7 @@ export class OutputFollower implements AsyncIterable<OutputLine> {
         if (this.#ended) {
           // Whatever the host appended before the session ended, whether or not announced here yet.
           yield* this.#catchUp();
+          this.#finished = !this.#closed;
           return;
         }
         await new Promise<void>((resolve) => (this.#wake = resolve));

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { UnavailableError, type OutputStore, type OutputStream } from '@cq/coordinator';
 import type { Logger } from 'pino';
 import { droppedLine } from './output.js';
@@ -102,7 +103,7 @@ export class OutputSink {
       try {
         await this.#send(true);
       } catch {
-        await new Promise((resolve) => setTimeout(resolve, Math.min(200, Math.max(0, deadline - performance.now()))));
+        await sleep(Math.min(200, Math.max(0, deadline - performance.now())));
       }
     }
     try {

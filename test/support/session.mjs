@@ -3,8 +3,12 @@
 // observer of what really runs. Every 50 ms it appends "userId fence timestamp pid" to the observer
 // file. SESSION_METADATA: durationMs (forever when absent), exitCode (default 0), ignoreTerm (keep
 // running on SIGTERM, so only SIGKILL ends it), readyAfterMs and endpoint (announce readiness on
-// SESSION_NOTIFY_FD after that long, with that endpoint).
-import { appendFileSync, writeSync } from 'node:fs';
+// SESSION_NOTIFY_FD after that long, with that endpoint). Output: "output" (lines [stream, text] printed
+// at start, in order, each after the previous one was written), "longLineBytes" (one stderr line of that
+// many bytes after them), "tickEveryMs" (a stdout line "tick <n> <epoch ms, fractional>" that often),
+// "floodBytes" (that many bytes of short stdout lines as fast as the pipe takes them; once the file
+// "floodWhenFile" names exists, when given).
+import { appendFileSync, existsSync, writeSync } from 'node:fs';
 
 const file = process.argv[2];
 const metadata = JSON.parse(process.env.SESSION_METADATA ?? '{}');
@@ -27,4 +31,24 @@ if (metadata.readyAfterMs !== undefined)
     const announcement = { ready: true, ...(metadata.endpoint === undefined ? {} : { endpoint: metadata.endpoint }) };
     writeSync(Number(process.env.SESSION_NOTIFY_FD), `${JSON.stringify(announcement)}\n`);
   }, metadata.readyAfterMs);
+const write = (stream, text) =>
+  new Promise((resolve) => (stream === 'stderr' ? process.stderr : process.stdout).write(`${text}\n`, resolve));
+void (async () => {
+  for (const [stream, text] of metadata.output ?? []) await write(stream, text);
+  if (metadata.longLineBytes !== undefined) await write('stderr', 'y'.repeat(metadata.longLineBytes));
+  if (metadata.floodWhenFile !== undefined)
+    while (!existsSync(metadata.floodWhenFile)) await new Promise((resolve) => setTimeout(resolve, 50));
+  if (metadata.floodBytes !== undefined) {
+    const chunk = Buffer.from('a short line of output, forty-four bytes lo\n'.repeat(1489)); // 65,516 bytes
+    for (let sent = 0; sent < metadata.floodBytes; sent += chunk.length)
+      if (!process.stdout.write(chunk)) await new Promise((resolve) => process.stdout.once('drain', resolve));
+  }
+})();
+if (metadata.tickEveryMs !== undefined) {
+  let tick = 0;
+  setInterval(
+    () => process.stdout.write(`tick ${tick++} ${performance.timeOrigin + performance.now()}\n`),
+    metadata.tickEveryMs,
+  );
+}
 if (metadata.durationMs !== undefined) setTimeout(() => process.exit(metadata.exitCode ?? 0), metadata.durationMs);

@@ -117,11 +117,21 @@ describe('createRuntime', () => {
     out.write(line.repeat(1100));
     await vi.advanceTimersByTimeAsync(0);
     const passed = (): string[] => sent.flatMap((m) => (m.t === 'out' ? [...m.lines] : []));
-    expect(passed().length).toBe(1024);
-    vi.advanceTimersByTime(1100);
-    out.write(line);
+    // The first drop is marked at once, even with no line after it; the message says how much it marks.
+    expect(passed().length).toBe(1025);
+    expect(passed()[1024]).toBe(`[output dropped: ${76 * 1024} bytes]`);
+    expect(sent.filter((m) => m.t === 'out').at(-1)).toMatchObject({ dropped: 76 * 1024 });
+    // More dropped within the second: marked when the second is up, though no line comes.
+    out.write(line.repeat(10));
+    await vi.advanceTimersByTimeAsync(900);
+    expect(passed().length).toBe(1025);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(passed()[1025]).toBe(`[output dropped: ${10 * 1024} bytes]`);
+    // A second later the bucket has 1000 bytes again: not enough for a line of 1024.
+    await vi.advanceTimersByTimeAsync(1100);
+    out.write(`${'z'.repeat(99)}\n`);
     await vi.advanceTimersByTimeAsync(0);
-    expect(passed().slice(1024)).toEqual([`[output dropped: ${76 * 1024} bytes]`, 'x'.repeat(1023)]);
+    expect(passed().slice(1026)).toEqual(['z'.repeat(99)]);
   });
 
   it('cuts a line over 16 KiB and marks it', async () => {

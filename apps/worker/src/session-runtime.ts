@@ -83,6 +83,8 @@ interface Session {
   dropped: number;
   /** When the last `[output dropped]` line was passed on (monotonic ms): at most one a second. */
   markedAt: number;
+  /** Marks what was dropped once a second is up, when no line comes to carry the mark sooner. */
+  markTimer: NodeJS.Timeout | undefined;
   ended: boolean;
 }
 
@@ -170,6 +172,7 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     clearTimeout(session.leaseTimer);
     clearTimeout(session.deadlineTimer);
     clearTimeout(session.killTimer);
+    clearTimeout(session.markTimer);
     // Whatever the session left behind in its group goes with it.
     signalGroup(session, 'SIGKILL');
     sessions.delete(session.id);
@@ -216,6 +219,20 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       session.dropped += dropped;
       if (out.length > 0)
         send({ t: 'out', id: session.id, stream, lines: out, ...(marked > 0 ? { dropped: marked } : {}) });
+      // A flood that stops leaves its drop unmarked until a line comes: mark it once the second is up.
+      if (session.dropped > 0 && session.markTimer === undefined && !session.ended) {
+        session.markTimer = setTimeout(
+          () => {
+            session.markTimer = undefined;
+            if (session.dropped === 0 || session.ended) return;
+            const bytes = session.dropped;
+            session.dropped = 0;
+            session.markedAt = deps.now();
+            send({ t: 'out', id: session.id, stream, lines: [droppedLine(bytes)], dropped: bytes });
+          },
+          Math.max(0, session.markedAt + MARK_EVERY_MS - deps.now()),
+        );
+      }
     };
     input.on('data', (chunk: Buffer) => pass(splitter.push(chunk, admit)));
     input.on('end', () => pass({ lines: splitter.end(), dropped: 0 }));
@@ -294,6 +311,7 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       bucket: new TokenBucket(order.outputRate, OUTPUT_BURST_BYTES, deps.now),
       dropped: 0,
       markedAt: Number.NEGATIVE_INFINITY,
+      markTimer: undefined,
       ended: false,
     };
     let child: ChildProcess;

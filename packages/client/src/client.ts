@@ -92,7 +92,8 @@ export class CoordinatorClient {
   /**
    * A session's output followed as server-sent events: every kept line (after `lastEventId`, a line's
    * `id`), then each new one; the iterator ends after the session has ended and its last line was sent
-   * (or when `signal` aborts). It does not reconnect by itself: pass the last line's `id` to resume.
+   * (or when `signal` aborts), and throws {@link UnavailableError} when the stream closed before that.
+   * It does not reconnect by itself: pass the last line's `id` as `lastEventId` to resume.
    */
   async *followLogs(
     userId: string,
@@ -103,6 +104,13 @@ export class CoordinatorClient {
       if (message.event === 'end') return;
       if (message.event === 'line') yield JSON.parse(message.data) as OutputLineData;
     }
+    if (options.signal?.aborted !== true)
+      throw new UnavailableError(
+        0,
+        'stream_closed',
+        "The output stream closed before the session's end was sent; resume with the last line's id as lastEventId.",
+        undefined,
+      );
   }
 
   /** Opens a server-sent event stream and yields its messages until it ends or `signal` aborts. */

@@ -9,6 +9,7 @@
 // "floodBytes" (that many bytes of short stdout lines as fast as the pipe takes them; once the file
 // "floodWhenFile" names exists, when given).
 import { appendFileSync, existsSync, writeSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const file = process.argv[2];
 const metadata = JSON.parse(process.env.SESSION_METADATA ?? '{}');
@@ -37,7 +38,7 @@ void (async () => {
   for (const [stream, text] of metadata.output ?? []) await write(stream, text);
   if (metadata.longLineBytes !== undefined) await write('stderr', 'y'.repeat(metadata.longLineBytes));
   if (metadata.floodWhenFile !== undefined)
-    while (!existsSync(metadata.floodWhenFile)) await new Promise((resolve) => setTimeout(resolve, 50));
+    while (!existsSync(metadata.floodWhenFile)) await sleep(50);
   if (metadata.floodBytes !== undefined) {
     const chunk = Buffer.from('a short line of output, forty-four bytes lo\n'.repeat(1489)); // 65,516 bytes
     for (let sent = 0; sent < metadata.floodBytes; sent += chunk.length)

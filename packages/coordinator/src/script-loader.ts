@@ -19,6 +19,7 @@ export const scriptNames = [
   'markReady',
   'publishEventMark',
   'readCapacity',
+  'recordActivity',
   'releaseLease',
   'releaseSlots',
   'renewLease',

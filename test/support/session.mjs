@@ -3,7 +3,9 @@
 // observer of what really runs. Every 50 ms it appends "userId fence timestamp pid" to the observer
 // file. SESSION_METADATA: durationMs (forever when absent), exitCode (default 0), ignoreTerm (keep
 // running on SIGTERM, so only SIGKILL ends it), readyAfterMs and endpoint (announce readiness on
-// SESSION_NOTIFY_FD after that long, with that endpoint).
+// SESSION_NOTIFY_FD after that long, with that endpoint), activeEveryMs and activeForMs (write
+// {"active": true} on SESSION_NOTIFY_FD every activeEveryMs while less than activeForMs have passed since
+// it started; each write is also an observer line "userId fence timestamp pid active").
 import { appendFileSync, writeSync } from 'node:fs';
 
 const file = process.argv[2];
@@ -28,3 +30,14 @@ if (metadata.readyAfterMs !== undefined)
     writeSync(Number(process.env.SESSION_NOTIFY_FD), `${JSON.stringify(announcement)}\n`);
   }, metadata.readyAfterMs);
 if (metadata.durationMs !== undefined) setTimeout(() => process.exit(metadata.exitCode ?? 0), metadata.durationMs);
+if (metadata.activeEveryMs !== undefined) {
+  const since = Date.now();
+  const activity = setInterval(() => {
+    if (Date.now() - since > (metadata.activeForMs ?? Infinity)) {
+      clearInterval(activity);
+      return;
+    }
+    writeSync(Number(process.env.SESSION_NOTIFY_FD), '{"active": true}\n');
+    if (file) appendFileSync(file, line().replace('\n', ' active\n'));
+  }, metadata.activeEveryMs);
+}

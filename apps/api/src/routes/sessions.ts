@@ -146,7 +146,8 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/users/:userId/session/activity',
     {
-      preHandler: auth,
+      // Before the body is validated: a request without a key learns nothing, not even what a body must be.
+      preValidation: auth,
       schema: {
         summary: "Record activity of the user's running session",
         description:

@@ -6,7 +6,7 @@
   A rejection writes nothing but the ending of an overdue session.
 
   Input:
-    KEYS[1] token key (hash {m = metadata JSON, l = lifetime ms or '', e = expiresAt epoch ms})
+    KEYS[1] token key (hash {m = metadata JSON, l = lifetime ms or '', e = expiresAt epoch ms, i = idle timeout ms})
     KEYS[2] the user's session key (hash: the live session)
     KEYS[3] the user's fence counter key (integer, never expires)
     KEYS[4] the user's spawn throttle key (string: GCRA theoretical arrival time, epoch ms)
@@ -56,7 +56,7 @@ local historyLength = tonumber(ARGV[7])
 --- @include "includes/settleSession"
 
 if rcall('EXISTS', tombstoneKey) == 1 then return { -12 } end
-local token = rcall('HMGET', tokenKey, 'm', 'l', 'e')
+local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i')
 if not token[1] then return { -1 } end
 
 local now = nowMs()
@@ -80,7 +80,7 @@ local pendingDeadline = now + pendingTimeoutMs
 rcall('HSET', sessionKey,
   'id', sessionId, 'user', userId, 'fence', fence, 'state', 'pending', 'created', now,
   'pdl', pendingDeadline, 'life', lifetimeMs, 'meta', token[1],
-  'tokL', token[2], 'tokE', token[3], 'ptat', previousTat)
+  'tokL', token[2], 'tokE', token[3], 'ptat', previousTat, 'idle', tonumber(token[4]) or 0)
 rcall('ZADD', shardKey, pendingDeadline, userId)
 emitEvent(eventsKey, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
   lifetimeMs = lifetimeMs }, now)

@@ -37,14 +37,14 @@ local tombstoneTtlMs = tonumber(ARGV[3])
 --- @include "includes/events"
 
 rcall('SET', tombstoneKey, '1', 'PX', tombstoneTtlMs)
-local s = rcall('HMGET', sessionKey, 'id', 'state', 'meta', 'tokL', 'tokE', 'ptat', 'fence')
+local s = rcall('HMGET', sessionKey, 'id', 'state', 'meta', 'tokL', 'tokE', 'ptat', 'fence', 'idle')
 if s[1] ~= sessionId or s[2] ~= 'pending' then return { -4 } end
 
 local now = nowMs()
 local restored = 0
 local tokenExpiresAt = tonumber(s[5])
 if tokenExpiresAt > now then
-  rcall('HSET', tokenKey, 'm', s[3], 'l', s[4], 'e', tokenExpiresAt)
+  rcall('HSET', tokenKey, 'm', s[3], 'l', s[4], 'e', tokenExpiresAt, 'i', s[8] or 0)
   rcall('PEXPIRE', tokenKey, tokenExpiresAt - now)
   restored = 1
 end

@@ -1,7 +1,8 @@
 --[[
   A worker host claims a pending session: only for the matching session id and fence, only while it is
   still pending and within its pending deadline. Starts the lifetime clock and takes the session lease,
-  whose hard deadline (the lifetime cap plus the stop grace) no renewal can pass. Emits `running`.
+  whose hard deadline (the lifetime cap plus the stop grace) no renewal can pass. Starts the idle clock
+  too: its start is the session's first activity. Emits `running`.
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
@@ -21,7 +22,8 @@
     ARGV[8] history length, entries kept per user
 
   Output:
-    {1, deadline (epoch ms), leaseExpiresAt (epoch ms), lifetimeMs, metadata JSON, startedAt (epoch ms)} claimed
+    {1, deadline (epoch ms), leaseExpiresAt (epoch ms), lifetimeMs, metadata JSON, startedAt (epoch ms),
+      idleTimeoutMs (0: never idle)} claimed
     {-4} stale: no pending session with this id and fence (already claimed, stopped, ended or replaced)
     {-6} pending_timeout: the session waited too long and has now been ended as `lost`
 ]]
@@ -44,7 +46,7 @@ local historyLength = tonumber(ARGV[8])
 --- @include "includes/nowMs"
 --- @include "includes/endSession"
 
-local s = rcall('HMGET', sessionKey, 'id', 'fence', 'state', 'pdl', 'life', 'meta')
+local s = rcall('HMGET', sessionKey, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle')
 if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } end
 
 local now = nowMs()
@@ -61,8 +63,8 @@ rcall('DEL', leaseKey)
 rcall('HSET', leaseKey, 'o', owner, 'f', fence, 'd', hardDeadline)
 rcall('PEXPIREAT', leaseKey, leaseExpiresAt)
 rcall('HSET', sessionKey, 'state', 'running', 'worker', workerId, 'owner', owner,
-  'started', now, 'deadline', deadline, 'leaseExp', leaseExpiresAt)
+  'started', now, 'deadline', deadline, 'leaseExp', leaseExpiresAt, 'act', now)
 rcall('ZADD', shardKey, leaseExpiresAt, userId)
 emitEvent(eventsKey, { type = 'running', sessionId = sessionId, userId = userId, fence = tonumber(fence),
   workerId = workerId, deadline = deadline }, now)
-return { 1, deadline, leaseExpiresAt, lifetimeMs, s[6], now }
+return { 1, deadline, leaseExpiresAt, lifetimeMs, s[6], now, tonumber(s[7]) or 0 }

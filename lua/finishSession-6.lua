@@ -1,6 +1,7 @@
 --[[
   The owner of a session records its terminal state, exit code and, where it knows one, the reason
-  (`out_of_memory`: `failed` because its memory cap killed it): the session moves to the history, its
+  (`out_of_memory`: `failed` because its memory cap killed it; `idle`: `stopped` because it showed no
+  activity for its idle timeout): the session moves to the history, its
   lease is released and its index entry removed; the reason is in the history entry, the recent endings
   and the terminal event.
 
@@ -18,7 +19,7 @@
     ARGV[4] exit code of the process ('' when there is none)
     ARGV[5] user id
     ARGV[6] history length, entries kept per user
-    ARGV[7] why it ended: out_of_memory (only with failed), or '' for no reason
+    ARGV[7] why it ended: out_of_memory (only with failed), idle (only with stopped), or '' for no reason
 
   Output:
     {1} recorded
@@ -46,7 +47,7 @@ local reason = ARGV[7]
 local terminal = { completed = true, failed = true, expired = true, stopped = true, lost = true }
 if not terminal[state] then return { -11 } end
 -- Each reason a host may give, and the one state it goes with (`lost` says its own reason).
-local reasonState = { out_of_memory = 'failed' }
+local reasonState = { out_of_memory = 'failed', idle = 'stopped' }
 if reason == nil or reason == '' then
   reason = nil
 elseif reasonState[reason] ~= state then

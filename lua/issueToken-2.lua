@@ -1,6 +1,6 @@
 --[[
   Issues a one-time spawn token if the user's token rate (sliding-window log) allows it: stores the
-  token's digest key with its data and its expiry in one step.
+  token's digest key with its data (metadata, lifetime, idle timeout) and its expiry in one step.
 
   Input:
     KEYS[1] token key (hash, keyed by the SHA-256 digest of the token's secret)
@@ -11,6 +11,7 @@
     ARGV[3] metadata, JSON text
     ARGV[4] token limit, tokens per window (positive integer)
     ARGV[5] token window, milliseconds (positive integer)
+    ARGV[6] idle timeout of the session it admits, milliseconds (integer, 0: never idle)
 
   Output:
     {1, expiresAt (epoch ms), limit, remaining, retryAfterMs, resetAfterMs} issued
@@ -24,6 +25,7 @@ local lifetimeMs = ARGV[2]
 local metadata = ARGV[3]
 local limit = tonumber(ARGV[4])
 local windowMs = tonumber(ARGV[5])
+local idleTimeoutMs = tonumber(ARGV[6])
 
 --- @include "includes/nowMs"
 --- @include "includes/slidingWindow"
@@ -35,6 +37,6 @@ if not allowed then
 end
 commit()
 local expiresAt = now + ttlMs
-rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt)
+rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt, 'i', idleTimeoutMs)
 rcall('PEXPIRE', tokenKey, ttlMs)
 return { 1, expiresAt, rate[2], rate[3], rate[4], rate[5] }

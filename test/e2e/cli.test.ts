@@ -38,6 +38,17 @@ describe('the cq command line', async () => {
     expect(JSON.parse(history.stdout).sessions[0]).toMatchObject({ state: 'completed', exitCode: 0 });
   });
 
+  it('spawn --idle sets the idle timeout; status shows it; watch reports the idle end as stopped (idle), exit 12', async () => {
+    expect((await cq(['spawn', '--user', 'cli-idle', '--idle', '1500'], env)).code).toBe(0);
+    await until(async () => (await system.client.findSession('cli-idle'))?.state === 'running', 10_000, 'running');
+    const status = await cq(['status', 'cli-idle'], env);
+    expect(status.stdout).toMatch(/^cli-idle: running, .*last active .* ago, idle timeout 1\.5 s \(idle in /);
+    const watched = await cq(['watch', 'cli-idle'], env);
+    expect(watched.stdout).toMatch(/cli-idle: stopped \(idle\) \(exit code 143\)/);
+    expect(watched.code).toBe(12);
+    expect((await cq(['token', 'cli-idle', '--idle', 'soon'], env)).stderr).toContain('--idle must be a whole number');
+  });
+
   it("extend changes the live session's lifetime; beyond the cap it says the largest allowed and exits 9", async () => {
     await cq(['spawn', '--user', 'cli-cal', '--metadata', '{"durationMs":60000}', '--lifetime', '60000'], env);
     const running = async () => (await system.client.findSession('cli-cal'))?.state === 'running';

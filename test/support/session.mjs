@@ -3,7 +3,9 @@
 // observer of what really runs. Every 50 ms it appends "userId fence timestamp pid" to the observer
 // file. SESSION_METADATA: durationMs (forever when absent), exitCode (default 0), ignoreTerm (keep
 // running on SIGTERM, so only SIGKILL ends it), readyAfterMs and endpoint (announce readiness on
-// SESSION_NOTIFY_FD after that long, with that endpoint). Output: "output" (lines [stream, text] printed
+// SESSION_NOTIFY_FD after that long, with that endpoint), activeEveryMs and activeForMs (write
+// {"active": true} on SESSION_NOTIFY_FD every activeEveryMs while less than activeForMs have passed since
+// it started; each write is also an observer line "userId fence timestamp pid active"). Output: "output" (lines [stream, text] printed
 // at start, in order, each after the previous one was written), "longLineBytes" (one stderr line of that
 // many bytes after them), "tickEveryMs" (a stdout line "tick <n> <epoch ms, fractional>" that often),
 // "floodBytes" (that many bytes of short stdout lines as fast as the pipe takes them; once the file
@@ -37,8 +39,7 @@ const write = (stream, text) =>
 void (async () => {
   for (const [stream, text] of metadata.output ?? []) await write(stream, text);
   if (metadata.longLineBytes !== undefined) await write('stderr', 'y'.repeat(metadata.longLineBytes));
-  if (metadata.floodWhenFile !== undefined)
-    while (!existsSync(metadata.floodWhenFile)) await sleep(50);
+  if (metadata.floodWhenFile !== undefined) while (!existsSync(metadata.floodWhenFile)) await sleep(50);
   if (metadata.floodBytes !== undefined) {
     const chunk = Buffer.from('a short line of output, forty-four bytes lo\n'.repeat(1489)); // 65,516 bytes
     for (let sent = 0; sent < metadata.floodBytes; sent += chunk.length)
@@ -53,3 +54,14 @@ if (metadata.tickEveryMs !== undefined) {
   );
 }
 if (metadata.durationMs !== undefined) setTimeout(() => process.exit(metadata.exitCode ?? 0), metadata.durationMs);
+if (metadata.activeEveryMs !== undefined) {
+  const since = Date.now();
+  const activity = setInterval(() => {
+    if (Date.now() - since > (metadata.activeForMs ?? Infinity)) {
+      clearInterval(activity);
+      return;
+    }
+    writeSync(Number(process.env.SESSION_NOTIFY_FD), '{"active": true}\n');
+    if (file) appendFileSync(file, line().replace('\n', ' active\n'));
+  }, metadata.activeEveryMs);
+}

@@ -1,4 +1,12 @@
-import { commonConfig, commonEnvShape, intVar, parseEnv, stringVar, type CommonConfig } from '@cq/service-kit';
+import {
+  ConfigError,
+  commonConfig,
+  commonEnvShape,
+  intVar,
+  parseEnv,
+  stringVar,
+  type CommonConfig,
+} from '@cq/service-kit';
 import { MAX_TOKEN_TTL_MS, defaultPolicy, type Policy } from '@cq/coordinator';
 import { z } from 'zod';
 
@@ -12,7 +20,8 @@ export interface ApiConfig extends CommonConfig {
   apiKeys: string[];
   /**
    * Coordinator policy: TOKEN_TTL_MS, TOKEN_LIMIT, TOKEN_WINDOW_MS, SPAWN_INTERVAL_MS, SPAWN_BURST,
-   * MAX_LIFETIME_MS, PENDING_TIMEOUT_MS.
+   * MAX_LIFETIME_MS, PENDING_TIMEOUT_MS, IDLE_TIMEOUT_MS (the idle timeout of a session whose token
+   * sets none, ms; 0: never; at most MAX_LIFETIME_MS; @defaultValue 0).
    */
   policy: Policy;
   /** Milliseconds between sweeps for overdue sessions. @defaultValue 5000 */
@@ -67,6 +76,7 @@ const apiEnvShape = {
   SPAWN_BURST: intVar(defaultPolicy.spawnBurst, 1, 1_000_000),
   MAX_LIFETIME_MS: intVar(defaultPolicy.maxLifetimeMs, 1, 365 * 24 * 3_600_000),
   PENDING_TIMEOUT_MS: intVar(defaultPolicy.pendingTimeoutMs, 1, 30 * 24 * 3_600_000),
+  IDLE_TIMEOUT_MS: intVar(defaultPolicy.idleTimeoutMs, 0, 365 * 24 * 3_600_000),
   SWEEP_INTERVAL_MS: intVar(5000, 100, 3_600_000),
   DASHBOARD_ACTIONS: stringVar('false', /^(true|false)$/, 'true or false'),
   TRUST_PROXY: stringVar('false', /^(true|false)$/, 'true or false'),
@@ -77,6 +87,10 @@ const apiEnvShape = {
 /** Parses the API's environment; throws a one-line ConfigError naming the first bad variable. */
 export function loadApiConfig(env: Readonly<Record<string, string | undefined>>): ApiConfig {
   const parsed = parseEnv(apiEnvShape, env);
+  if (parsed.IDLE_TIMEOUT_MS > parsed.MAX_LIFETIME_MS)
+    throw new ConfigError(
+      `IDLE_TIMEOUT_MS must be at most MAX_LIFETIME_MS (${parsed.MAX_LIFETIME_MS}): a session never runs longer than that`,
+    );
   return {
     ...commonConfig(parsed),
     host: parsed.HOST,
@@ -90,6 +104,7 @@ export function loadApiConfig(env: Readonly<Record<string, string | undefined>>)
       spawnBurst: parsed.SPAWN_BURST,
       maxLifetimeMs: parsed.MAX_LIFETIME_MS,
       pendingTimeoutMs: parsed.PENDING_TIMEOUT_MS,
+      idleTimeoutMs: parsed.IDLE_TIMEOUT_MS,
       historyLength: defaultPolicy.historyLength,
     },
     sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,

@@ -62,7 +62,13 @@ export type FromRuntime =
     }
   /** The session announced on `SESSION_NOTIFY_FD` that it is ready (sent again only when the endpoint changes). */
   | { readonly t: 'ready'; readonly id: string; readonly endpoint?: string }
-  /** A line on `SESSION_NOTIFY_FD` that is not a readiness announcement (the first few per session). */
+  /**
+   * The session was active at `at` (monotonic ms): it wrote `{"active": true}` or a readiness line on
+   * `SESSION_NOTIFY_FD`. At most one every {@link ACTIVE_REPORT_MS} per session; the last one always
+   * comes, so `at` of the latest report is the session's latest activity.
+   */
+  | { readonly t: 'active'; readonly id: string; readonly at: number }
+  /** A line on `SESSION_NOTIFY_FD` that is neither readiness nor activity (the first few per session). */
   | { readonly t: 'notify_bad'; readonly id: string; readonly reason: string; readonly count: number }
   /**
    * The session's process exited (128 + signal number when killed); its group (and its namespace) has
@@ -80,6 +86,8 @@ export type FromRuntime =
 export const MAX_LINE_BYTES = 16_384;
 /** Most output a session may send at once after a quiet spell, bytes. */
 export const OUTPUT_BURST_BYTES = 1_048_576;
+/** Activity of one session is reported to the host at most this often, ms (a later instant waits for the next slot). */
+export const ACTIVE_REPORT_MS = 100;
 
 const origin = process.hrtime.bigint();
 const originMs = performance.now();
@@ -92,4 +100,9 @@ export function monotonicNow(): number {
 /** A `performance.now()` instant of this process on the machine-wide monotonic clock, ms. */
 export function toMonotonic(performanceMs: number): number {
   return Number(origin) / 1e6 + (performanceMs - originMs);
+}
+
+/** A machine-wide monotonic instant as a `performance.now()` instant of this process, ms. */
+export function fromMonotonic(monotonicMs: number): number {
+  return monotonicMs - Number(origin) / 1e6 + originMs;
 }

@@ -6,6 +6,7 @@ import {
   type Keepalive,
   type LeaseLostError,
   type SessionRenewAnswer,
+  type StopReason,
   type TerminalState,
 } from '@cq/coordinator';
 import { retryWhile } from '@cq/service-kit';
@@ -21,15 +22,22 @@ import type { SessionExit, SessionHandle, SessionLauncher } from './session-proc
 export const DEADLINE_CHECK_MS = 300;
 
 /**
+ * The extra renewal at the instant a session would count as idle comes this long after it, ms: the
+ * answer's instant is counted from when the renewal was sent, so on the local clock it is a little
+ * early; the renewal then finds the session idle on Redis's clock (or answers a new instant).
+ */
+export const IDLE_CHECK_LATE_MS = 2;
+
+/**
  * Where a claimed session is in its life. `running`: its process runs and nobody has told it to stop.
- * `stopping`: this host told it to stop (a stop asked through the API, its lifetime cap, its lease
- * lost, the host shutting down), and `why` is the terminal state it will be recorded with; a second
- * order can make the stop harder (SIGKILL after SIGTERM), never change `why`. `exited`: its process
- * has exited.
+ * `stopping`: this host told it to stop (a stop asked through the API, its idle timeout, its lifetime
+ * cap, its lease lost, the host shutting down), and `why` is the terminal state it will be recorded with
+ * (with `reason`, when there is one: `idle`); a second order can make the stop harder (SIGKILL after
+ * SIGTERM), never change `why`. `exited`: its process has exited.
  */
 export type Phase =
   | { readonly name: 'running' }
-  | { readonly name: 'stopping'; readonly why: TerminalState }
+  | { readonly name: 'stopping'; readonly why: TerminalState; readonly reason?: EndReason }
   | { readonly name: 'exited'; readonly exit: SessionExit };
 
 /** How a claimed session ended. */
@@ -70,6 +78,10 @@ export class SessionLifecycle {
   #deadline: number;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #checkTimer: NodeJS.Timeout | undefined;
+  /** The extra renewal at the instant the session would count as idle. */
+  #idleTimer: NodeJS.Timeout | undefined;
+  /** The session's latest activity this host saw (`performance.now()` instant); undefined: none yet. */
+  #activeAt: number | undefined;
   /** Readiness announcements, recorded one after another in the order the session made them. */
   #announcing: Promise<unknown> = Promise.resolve();
 
@@ -83,7 +95,12 @@ export class SessionLifecycle {
     this.#keepalive = deps.coordinator.claims.keepalive(claim, {
       marginMs: deps.leaseMarginMs,
       onRenewed: (answer, sentAt) => this.#renewed(answer, sentAt),
-      onStopRequested: () => this.#stop('stopped', 'terminate', 'stop requested through the API'),
+      // Each renewal carries how long ago the session was last active (one number, whatever it wrote).
+      activityAgeMs: () => (this.#activeAt === undefined ? undefined : performance.now() - this.#activeAt),
+      onStopRequested: (reason: StopReason) =>
+        reason === 'idle'
+          ? this.#stop('stopped', 'terminate', 'idle timeout passed without activity', 'idle')
+          : this.#stop('stopped', 'terminate', 'stop requested through the API'),
       onError: (err) => this.#log.warn({ err }, 'lease renewal failed; retrying'),
     });
     this.#output = new OutputSink({
@@ -112,7 +129,12 @@ export class SessionLifecycle {
         this.#output.push(stream, lines, droppedBytes);
       },
       onReady: (endpoint) => this.#announce(endpoint),
+      onActive: (at) => {
+        if (this.#activeAt === undefined || at > this.#activeAt) this.#activeAt = at;
+      },
     });
+    // The idle clock started with the claim (on Redis's clock, at startedAt): the first check then.
+    if (claim.idleTimeoutMs > 0) this.#idleCheckAt(claim.sentAt + claim.idleTimeoutMs);
     this.#log.info(
       { deadline: new Date(claim.deadline).toISOString(), lifetimeMs: claim.lifetimeMs },
       'session started',
@@ -139,29 +161,31 @@ export class SessionLifecycle {
     if (shutdown.aborted) onShutdown();
     try {
       const exit = await this.#handle.exited;
-      const ordered = this.#phase.name === 'stopping' ? this.#phase.why : undefined;
+      const ordered = this.#phase.name === 'stopping' ? this.#phase : undefined;
       this.#phase = { name: 'exited', exit };
       // What the session announced before it ended is recorded before its end (markReady is refused
       // once the session has ended): readers see ready, then the ending, as the session did them.
       await this.#announcing;
       // Its output too: a reader that sees the ending has every line before it.
       await this.#output.close();
-      return this.#endOf(exit, ordered);
+      return this.#endOf(exit, ordered?.why, ordered?.reason);
     } finally {
       clearTimeout(this.#deadlineTimer);
       clearTimeout(this.#checkTimer);
+      clearTimeout(this.#idleTimer);
       this.#keepalive.stop();
       this.#keepalive.signal.removeEventListener('abort', onLeaseLost);
       shutdown.removeEventListener('abort', onShutdown);
     }
   }
 
-  /** The first order decides the state recorded; any order is passed on to the process. */
-  #stop(why: TerminalState, how: 'terminate' | 'kill', detail: string): void {
+  /** The first order decides the state recorded (and its reason); any order is passed on to the process. */
+  #stop(why: TerminalState, how: 'terminate' | 'kill', detail: string, reason?: EndReason): void {
     if (this.#phase.name === 'exited') return;
     if (this.#phase.name === 'running') {
-      this.#phase = { name: 'stopping', why };
-      this.#log.info({ why, how }, detail);
+      this.#phase = reason === undefined ? { name: 'stopping', why } : { name: 'stopping', why, reason };
+      clearTimeout(this.#idleTimer);
+      this.#log.info({ why, how, ...(reason === undefined ? {} : { reason }) }, detail);
     }
     if (how === 'kill') this.#handle.kill();
     else this.#handle.terminate();
@@ -170,6 +194,9 @@ export class SessionLifecycle {
   #renewed(answer: SessionRenewAnswer & { ok: true }, sentAt: number): void {
     if (this.#phase.name === 'exited') return;
     this.#handle.leaseHolds(this.#keepalive.holdsUntil);
+    // One more renewal when the session would count as idle (a stopping session needs none).
+    if (this.#phase.name === 'running' && !answer.stopRequested)
+      this.#idleCheckAt(answer.idleInMs === undefined ? undefined : sentAt + answer.idleInMs);
     if (answer.deadline === this.#deadline) return;
     // A session already told to stop keeps stopping; otherwise host and runtime both move to the new deadline.
     if (this.#phase.name !== 'running') return;
@@ -198,6 +225,20 @@ export class SessionLifecycle {
     return at;
   }
 
+  /**
+   * Renews once more at `at` (a `performance.now()` instant, undefined: never), when the session would
+   * count as idle unless it was active meanwhile: the renewal stops it then (its answer `idle`) or
+   * answers the next such instant. Renewals come about once a second; this makes an idle stop precise.
+   */
+  #idleCheckAt(at: number | undefined): void {
+    clearTimeout(this.#idleTimer);
+    if (at === undefined) return;
+    this.#idleTimer = setTimeout(
+      () => this.#keepalive.renewNow(),
+      Math.max(0, at - performance.now()) + IDLE_CHECK_LATE_MS,
+    );
+  }
+
   #announce(endpoint: string | undefined): void {
     const { coordinator, leaseMs } = this.#deps;
     this.#announcing = this.#announcing.then(async () => {
@@ -214,8 +255,10 @@ export class SessionLifecycle {
     });
   }
 
-  /** The terminal state: the order's, else what the process's exit says. */
-  #endOf(exit: SessionExit, ordered: TerminalState | undefined): SessionEnd {
+  /** The terminal state: the order's (with its reason), else what the process's exit says. */
+  #endOf(exit: SessionExit, ordered: TerminalState | undefined, orderedReason?: EndReason): SessionEnd {
+    if (ordered !== undefined && orderedReason !== undefined)
+      return { state: ordered, exitCode: exit.exitCode, reason: orderedReason };
     if (ordered === undefined && exit.cause !== undefined && exit.cause !== 'spawn_failed') {
       this.#log.warn(
         { cause: exit.cause },

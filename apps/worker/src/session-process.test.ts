@@ -245,6 +245,19 @@ describe('readiness on SESSION_NOTIFY_FD (fd 3)', () => {
     for (const seen of order) expect(seen).toEqual(['ready h:1', 'exit 0']);
   }, 30_000);
 
+  it('activity on the notify fd reaches the host as the instant it happened, on its own clock', async () => {
+    // Active, then quiet for 300 ms, then active again: two reports, 300 ms or more apart.
+    const l = await launcher(`echo '{"active": true}' >&3; sleep 0.3; echo '{"active": true}' >&3; sleep 0.2`);
+    const seen: number[] = [];
+    const before = performance.now();
+    const { handle } = launch(l, 60_000, { onActive: (at) => seen.push(at) });
+    await handle.exited;
+    expect(seen).toHaveLength(2);
+    expect(seen[0]!).toBeGreaterThanOrEqual(before);
+    expect(seen[1]! - seen[0]!).toBeGreaterThanOrEqual(300);
+    expect(seen[1]!).toBeLessThanOrEqual(performance.now());
+  });
+
   it('a session that never writes there is never ready, and runs as before', async () => {
     const l = await launcher('echo hello; exit 0');
     const endpoints: Array<string | undefined> = [];

@@ -6,7 +6,7 @@ import { settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import { removeCgroup, type CgroupSpec } from './cgroups.js';
 import { planContainment, type ContainmentPlan } from './containment.js';
-import { toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
+import { fromMonotonic, toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
 /** How a session is started and stopped: a process of the session runtime, or anything in-process for tests. */
 export interface SessionLauncher {
@@ -31,6 +31,11 @@ export interface LaunchSpec {
   readonly onOutput: (stream: 'stdout' | 'stderr', lines: readonly string[], droppedBytes: number) => void;
   /** The session announced it is ready on `SESSION_NOTIFY_FD` (again when its endpoint changes). */
   readonly onReady?: (endpoint: string | undefined) => void;
+  /**
+   * The session was active at this `performance.now()` instant (`{"active": true}` or readiness on
+   * `SESSION_NOTIFY_FD`); reported at most about every 100 ms, the latest instant always.
+   */
+  readonly onActive?: (at: number) => void;
 }
 
 /** How a session ended. */
@@ -203,6 +208,9 @@ export class RuntimeLauncher implements SessionLauncher {
         break;
       case 'ready':
         running.spec.onReady?.(message.endpoint);
+        break;
+      case 'active':
+        running.spec.onActive?.(fromMonotonic(message.at));
         break;
       case 'notify_bad':
         this.#logger.warn(

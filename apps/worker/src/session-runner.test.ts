@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Coordinator } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
 import { isolatedRedis } from '@cq/test-harness';
@@ -73,8 +74,11 @@ function harness() {
     graceMs: 100,
     logger: createLogger({ level: 'silent', name: 'test' }),
   });
-  const admit = async (userId: string, lifetimeMs?: number) => {
-    const issued = await coordinator.tokens.issue(userId, lifetimeMs === undefined ? {} : { lifetimeMs });
+  const admit = async (userId: string, lifetimeMs?: number, idleTimeoutMs?: number) => {
+    const issued = await coordinator.tokens.issue(userId, {
+      ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
+      ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+    });
     if (issued.outcome !== 'issued') throw new Error('throttled');
     const admitted = await coordinator.sessions.admit(issued.token);
     if (admitted.outcome !== 'admitted') throw new Error(admitted.outcome);
@@ -219,5 +223,72 @@ describe('session runner', () => {
       sessions.find((s) => s.spec.sessionEnv['USER_ID'] === userId)!.finish(137, cause);
       expect(await run).toMatchObject({ state, exitCode: 137, recorded: true });
     }
+  });
+});
+
+describe('idle sessions on the host', () => {
+  const { coordinator, sessions, runner, admit, until } = harness();
+  const noShutdown = new AbortController().signal;
+  const sessionOf = (userId: string) => sessions.find((s) => s.spec.sessionEnv['USER_ID'] === userId);
+
+  it('a session that does nothing is stopped at its idle timeout, before the first regular renewal, as stopped (idle)', async () => {
+    const sentAt = performance.now();
+    const run = runner.run(await admit('idle-quiet', 60_000, 400), noShutdown);
+    await until(() => sessionOf('idle-quiet') !== undefined);
+    expect(await run).toEqual({ ran: true, state: 'stopped', exitCode: 143, recorded: true });
+    const session = sessionOf('idle-quiet')!;
+    expect(session.calls).toEqual(['terminate']);
+    // 400 ms after the claim (sent after sentAt), by the extra renewal: not at the regular one (1 s).
+    expect(session.stoppedAt! - sentAt).toBeGreaterThanOrEqual(400);
+    expect(session.stoppedAt! - sentAt).toBeLessThan(RENEW_EVERY_MS);
+    expect((await coordinator.sessions.history('idle-quiet'))[0]).toMatchObject({ state: 'stopped', reason: 'idle' });
+  });
+
+  it('activity the session reports keeps it running; once it stops, the session is stopped an idle timeout later', async () => {
+    const run = runner.run(await admit('idle-active', 60_000, 400), noShutdown);
+    await until(() => sessionOf('idle-active') !== undefined);
+    const session = sessionOf('idle-active')!;
+    // Active every 100 ms for 1.5 s: well past the idle timeout and past the first renewal.
+    const startedAt = performance.now();
+    let lastActive = startedAt;
+    while (performance.now() < startedAt + 1500) {
+      lastActive = performance.now();
+      session.spec.onActive!(lastActive);
+      await sleep(100); // the session's own pace of activity
+      expect(session.calls, 'still running while active').toEqual([]);
+    }
+    expect(await run).toMatchObject({ state: 'stopped', recorded: true });
+    // Stopped an idle timeout after its last activity (which the next renewal carried), give or take a renewal's trip.
+    expect(session.stoppedAt! - lastActive).toBeGreaterThanOrEqual(400 - 5);
+    expect(session.stoppedAt! - lastActive).toBeLessThan(400 + 250);
+    expect((await coordinator.sessions.history('idle-active'))[0]).toMatchObject({ reason: 'idle' });
+  });
+
+  it("activity from the service reaches the host's idle check through Redis", async () => {
+    const run = runner.run(await admit('idle-service', 60_000, 400), noShutdown);
+    await until(() => sessionOf('idle-service') !== undefined);
+    const session = sessionOf('idle-service')!;
+    const startedAt = performance.now();
+    let lastActive = startedAt;
+    while (performance.now() < startedAt + 1200) {
+      lastActive = performance.now();
+      expect(await coordinator.sessions.recordActivity('idle-service')).toMatchObject({ state: 'running' });
+      await sleep(150); // the service's own pace of activity
+      expect(session.calls, 'still running while the service reports activity').toEqual([]);
+    }
+    expect(await run).toMatchObject({ state: 'stopped', recorded: true });
+    expect(session.stoppedAt! - lastActive).toBeGreaterThanOrEqual(400 - 5);
+    expect((await coordinator.sessions.history('idle-service'))[0]).toMatchObject({ reason: 'idle' });
+  });
+
+  it('a stop through the API stays a plain stop (no reason), and a session without an idle timeout is never idle', async () => {
+    const run = runner.run(await admit('idle-none', 60_000, 0), noShutdown);
+    await until(() => sessionOf('idle-none') !== undefined);
+    const session = sessionOf('idle-none')!;
+    await until(() => session.renewals.length >= 1);
+    expect(session.calls).toEqual([]);
+    await coordinator.sessions.requestStop('idle-none');
+    expect(await run).toMatchObject({ state: 'stopped', recorded: true });
+    expect((await coordinator.sessions.history('idle-none'))[0]!.reason).toBeUndefined();
   });
 });

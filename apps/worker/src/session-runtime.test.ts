@@ -147,6 +147,40 @@ describe('createRuntime', () => {
     });
   });
 
+  it('activity on the notify fd: the first at once, then at most one report per 100 ms with the latest instant; readiness counts', async () => {
+    const r = runtime();
+    r.order(start());
+    const notify = children[0]!.stdio[3] as PassThrough;
+    const reports = (): Array<FromRuntime & { t: 'active' }> =>
+      sent.filter((m): m is FromRuntime & { t: 'active' } => m.t === 'active');
+    const t0 = performance.now();
+    notify.write('{"active": true}\n');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(reports()).toEqual([{ t: 'active', id: '1', at: t0 }]);
+    // Three more within the next 100 ms: one report, at the 100 ms slot, naming the last of them.
+    for (const ms of [10, 30, 20]) {
+      await vi.advanceTimersByTimeAsync(ms);
+      notify.write('{"active":true}\n');
+    }
+    await vi.advanceTimersByTimeAsync(0);
+    expect(reports()).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(100 - 60 - 1);
+    expect(reports()).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(reports().at(-1)).toEqual({ t: 'active', id: '1', at: t0 + 60 });
+    // A readiness line is activity too (and still marks the session ready).
+    await vi.advanceTimersByTimeAsync(500);
+    notify.write('{"ready": true, "endpoint": "http://x:1"}\n');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(reports().at(-1)).toEqual({ t: 'active', id: '1', at: t0 + 600 });
+    expect(sent).toContainEqual({ t: 'ready', id: '1', endpoint: 'http://x:1' });
+    // Anything else is not activity.
+    notify.write('{"active": false}\n{"busy": 1}\n');
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(reports()).toHaveLength(3);
+    expect(sent.filter((m) => m.t === 'notify_bad')).toHaveLength(2);
+  });
+
   it('makes the cgroup before the session starts, says when its memory cap killed it, and removes the cgroup', async () => {
     const r = runtime();
     const cgroup: CgroupSpec = {

@@ -19,6 +19,7 @@ import { constants } from 'node:os';
 import { createCgroup, oomKills, removeCgroup, type CgroupSpec } from './cgroups.js';
 import { CUT_MARK, LineSplitter, TokenBucket, droppedLine, type Line } from './output.js';
 import {
+  ACTIVE_REPORT_MS,
   MAX_LINE_BYTES,
   OUTPUT_BURST_BYTES,
   type FromRuntime,
@@ -241,8 +242,10 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
 
   /**
    * Reads JSON lines from a session's `SESSION_NOTIFY_FD`: `{"ready": true, "endpoint"?: "..."}` marks
-   * it ready (the host hears of it again only when the endpoint changes); anything else is reported as a
-   * bad line (the first few) and ignored. At most one line of {@link MAX_NOTIFY_LINE} bytes is held.
+   * it ready (the host hears of it again only when the endpoint changes); `{"active": true}` and every
+   * readiness line are activity (the host hears of it at most every {@link ACTIVE_REPORT_MS}, with the
+   * instant of the latest); anything else is reported as a bad line (the first few) and ignored. At most
+   * one line of {@link MAX_NOTIFY_LINE} bytes is held.
    */
   const readNotifications = (id: string, input: NodeJS.ReadableStream): void => {
     const splitter = new LineSplitter(MAX_NOTIFY_LINE);
@@ -251,6 +254,24 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     const reject = (reason: string): void => {
       bad++;
       if (bad <= BAD_REPORTED) send({ t: 'notify_bad', id, reason, count: bad });
+    };
+    // Activity: the first at once, then at most one report per ACTIVE_REPORT_MS, carrying the latest instant.
+    let reportedAt = Number.NEGATIVE_INFINITY;
+    let latest: number | undefined;
+    let reportTimer: NodeJS.Timeout | undefined;
+    const report = (): void => {
+      reportTimer = undefined;
+      if (latest === undefined) return;
+      reportedAt = deps.now();
+      send({ t: 'active', id, at: latest });
+      latest = undefined;
+    };
+    const active = (): void => {
+      latest = deps.now();
+      if (reportTimer !== undefined) return;
+      const wait = reportedAt + ACTIVE_REPORT_MS - latest;
+      if (wait <= 0) report();
+      else reportTimer = setTimeout(report, wait);
     };
     const handle = (text: string): void => {
       if (text.trim() === '') return;
@@ -261,13 +282,25 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
         reject('not JSON');
         return;
       }
-      const { ready, endpoint } = (message ?? {}) as { ready?: unknown; endpoint?: unknown };
-      if (ready !== true) return reject('not {"ready": true, ...}');
+      const {
+        ready,
+        endpoint,
+        active: isActive,
+      } = (message ?? {}) as {
+        ready?: unknown;
+        endpoint?: unknown;
+        active?: unknown;
+      };
+      if (ready !== true) {
+        if (isActive === true) return active();
+        return reject('not {"ready": true, ...} or {"active": true}');
+      }
       if (
         endpoint !== undefined &&
         (typeof endpoint !== 'string' || endpoint.length < 1 || endpoint.length > MAX_ENDPOINT)
       )
         return reject(`endpoint must be a string of 1 to ${MAX_ENDPOINT} characters`);
+      active();
       if (announced === endpoint) return;
       announced = endpoint;
       send({ t: 'ready', id, ...(endpoint === undefined ? {} : { endpoint }) });

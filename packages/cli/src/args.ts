@@ -13,6 +13,7 @@ export function parseCommandLine(argv: string[]) {
       metadata: { type: 'string' },
       ttl: { type: 'string' },
       lifetime: { type: 'string' },
+      idle: { type: 'string' },
       user: { type: 'string' },
       users: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },

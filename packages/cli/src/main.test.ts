@@ -44,13 +44,50 @@ const history: { sessions: EndedSession[] } = {
   ],
 };
 
+const idleHistory = {
+  sessions: [
+    {
+      sessionId: 's-idle',
+      fence: 4,
+      state: 'stopped',
+      reason: 'idle',
+      workerId: 'host-1',
+      endedAt: '2026-11-22T11:00:00.000Z',
+      exitCode: 143,
+    },
+  ],
+};
+
+/** A running session with an idle timeout of 60 s, last active 15 s ago (times relative to now). */
+function idleSession() {
+  const now = Date.now();
+  return {
+    sessionId: 's-live',
+    userId: 'ivy',
+    fence: 5,
+    state: 'running',
+    ready: false,
+    workerId: 'host-1',
+    startedAt: new Date(now - 20_000).toISOString(),
+    deadline: new Date(now + 600_000).toISOString(),
+    idleTimeoutMs: 60_000,
+    lastActivityAt: new Date(now - 15_000).toISOString(),
+  };
+}
+
 describe('cq against an API', () => {
   let server: Server;
   let url: string;
 
   beforeAll(async () => {
     server = createServer((req, res) => {
-      const body = req.url === '/v1/hosts' ? hosts : req.url === '/v1/users/ann/history' ? history : undefined;
+      const bodies: Record<string, unknown> = {
+        '/v1/hosts': hosts,
+        '/v1/users/ann/history': history,
+        '/v1/users/ida/history': idleHistory,
+        '/v1/users/ivy/session': idleSession(),
+      };
+      const body = bodies[req.url ?? ''];
       // Anything else (ann's live session, for one) is a 404, as the API answers for a user without one.
       const status = body === undefined ? 404 : 200;
       res.writeHead(status, { 'content-type': 'application/json' });
@@ -85,6 +122,29 @@ describe('cq against an API', () => {
     expect(rows[0]).toEqual(['ENDED', 'STATE', 'FENCE', 'EXIT', 'WORKER', 'SESSION']);
     expect(rows[1]).toEqual(['2026-11-22T10:05:00.000Z', 'failed (out_of_memory)', '2', '137', '-', 's-oom']);
     expect(rows[2]![1]).toBe('completed');
+  });
+
+  it('status shows the idle timeout, the last activity and when the session would be idle', async () => {
+    const { code, lines } = await run('status', 'ivy');
+    expect(code).toBe(exitCodes.ok);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^ivy: running, fence 5, session s-live, on host-1, /);
+    expect(lines[0]).toMatch(/, last active 15\.\d s ago, idle timeout 1 min 0 s \(idle in 4[45]\.\d s\)$/);
+  });
+
+  it('history and watch read a session stopped for idleness as stopped (idle)', async () => {
+    const history = await run('history', 'ida');
+    expect(history.lines.map((line) => line.split(/\s{2,}/))[1]).toEqual([
+      '2026-11-22T11:00:00.000Z',
+      'stopped (idle)',
+      '4',
+      '143',
+      'host-1',
+      's-idle',
+    ]);
+    const watch = await run('watch', 'ida');
+    expect(watch.lines).toEqual(['ida: stopped (idle) (exit code 143), session s-idle at 2026-11-22T11:00:00.000Z']);
+    expect(watch.code).toBe(12);
   });
 
   it('watch, with no live session, says how the last one ended, out_of_memory included, and exits as failed', async () => {

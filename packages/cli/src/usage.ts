@@ -4,10 +4,13 @@ export const USAGE = `cq: drive the worker coordinator's HTTP API
 usage: cq <command> [arguments] [--url URL] [--key KEY] [--json]
 
 commands:
-  token <userId> [--metadata JSON] [--ttl MS] [--lifetime MS]   issue a one-time spawn token
+  token <userId> [--metadata JSON] [--ttl MS] [--lifetime MS] [--idle MS]
+                                                                issue a one-time spawn token (--idle: stop the session
+                                                                after MS without activity; 0 never)
   spawn <token>                                                 admit a spawn with a token
-  spawn --user <userId> [--metadata JSON] [--lifetime MS]       issue a token and spawn with it
-  status <userId>                                               the user's live session
+  spawn --user <userId> [--metadata JSON] [--lifetime MS] [--idle MS]
+                                                                issue a token and spawn with it
+  status <userId>                                               the user's live session (with its idle timeout and last activity)
   extend <userId> <ms>                                          the live session now ends <ms> from now (sooner or later);
                                                                 a pending one gets that lifetime once started
   stop <userId>                                                 stop the user's live session

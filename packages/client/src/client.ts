@@ -227,6 +227,15 @@ export class CoordinatorClient {
     return this.#request('PATCH', `/v1/users/${encodeURIComponent(userId)}/session`, { lifetimeMs });
   }
 
+  /**
+   * `POST /v1/users/{userId}/session/activity`: the user's session is in use (e.g. its user is working),
+   * so its idle clock starts again (see `idleTimeoutMs`); throws {@link NoSessionError} when the user
+   * has no live session.
+   */
+  async recordActivity(userId: string): Promise<void> {
+    await this.#request('POST', `/v1/users/${encodeURIComponent(userId)}/session/activity`);
+  }
+
   /** `DELETE /v1/users/{userId}/session`: stop the live session. */
   stopSession(userId: string): Promise<StopAccepted> {
     return this.#request('DELETE', `/v1/users/${encodeURIComponent(userId)}/session`);

@@ -50,6 +50,15 @@ export const issueTokenBody = z
     metadata: metadataSchema.optional(),
     ttlMs: positiveMs.max(MAX_TOKEN_TTL_MS).optional().describe('Life of the unused token, ms (default TOKEN_TTL_MS)'),
     lifetimeMs: positiveMs.optional().describe('Lifetime of the session it admits, ms; at most MAX_LIFETIME_MS'),
+    idleTimeoutMs: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe(
+        'The session it admits is stopped (reason idle) after this long without activity, ms; 0: never; ' +
+          'at most MAX_LIFETIME_MS (default IDLE_TIMEOUT_MS)',
+      ),
   })
   .strict();
 
@@ -82,6 +91,15 @@ export const sessionView = z.object({
   startedAt: z.string().optional(),
   leaseExpiresAt: z.string().optional(),
   deadline: z.string().optional(),
+  idleTimeoutMs: z
+    .number()
+    .int()
+    .optional()
+    .describe('Stopped (reason idle) after this long without activity, ms; absent: never'),
+  lastActivityAt: z
+    .string()
+    .optional()
+    .describe('Running: its last activity (its start, a line on SESSION_NOTIFY_FD, POST .../activity), ISO-8601'),
 });
 
 export const setLifetimeBody = z
@@ -110,7 +128,8 @@ export const historyView = z.object({
         .optional()
         .describe(
           'Always for lost: a worker host had it and lost it (host_lost), or no host claimed it within ' +
-            'PENDING_TIMEOUT_MS (not_claimed); for failed: its memory cap killed it (out_of_memory)',
+            'PENDING_TIMEOUT_MS (not_claimed); for failed: its memory cap killed it (out_of_memory); for ' +
+            'stopped: no activity for its idle timeout (idle)',
         ),
       workerId: z.string().optional(),
       startedAt: z.string().optional(),
@@ -137,7 +156,7 @@ export const sessionEventData = z.object({
   reason: z
     .enum(terminalReasons)
     .optional()
-    .describe('Endings: why, where known (lost: host_lost or not_claimed; failed: out_of_memory)'),
+    .describe('Endings: why, where known (lost: host_lost or not_claimed; failed: out_of_memory; stopped: idle)'),
 });
 
 /** The `data` of an SSE `error` event: the stream cannot go on as asked (and says why). */

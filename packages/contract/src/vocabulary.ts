@@ -18,9 +18,10 @@ export const terminalStates = ['completed', 'failed', 'expired', 'stopped', 'los
 
 /**
  * The reasons a worker host may give when it records a session's end, each with the one state it goes
- * with (the coordinator's `endReasonStates`): `out_of_memory`, `failed` because its memory cap killed it.
+ * with (the coordinator's `endReasonStates`): `out_of_memory`, `failed` because its memory cap killed it;
+ * `idle`, `stopped` because it showed no activity for its idle timeout.
  */
-export const endReasons = ['out_of_memory'] as const;
+export const endReasons = ['out_of_memory', 'idle'] as const;
 /** Every reason a terminal record (history entry, recent ending, terminal event) can carry. */
 export const terminalReasons = ['host_lost', 'not_claimed', ...endReasons] as const;
 

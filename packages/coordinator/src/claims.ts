@@ -12,18 +12,27 @@ import {
   type ClaimOutcome,
   type EndReason,
   type SessionRef,
+  type StopReason,
   type TerminalState,
 } from './session-types.js';
 import { assertInteger } from './validate.js';
 
 /**
- * A session renewal's answer: the lease's new life, whether a stop was requested, and the session's
- * deadlines as they are now (a lifetime change through the API moves them).
+ * A session renewal's answer: the lease's new life, whether a stop was requested (and why), the
+ * session's deadlines as they are now (a lifetime change through the API moves them) and when it
+ * would count as idle.
  */
 export type SessionRenewAnswer =
   | (RenewAnswer & {
       readonly ok: true;
       readonly stopRequested: boolean;
+      /** Why, when a stop was requested: through the API (`requested`), or its idle timeout passed (`idle`). */
+      readonly stopReason?: StopReason;
+      /**
+       * How long until the session counts as idle without further activity, from the moment the renewal
+       * was sent, ms (the renewal then finds it idle); undefined without an idle timeout.
+       */
+      readonly idleInMs?: number;
       readonly leaseExpiresAt: number;
       /** How long until the lease's hard deadline, from the moment the renewal was sent, ms. */
       readonly deadlineInMs: number;
@@ -85,7 +94,7 @@ export class Claims {
     if (replyCode(reply) === ScriptCode.Stale) return { claimed: false, reason: 'stale' };
     if (replyCode(reply) === ScriptCode.PendingTimeout) return { claimed: false, reason: 'pending_timeout' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('claimSession', reply);
-    const [, deadline, leaseExpiresAt, lifetimeMs, metadata, startedAt] = reply;
+    const [, deadline, leaseExpiresAt, lifetimeMs, metadata, startedAt, idleTimeoutMs] = reply;
     return {
       claimed: true,
       claim: {
@@ -99,6 +108,7 @@ export class Claims {
         leaseExpiresAt: Number(leaseExpiresAt),
         lifetimeMs: Number(lifetimeMs),
         metadata: parseMetadata(String(metadata)),
+        idleTimeoutMs: Number(idleTimeoutMs ?? 0),
         sentAt,
       },
     };
@@ -106,19 +116,28 @@ export class Claims {
 
   /**
    * The owner renews the session lease and learns whether a stop was requested and until when the
-   * session and its lease may run (both move when the API changes the session's lifetime). One round trip.
+   * session and its lease may run (both move when the API changes the session's lifetime). It passes on
+   * the session's activity it saw, `activityAgeMs` before now (undefined: none), and learns when the
+   * session would count as idle; a running session whose idle timeout has passed is stopped here (the
+   * answer's `stopReason` is `idle`). One round trip.
    */
-  async renew(claim: Claim): Promise<SessionRenewAnswer> {
+  async renew(claim: Claim, activityAgeMs?: number): Promise<SessionRenewAnswer> {
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
       'renewSession',
-      [keys.lease, keys.session, keys.liveIndex],
-      [claim.owner, claim.leaseMs, claim.userId],
+      [keys.lease, keys.session, keys.liveIndex, keys.events],
+      [
+        claim.owner,
+        claim.leaseMs,
+        claim.userId,
+        activityAgeMs === undefined ? '' : Math.max(0, Math.round(activityAgeMs)),
+      ],
     );
     if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
     if (replyCode(reply) === ScriptCode.DeadlineReached) return { ok: false, reason: 'deadline_reached' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('renewSession', reply);
-    const [, leaseExpiresAt, stop, now, hardDeadline, deadline] = reply.map(Number) as [
+    const [, leaseExpiresAt, stop, now, hardDeadline, deadline, idleAt] = reply.map(Number) as [
+      number,
       number,
       number,
       number,
@@ -126,21 +145,25 @@ export class Claims {
       number,
       number,
     ];
+    const reason = String(reply[7] ?? '');
     return {
       ok: true,
       ttlMs: leaseExpiresAt - now,
       leaseExpiresAt,
       stopRequested: stop === 1,
+      ...(stop === 1 ? { stopReason: reason === 'idle' ? 'idle' : 'requested' } : {}),
       deadlineInMs: hardDeadline - now,
       deadline,
       lifetimeLeftMs: deadline - now,
+      ...(idleAt > 0 ? { idleInMs: idleAt - now } : {}),
     };
   }
 
   /**
    * Keeps the session lease alive every `intervalMs` (about a second, so a stop request is noticed
-   * quickly) and calls `onStopRequested` once when the API asked for a stop. The signal aborts as soon
-   * as the lease is lost.
+   * quickly) and calls `onStopRequested` once when a stop was asked for (through the API, or because the
+   * session was idle). Each renewal carries the activity `activityAgeMs` reports. The signal aborts as
+   * soon as the lease is lost.
    */
   keepalive(
     claim: Claim,
@@ -148,7 +171,9 @@ export class Claims {
       intervalMs?: number;
       /** Safety margin, ms: the signal aborts this long before the lease could run out. @defaultValue 0 */
       marginMs?: number;
-      onStopRequested?: () => void;
+      /** How long ago the session was last seen active, ms, asked as each renewal is sent (undefined: never). */
+      activityAgeMs?: () => number | undefined;
+      onStopRequested?: (reason: StopReason) => void;
       /** After each renewal; `sentAt` is the `performance.now()` instant it was sent (its answer's times count from then). */
       onRenewed?: (answer: SessionRenewAnswer & { ok: true }, sentAt: number) => void;
       onError?: (err: unknown) => void;
@@ -157,7 +182,7 @@ export class Claims {
     let told = false;
     const elapsed = performance.now() - claim.sentAt;
     return new Keepalive<SessionRenewAnswer>({
-      renew: () => this.renew(claim),
+      renew: () => this.renew(claim, options.activityAgeMs?.()),
       intervalMs: options.intervalMs ?? Math.min(1000, Math.max(1, Math.floor(claim.leaseMs / 3))),
       ttlMs: claim.leaseExpiresAt - claim.startedAt - elapsed,
       deadlineInMs: claim.deadline + claim.graceMs - claim.startedAt - elapsed,
@@ -166,7 +191,7 @@ export class Claims {
         options.onRenewed?.(answer, sentAt);
         if (answer.stopRequested && !told) {
           told = true;
-          options.onStopRequested?.();
+          options.onStopRequested?.(answer.stopReason ?? 'requested');
         }
       },
       ...(options.onError === undefined ? {} : { onError: options.onError }),
@@ -194,7 +219,7 @@ export class Claims {
 
   /**
    * The owner records the session's terminal state, exit code and, when it knows why, the reason (one of
-   * {@link endReasons}, only with its state: `out_of_memory` with `failed`), and releases its lease. The
+   * {@link endReasons}, only with its state: `out_of_memory` with `failed`, `idle` with `stopped`), and releases its lease. The
    * reason goes to the history entry, the recent endings and the terminal event. False when the session
    * had already ended (for example as `lost`): then nothing is changed. One round trip.
    */

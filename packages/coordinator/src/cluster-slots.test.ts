@@ -22,8 +22,19 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['tokens.issue (third)', async () => (state['t3'] = await c.tokens.issue('slot-user', {}))],
     ['sessions.admit (rejected: session_exists)', () => c.sessions.admit(state['t3'].token)],
     ['sessions.claim', async () => (state['c'] = await c.claims.claim(state['a'], worker))],
-    ['sessions.renew', () => c.claims.renew(state['c'].claim)],
+    ['sessions.renew', () => c.claims.renew(state['c'].claim, 10)],
+    ['sessions.recordActivity', () => c.sessions.recordActivity('slot-user')],
     ['claims.markReady', () => c.claims.markReady(state['c'].claim, 'http://10.0.0.1:1')],
+    [
+      'output.append',
+      () =>
+        c.output.append('slot-user', state['a'].sessionId, [{ stream: 'stdout', line: 'x' }], {
+          keepLines: 10,
+          keepForMs: 60_000,
+          droppedBytes: 0,
+        }),
+    ],
+    ['output.read', () => c.output.read('slot-user', state['a'].sessionId)],
     ['sessions.settleAndRead', () => c.sessions.settleAndRead('slot-user')],
     ['sessions.setLifetime', () => c.sessions.setLifetime('slot-user', 60_000)],
     ['sessions.requestStop', () => c.sessions.requestStop('slot-user')],

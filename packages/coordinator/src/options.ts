@@ -39,6 +39,12 @@ export interface Policy {
    */
   pendingTimeoutMs: number;
   /**
+   * Idle timeout of a session whose token sets none: stopped (reason `idle`) after this long without
+   * activity; 0: never. Applied when the token is issued. At most {@link Policy.maxLifetimeMs}.
+   * @defaultValue 0 (never)
+   */
+  idleTimeoutMs: number;
+  /**
    * Ended sessions kept in each user's history.
    * @defaultValue 50
    */
@@ -54,6 +60,7 @@ export const defaultPolicy: Readonly<Policy> = Object.freeze({
   spawnBurst: 1,
   maxLifetimeMs: 3_600_000,
   pendingTimeoutMs: 60_000,
+  idleTimeoutMs: 0,
   historyLength: 50,
 });
 
@@ -73,6 +80,7 @@ export function resolvePolicy(overrides: Partial<Policy> = {}): Policy {
   assertInteger(policy.spawnBurst, 'spawnBurst', 1);
   assertInteger(policy.maxLifetimeMs, 'maxLifetimeMs', 1);
   assertInteger(policy.pendingTimeoutMs, 'pendingTimeoutMs', 1);
+  assertInteger(policy.idleTimeoutMs, 'idleTimeoutMs', 0, policy.maxLifetimeMs);
   assertInteger(policy.historyLength, 'historyLength', 1, 10_000);
   return policy;
 }

@@ -6,8 +6,9 @@ import type { Metadata } from './tokens.js';
 
 /**
  * The session hash, `<prefix>:{u:<userId>}:session`. `admit-10.lua` writes the admission fields,
- * `claimSession-6.lua` the running fields, `renewSession-3.lua` moves `leaseExp`, `requestStop-6.lua`
- * sets `stop`, `extendSession-6.lua` changes `life` (and a running session's `deadline`).
+ * `claimSession-6.lua` the running fields, `renewSession-4.lua` moves `leaseExp` and `act` (and sets
+ * `stop` to `idle`), `recordActivity-6.lua` moves `act`, `requestStop-6.lua` sets `stop`,
+ * `extendSession-6.lua` changes `life` (and a running session's `deadline`).
  */
 export const SessionField = {
   id: 'id',
@@ -28,7 +29,12 @@ export const SessionField = {
   startedAt: 'started',
   deadline: 'deadline',
   leaseExpiresAt: 'leaseExp',
+  /** Why a stop was asked for: `requested` (through the API) or `idle` (its idle timeout passed). */
   stopRequested: 'stop',
+  /** Idle timeout, ms (the token's, else IDLE_TIMEOUT_MS at issue); '0' or absent: never idle. */
+  idleTimeoutMs: 'idle',
+  /** Last activity of a running session (epoch ms): its start, then what its host or the API reported. */
+  lastActivityAt: 'act',
   /** '1' once the session announced it is ready (markReady). */
   ready: 'ready',
   /** Where the session can be reached, as it announced ('' for nowhere in particular). */
@@ -82,6 +88,10 @@ export function decodeSession(userId: string, flat: readonly unknown[]): Session
   if (leaseExpiresAt !== undefined) view.leaseExpiresAt = leaseExpiresAt;
   const deadline = optionalNumber(h.get(SessionField.deadline));
   if (deadline !== undefined) view.deadline = deadline;
+  const idleTimeoutMs = optionalNumber(h.get(SessionField.idleTimeoutMs));
+  if (idleTimeoutMs !== undefined && idleTimeoutMs > 0) view.idleTimeoutMs = idleTimeoutMs;
+  const lastActivityAt = optionalNumber(h.get(SessionField.lastActivityAt));
+  if (lastActivityAt !== undefined) view.lastActivityAt = lastActivityAt;
   const stopRequested = h.get(SessionField.stopRequested);
   if (stopRequested !== undefined) view.stopRequested = stopRequested;
   return view;

@@ -20,6 +20,7 @@ export const scriptNames = [
   'markReady',
   'publishEventMark',
   'readCapacity',
+  'recordActivity',
   'releaseLease',
   'releaseSlots',
   'renewLease',

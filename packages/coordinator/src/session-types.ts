@@ -32,8 +32,12 @@ export interface SessionView {
   readonly leaseExpiresAt?: number;
   /** When the lifetime cap runs out. */
   readonly deadline?: number;
-  /** Why a stop was asked for, when it was. */
+  /** Why a stop was asked for, when it was: `requested` (through the API) or `idle`. */
   readonly stopRequested?: string;
+  /** Stopped after this long without activity, ms; absent: never. */
+  readonly idleTimeoutMs?: number;
+  /** Its last activity, once running (epoch ms). */
+  readonly lastActivityAt?: number;
 }
 
 /** One ended session in a user's history. */
@@ -58,7 +62,10 @@ export type LostReason = 'host_lost' | 'not_claimed';
 /** A reason a worker host may give for a session's end; see {@link endReasons}. */
 export type EndReason = (typeof endReasons)[number];
 /** The terminal state each {@link EndReason} goes with; any other state with it is refused. */
-export const endReasonStates: Readonly<Record<EndReason, TerminalState>> = { out_of_memory: 'failed' };
+export const endReasonStates: Readonly<Record<EndReason, TerminalState>> = { out_of_memory: 'failed', idle: 'stopped' };
+
+/** Why a running session is asked to stop: `requested` through the API, or `idle` (no activity for its idle timeout). */
+export type StopReason = 'requested' | 'idle';
 
 /** A reason a terminal record can carry; see {@link terminalReasons}. */
 export type TerminalReason = (typeof terminalReasons)[number];
@@ -116,6 +123,8 @@ export interface Claim extends SessionRef {
   readonly leaseExpiresAt: number;
   readonly lifetimeMs: number;
   readonly metadata: Metadata;
+  /** Its idle timeout, ms; 0: never idle. Its idle clock starts at {@link Claim.startedAt}. */
+  readonly idleTimeoutMs: number;
   /** `performance.now()` when the claim was sent: the local clock's conservative start of the lease. */
   readonly sentAt: number;
 }
@@ -136,6 +145,18 @@ export type LifetimeOutcome =
   | { readonly outcome: 'lifetime_too_long'; readonly largestLifetimeMs: number }
   /** A stop is under way (`stopping`): the session ends anyway, so its lifetime no longer changes. */
   | { readonly outcome: 'stopping'; readonly sessionId: string };
+
+/** What {@link SessionStore.recordActivity} answers. */
+export type ActivityOutcome =
+  | {
+      readonly outcome: 'recorded';
+      readonly sessionId: string;
+      /** Only a running session's activity counts; a pending or stopping one is left as it is. */
+      readonly state: LiveState;
+      /** Its last activity now, epoch ms (undefined before it runs). */
+      readonly lastActivityAt?: number;
+    }
+  | { readonly outcome: 'no_session' };
 
 /** What {@link SessionStore.requestStop} answers. */
 export type StopOutcome =

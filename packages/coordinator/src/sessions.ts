@@ -6,6 +6,7 @@ import { decodeSession, parseMetadata } from './records.js';
 import type { Policy } from './options.js';
 import { wrapRedisError } from './redis-errors.js';
 import {
+  type ActivityOutcome,
   type AdmitOutcome,
   type AdmitPolicy,
   type HistoryEntry,
@@ -184,6 +185,26 @@ export class SessionStore {
       default:
         throw unexpectedReply('extendSession', reply);
     }
+  }
+
+  /**
+   * Records activity of the user's running session (the service saw its user working): its last
+   * activity becomes (Redis) now, which puts off its idle stop; its host learns of it at its next
+   * renewal. A pending or stopping session is left as it is; an overdue one is first ended as `lost`
+   * (answering `no_session`). One round trip.
+   */
+  async recordActivity(userId: string): Promise<ActivityOutcome> {
+    const keys = this.#context.keys.user(userId);
+    const reply = await this.#context.scripts.run('recordActivity', keys.ending, [userId, this.#policy.historyLength]);
+    if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('recordActivity', reply);
+    const lastActivityAt = String(reply[3] ?? '');
+    return {
+      outcome: 'recorded',
+      sessionId: String(reply[1]),
+      state: String(reply[2]) as LiveState,
+      ...(lastActivityAt === '' ? {} : { lastActivityAt: Number(lastActivityAt) }),
+    };
   }
 
   /**

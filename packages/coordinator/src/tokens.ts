@@ -54,6 +54,11 @@ export interface IssueOptions {
   ttlMs?: number;
   /** Lifetime of the session it admits; at most the policy's `maxLifetimeMs`. @defaultValue the cap */
   lifetimeMs?: number;
+  /**
+   * Idle timeout of the session it admits, ms: stopped (reason `idle`) after this long without activity;
+   * 0: never. At most the policy's `maxLifetimeMs`. @defaultValue the policy's `idleTimeoutMs`
+   */
+  idleTimeoutMs?: number;
 }
 
 /** What {@link TokenStore.issue} answers. */
@@ -116,12 +121,15 @@ export class TokenStore {
     assertInteger(ttlMs, 'ttlMs', 1, MAX_TOKEN_TTL_MS);
     if (options.lifetimeMs !== undefined)
       assertInteger(options.lifetimeMs, 'lifetimeMs', 1, this.#policy.maxLifetimeMs);
+    // The default is applied here, at issue: the token carries its session's whole idle rule to the admission.
+    const idleTimeoutMs = options.idleTimeoutMs ?? this.#policy.idleTimeoutMs;
+    assertInteger(idleTimeoutMs, 'idleTimeoutMs', 0, this.#policy.maxLifetimeMs);
     const metadata = encodeMetadata(options.metadata);
     const { token, parsed } = createToken(userId);
     const reply = await this.#context.scripts.run(
       'issueToken',
       [this.keyOf(parsed), this.#context.keys.user(userId).tokenRate],
-      [ttlMs, options.lifetimeMs ?? '', metadata, this.#policy.tokenLimit, this.#policy.tokenWindowMs],
+      [ttlMs, options.lifetimeMs ?? '', metadata, this.#policy.tokenLimit, this.#policy.tokenWindowMs, idleTimeoutMs],
     );
     const rate = parseRateReply([replyCode(reply) === ScriptCode.Ok ? 1 : 0, ...reply.slice(2)], 'issueToken');
     if (replyCode(reply) === ScriptCode.Ok)

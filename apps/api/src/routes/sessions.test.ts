@@ -1,3 +1,4 @@
+import { until } from '@cq/test-harness';
 import { describe, expect, it } from 'vitest';
 import { claimAs, jsonHeaders, send, startTestApi } from '../test-support/app.js';
 
@@ -36,6 +37,8 @@ describe('sessions and history', async () => {
       startedAt: new Date(claim.startedAt).toISOString(),
       leaseExpiresAt: new Date(claim.leaseExpiresAt).toISOString(),
       deadline: new Date(claim.deadline).toISOString(),
+      // Its idle clock starts when it runs (it has no idle timeout: IDLE_TIMEOUT_MS is 0 here).
+      lastActivityAt: new Date(claim.startedAt).toISOString(),
     });
     // The host marks it ready when the session says so; the endpoint shows with it.
     expect(await api.coordinator.claims.markReady(claim, 'http://10.0.0.7:8888')).toBe(true);
@@ -78,7 +81,7 @@ describe('sessions and history', async () => {
     const entry =
       doc.paths['/v1/users/{userId}/history'].get.responses['200'].content['application/json'].schema.properties
         .sessions.items;
-    expect(entry.properties.reason.enum).toEqual(['host_lost', 'not_claimed', 'out_of_memory']);
+    expect(entry.properties.reason.enum).toEqual(['host_lost', 'not_claimed', 'out_of_memory', 'idle']);
   });
 
   it('DELETE: a pending session ends at once as stopped; a running one goes to stopping; 404 when none', async () => {
@@ -228,5 +231,83 @@ describe('PATCH session: changing its lifetime', async () => {
       expect(res.body.error.message, body).toContain('lifetimeMs');
     }
     expect((await patch('body', '{"lifetimeMs": 1000}', false)).status).toBe(401);
+  });
+});
+
+describe('idle sessions: the idle timeout, last activity and activity from the service', async () => {
+  const api = await startTestApi({
+    TOKEN_LIMIT: '1000',
+    SPAWN_INTERVAL_MS: '1',
+    SPAWN_BURST: '100',
+    MAX_LIFETIME_MS: '60000',
+    IDLE_TIMEOUT_MS: '30000',
+  });
+  const get = (path: string) => send(api.baseUrl, 'GET', path, { headers: jsonHeaders() });
+  const activity = (userId: string, options: { auth?: boolean; body?: string } = {}) =>
+    send(api.baseUrl, 'POST', `/v1/users/${userId}/session/activity`, {
+      headers:
+        options.body === undefined
+          ? options.auth === false
+            ? {}
+            : { authorization: jsonHeaders().authorization! }
+          : jsonHeaders(options.auth ?? true),
+      ...(options.body === undefined ? {} : { body: options.body }),
+    });
+
+  it("GET session shows the token's idleTimeoutMs, else IDLE_TIMEOUT_MS; 0 shows none; lastActivityAt once running", async () => {
+    const own = await api.client.spawn(
+      (await api.client.issueToken({ userId: 'idle-own', idleTimeoutMs: 1500 })).token,
+    );
+    expect((await get('/v1/users/idle-own/session')).body).toEqual({
+      sessionId: own.sessionId,
+      userId: 'idle-own',
+      fence: own.fence,
+      state: 'pending',
+      ready: false,
+      idleTimeoutMs: 1500,
+    });
+    const claim = await claimAs(api, own);
+    const running = (await get('/v1/users/idle-own/session')).body;
+    expect(running).toMatchObject({ state: 'running', idleTimeoutMs: 1500 });
+    expect(running.lastActivityAt).toBe(new Date(claim.startedAt).toISOString());
+
+    await api.client.spawn((await api.client.issueToken({ userId: 'idle-default' })).token);
+    expect((await get('/v1/users/idle-default/session')).body.idleTimeoutMs).toBe(30_000);
+    await api.client.spawn((await api.client.issueToken({ userId: 'idle-zero', idleTimeoutMs: 0 })).token);
+    expect((await get('/v1/users/idle-zero/session')).body.idleTimeoutMs).toBeUndefined();
+  });
+
+  it('POST activity: 204 and lastActivityAt moves for a running session; 204 for a pending one; 404 no_session; 401 without a key', async () => {
+    expect((await activity('idle-none')).status).toBe(404);
+    expect((await activity('idle-none')).body.error.code).toBe('no_session');
+    const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'idle-touch' })).token);
+    expect((await activity('idle-touch')).status).toBe(204);
+    expect((await get('/v1/users/idle-touch/session')).body.lastActivityAt).toBeUndefined();
+    const claim = await claimAs(api, admitted);
+    // Redis's clock is this machine's: wait until it has moved on from the start.
+    await until(() => Date.now() > claim.startedAt + 20, 1000, 'the clock past the start');
+    const res = await activity('idle-touch');
+    expect(res.status).toBe(204);
+    expect(res.body).toBe('');
+    const last = Date.parse((await get('/v1/users/idle-touch/session')).body.lastActivityAt);
+    expect(last).toBeGreaterThan(claim.startedAt);
+    // The typed client's call does the same.
+    await api.client.recordActivity('idle-touch');
+    expect(Date.parse((await get('/v1/users/idle-touch/session')).body.lastActivityAt)).toBeGreaterThanOrEqual(last);
+    expect((await activity('idle-touch', { body: '{}' })).status).toBe(204);
+    const unknown = await activity('idle-touch', { body: '{"at": 5}' });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error.message).toContain('"at"');
+    expect((await activity('idle-touch', { auth: false })).status).toBe(401);
+    expect(
+      (await get('/openapi.json')).body.paths['/v1/users/{userId}/session/activity'].post.responses,
+    ).toHaveProperty('204');
+  });
+
+  it('a session stopped as idle is in the history as stopped, reason idle', async () => {
+    const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'idle-ended' })).token);
+    const claim = await claimAs(api, admitted);
+    expect(await api.coordinator.claims.finish(claim, 'stopped', 143, 'idle')).toBe(true);
+    expect((await api.client.history('idle-ended'))[0]).toMatchObject({ state: 'stopped', reason: 'idle' });
   });
 });

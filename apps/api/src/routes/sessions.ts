@@ -12,6 +12,7 @@ import {
   type LiveSession,
 } from '@cq/contract';
 import { iso } from '../iso.js';
+import { z } from 'zod';
 
 /** Converts an optional epoch-ms field to ISO-8601, leaving it out when absent. */
 function isoField<K extends string>(name: K, value: number | undefined): Partial<Record<K, string>> {
@@ -31,6 +32,8 @@ function liveSession(session: SessionView): LiveSession {
     ...isoField('startedAt', session.startedAt),
     ...isoField('leaseExpiresAt', session.leaseExpiresAt),
     ...isoField('deadline', session.deadline),
+    ...(session.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: session.idleTimeoutMs }),
+    ...isoField('lastActivityAt', session.lastActivityAt),
   };
 }
 
@@ -137,6 +140,39 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
           .catch((err: unknown) => request.log.debug({ err }, 'slot not given back; its hold runs out'));
       request.log.info({ userId, sessionId: outcome.sessionId, state: outcome.outcome }, 'stop requested');
       return reply.code(202).send({ sessionId: outcome.sessionId, userId, state: outcome.outcome });
+    },
+  );
+
+  app.post(
+    '/v1/users/:userId/session/activity',
+    {
+      // Before the body is validated: a request without a key learns nothing, not even what a body must be.
+      preValidation: auth,
+      schema: {
+        summary: "Record activity of the user's running session",
+        description:
+          'The service saw the session in use (e.g. its user working): its idle clock starts again, so a ' +
+          "session with an idle timeout (the token's idleTimeoutMs, else IDLE_TIMEOUT_MS) is stopped only " +
+          'that long after its last activity. Its worker host learns of it at its next lease renewal. ' +
+          '204 for any live session (only a running one has an idle clock); 404 no_session without one.',
+        security: [{ serviceKey: [] }],
+        params: userParams,
+        body: z.object({}).strict().nullish().describe('No body (an empty object is accepted)'),
+        response: {
+          204: z.null().describe('Recorded'),
+          400: errorSchema,
+          401: errorSchema,
+          404: errorSchema,
+          503: errorSchema,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { userId } = request.params;
+      const outcome = await app.coordinator.sessions.recordActivity(userId);
+      if (outcome.outcome === 'no_session') throw new HttpError('no_session', `User ${userId} has no live session.`);
+      request.log.debug({ userId, sessionId: outcome.sessionId, state: outcome.state }, 'activity recorded');
+      return reply.code(204).send(null);
     },
   );
 

@@ -47,6 +47,19 @@ describe('POST /v1/tokens', async () => {
     for (const res of [unknown, badUser, tooLong, bigMeta, deep]) expect(res.status).toBe(400);
   });
 
+  it('idleTimeoutMs: 0 to MAX_LIFETIME_MS is accepted; negative, over the cap or not an integer is 400 naming it', async () => {
+    for (const idleTimeoutMs of [0, 1500, 60_000])
+      expect((await post({ userId: 'idler', idleTimeoutMs })).status, String(idleTimeoutMs)).toBe(201);
+    for (const idleTimeoutMs of [-1, 60_001, 1.5, '1500', null]) {
+      const res = await post({ userId: 'idler', idleTimeoutMs });
+      expect(res.status, String(idleTimeoutMs)).toBe(400);
+      expect(res.body.error).toMatchObject({
+        code: 'invalid_request',
+        message: expect.stringContaining('idleTimeoutMs'),
+      });
+    }
+  });
+
   it('429 past TOKEN_LIMIT per window, with Retry-After, RateLimit headers and the exact retryAfterMs', async () => {
     const statuses = [];
     let last;

@@ -20,11 +20,12 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
-      const { userId, metadata, ttlMs, lifetimeMs } = request.body;
+      const { userId, metadata, ttlMs, lifetimeMs, idleTimeoutMs } = request.body;
       const outcome = await app.coordinator.tokens.issue(userId, {
         ...(metadata === undefined ? {} : { metadata }),
         ...(ttlMs === undefined ? {} : { ttlMs }),
         ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
+        ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       });
       setRateLimitHeaders(reply, policy, outcome.rate);
       if (outcome.outcome === 'throttled') {

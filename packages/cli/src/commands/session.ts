@@ -11,6 +11,11 @@ function describeSession(s: LiveSession): string {
   if (s.workerId) parts.push(`on ${s.workerId}`);
   if (s.leaseExpiresAt) parts.push(`lease ${duration(Date.parse(s.leaseExpiresAt) - now)}`);
   if (s.deadline) parts.push(`lifetime left ${duration(Date.parse(s.deadline) - now)}`);
+  if (s.lastActivityAt) parts.push(`last active ${duration(now - Date.parse(s.lastActivityAt))} ago`);
+  if (s.idleTimeoutMs !== undefined) {
+    const left = s.lastActivityAt ? ` (idle in ${duration(Date.parse(s.lastActivityAt) + s.idleTimeoutMs - now)})` : '';
+    parts.push(`idle timeout ${duration(s.idleTimeoutMs)}${left}`);
+  }
   return parts.join(', ');
 }
 

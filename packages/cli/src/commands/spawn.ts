@@ -5,17 +5,19 @@ import { duration } from '../format.js';
 import { UsageError } from '../usage-error.js';
 import type { Command } from './command.js';
 
-/** `spawn <token>`, or `spawn --user <userId> [--metadata JSON] [--lifetime MS]`: admit a spawn. */
+/** `spawn <token>`, or `spawn --user <userId> [--metadata JSON] [--lifetime MS] [--idle MS]`: admit a spawn. */
 export const spawn: Command = async (ctx, { options, positionals }) => {
   let token = positionals[0];
   if (options.user !== undefined) {
     const metadata = parseMetadata(options.metadata);
     const lifetimeMs = parseIntOption(options.lifetime, 'lifetime');
+    const idleTimeoutMs = parseIntOption(options.idle, 'idle');
     token = (
       await ctx.client.issueToken({
         userId: options.user,
         ...(metadata ? { metadata } : {}),
         ...(lifetimeMs ? { lifetimeMs } : {}),
+        ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       })
     ).token;
   }

@@ -3,16 +3,18 @@ import { print } from '../context.js';
 import { exitCodes } from '../exit-codes.js';
 import type { Command } from './command.js';
 
-/** `token <userId> [--metadata JSON] [--ttl MS] [--lifetime MS]`: issue a one-time spawn token. */
+/** `token <userId> [--metadata JSON] [--ttl MS] [--lifetime MS] [--idle MS]`: issue a one-time spawn token. */
 export const token: Command = async (ctx, { options, need }) => {
   const metadata = parseMetadata(options.metadata);
   const ttlMs = parseIntOption(options.ttl, 'ttl');
   const lifetimeMs = parseIntOption(options.lifetime, 'lifetime');
+  const idleTimeoutMs = parseIntOption(options.idle, 'idle');
   const issued = await ctx.client.issueToken({
     userId: need('a user id'),
     ...(metadata ? { metadata } : {}),
     ...(ttlMs ? { ttlMs } : {}),
     ...(lifetimeMs ? { lifetimeMs } : {}),
+    ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
   });
   print(ctx, issued, issued.token);
   return exitCodes.ok;

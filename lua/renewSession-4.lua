@@ -1,0 +1,71 @@
+--[[
+  The owner of a running session renews its lease (never past the lease's hard deadline) and learns
+  whether a stop was requested and the session's current deadlines (a lifetime change through the API
+  moves them). It also keeps the idle clock: the renewal brings the latest activity the host saw of the
+  session (last activity never moves backwards), and a running session whose idle timeout has passed
+  without activity is marked stopping here, as a stop request does (emits `stopping`), with the stop
+  reason `idle`. Called about once a second by the worker host, and once more when idleness is due.
+
+  Input:
+    KEYS[1] the user's session lease key (hash {o = owner, f = fence, d = hard deadline epoch ms})
+    KEYS[2] the user's session key (hash: the live session)
+    KEYS[3] the live-session index of the user's slot
+    KEYS[4] the event stream of the user's slot (capped stream of JSON events)
+
+    ARGV[1] lease owner id
+    ARGV[2] lease time to live, milliseconds
+    ARGV[3] user id
+    ARGV[4] activity age, milliseconds: how long before this renewal was sent the host last saw the
+            session active ('' when it has seen no activity)
+
+  Output:
+    {1, leaseExpiresAt (epoch ms), stopRequested (1|0), now (epoch ms), hardDeadline (epoch ms),
+      deadline (epoch ms), idleAt (epoch ms, 0 without an idle timeout), stop reason ('requested' |
+      'idle' | '')} renewed: the lease holds until leaseExpiresAt, never past hardDeadline; the
+      session's lifetime runs out at deadline; without activity it counts as idle at idleAt
+    {-7} lease_lost: not the owner, or the lease expired (the session must stop at once)
+    {-8, hardDeadline} deadline_reached: the lease runs out at its hard deadline and cannot be renewed
+]]
+local rcall = redis.call
+local leaseKey = KEYS[1]
+local sessionKey = KEYS[2]
+local shardKey = KEYS[3]
+local eventsKey = KEYS[4]
+local owner = ARGV[1]
+local leaseMs = tonumber(ARGV[2])
+local userId = ARGV[3]
+local activityAge = tonumber(ARGV[4])
+
+--- @include "includes/nowMs"
+--- @include "includes/extendLease"
+--- @include "includes/events"
+
+local now = nowMs()
+if rcall('HGET', sessionKey, 'owner') ~= owner then return { -7 } end
+local code, expiresAt, hardDeadline = extendLease(leaseKey, owner, leaseMs, now)
+if code == -7 then return { -7 } end
+if code == -8 then return { -8, hardDeadline } end
+rcall('HSET', sessionKey, 'leaseExp', expiresAt)
+rcall('ZADD', shardKey, expiresAt, userId)
+local s = rcall('HMGET', sessionKey, 'stop', 'deadline', 'idle', 'act', 'state', 'id', 'fence', 'worker')
+local stop = s[1]
+local lastActivity = tonumber(s[4])
+if lastActivity and activityAge then
+  local seen = now - math.max(0, activityAge)
+  if seen > lastActivity then
+    lastActivity = seen
+    rcall('HSET', sessionKey, 'act', lastActivity)
+  end
+end
+local idleTimeoutMs = tonumber(s[3]) or 0
+local idleAt = 0
+if idleTimeoutMs > 0 and lastActivity then
+  idleAt = lastActivity + idleTimeoutMs
+  if s[5] == 'running' and now >= idleAt then
+    stop = 'idle'
+    rcall('HSET', sessionKey, 'state', 'stopping', 'stop', stop)
+    emitEvent(eventsKey, { type = 'stopping', sessionId = s[6], userId = userId, fence = tonumber(s[7]),
+      workerId = s[8] }, now)
+  end
+end
+return { 1, expiresAt, stop and 1 or 0, now, hardDeadline, tonumber(s[2]), idleAt, stop or '' }

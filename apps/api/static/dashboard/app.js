@@ -153,15 +153,15 @@
     offset += PAGE;
     refresh();
   });
-  // Session events as they happen: the newest first in their own table, and each one a cue to read
-  // the state again (at most every 250 ms). The poll stays, slower, for what has no event (hosts, chart).
-  const EVENTS_SHOWN = 30;
+  // Session events: the newest 50 when the page opens (the server keeps them), then each as it
+  // happens, newest first in their own table; each one a cue to read the state again (at most every
+  // 250 ms). The poll stays, slower, for what has no event (hosts, chart).
+  const EVENTS_SHOWN = 50;
   const events = [];
   let refreshSoon;
-  function onEvent(message) {
-    const e = JSON.parse(message.data);
-    events.unshift(e);
-    events.length = Math.min(events.length, EVENTS_SHOWN);
+  let drawEvents;
+  function showEvents() {
+    drawEvents = undefined;
     fill($('events').tBodies[0], events, (tr, ev) => {
       tr.dataset.user = ev.userId;
       tr.dataset.type = ev.type;
@@ -175,6 +175,16 @@
         cell(detail, 'detail'),
       );
     });
+  }
+  function onEvent(message) {
+    // A reconnection may send again what the page has (from another API process).
+    if (message.lastEventId && events.some((e) => e.id === message.lastEventId)) return;
+    const e = JSON.parse(message.data);
+    e.id = message.lastEventId;
+    events.unshift(e);
+    events.length = Math.min(events.length, EVENTS_SHOWN);
+    // The 50 of an opening arrive at once: one table for them all.
+    if (drawEvents === undefined) drawEvents = requestAnimationFrame(showEvents);
     if (refreshSoon === undefined)
       refreshSoon = setTimeout(() => {
         refreshSoon = undefined;

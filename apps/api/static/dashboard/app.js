@@ -27,51 +27,43 @@
       }),
     );
   }
+  const SVG = 'http://www.w3.org/2000/svg';
+  const SERIES = [
+    ['admitted', (p) => p.admitted],
+    ['throttled', (p) => p.throttled],
+    ['rejected', (p) => p.tokenInvalid + p.sessionExists],
+    ['full', (p) => p.noCapacity],
+    ['tokens', (p) => p.tokensThrottled],
+  ];
+  // Stacked bars, one per minute, and each series' total in the legend.
   function chart(points) {
-    const svg = $('chart');
-    const max = Math.max(
-      1,
-      ...points.map(
-        (p) => p.admitted + p.throttled + p.tokenInvalid + p.sessionExists + p.noCapacity + p.tokensThrottled,
-      ),
-    );
+    const max = Math.max(1, ...points.map((p) => SERIES.reduce((n, [, of]) => n + of(p), 0)));
     const w = 600 / points.length;
-    const parts = [];
+    const bars = [];
     points.forEach((p, i) => {
       let y = 120;
-      for (const [cls, n] of [
-        ['admitted', p.admitted],
-        ['throttled', p.throttled],
-        ['rejected', p.tokenInvalid + p.sessionExists],
-        ['full', p.noCapacity],
-        ['tokens', p.tokensThrottled],
-      ]) {
+      for (const [cls, of] of SERIES) {
+        const n = of(p);
         const h = (n / max) * 110;
-        if (h > 0) {
-          y -= h;
-          parts.push(
-            '<rect class="' +
-              cls +
-              '" x="' +
-              (i * w + 2) +
-              '" y="' +
-              y +
-              '" width="' +
-              (w - 4) +
-              '" height="' +
-              h +
-              '"><title>' +
-              time(p.minute) +
-              ': ' +
-              n +
-              ' ' +
-              cls +
-              '</title></rect>',
-          );
-        }
+        if (h <= 0) continue;
+        y -= h;
+        const rect = document.createElementNS(SVG, 'rect');
+        rect.setAttribute('class', cls);
+        rect.setAttribute('x', String(i * w + 2));
+        rect.setAttribute('y', String(y));
+        rect.setAttribute('width', String(Math.max(1, w - 4)));
+        rect.setAttribute('height', String(h));
+        const title = document.createElementNS(SVG, 'title');
+        title.textContent = time(p.minute) + ': ' + n + ' ' + cls;
+        rect.append(title);
+        bars.push(rect);
       }
     });
-    svg.innerHTML = parts.join('');
+    $('chart').replaceChildren(...bars);
+    for (const [cls, of] of SERIES)
+      $('legend').querySelector('[data-series="' + cls + '"] .n').textContent = String(
+        points.reduce((n, p) => n + of(p), 0),
+      );
   }
   function render(s) {
     $('live-count').textContent = s.live.total;

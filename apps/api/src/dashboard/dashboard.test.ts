@@ -20,6 +20,7 @@ describe('dashboard', async () => {
     '/dashboard/app.js',
     '/dashboard/app.css',
     '/dashboard/api/state',
+    '/dashboard/api/output?userId=u&sessionId=s',
     '/dashboard/queues',
     '/dashboard/queues/api/queues',
   ];
@@ -123,6 +124,29 @@ describe('dashboard', async () => {
     expect(state.body.chart).toHaveLength(15);
     const bad = await send(api.baseUrl, 'GET', '/dashboard/api/state?limit=0', { headers: basic(TEST_API_KEY) });
     expect(bad.status).toBe(400);
+  });
+
+  it("a session's output comes through the logs route: 404 when none is kept, 400 for a bad ask", async () => {
+    // An unknown session of a known user has no output kept (and until the logs route exists, every
+    // session answers its route's 404 the same way): the route's own error is passed on.
+    const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-output' })).token);
+    const unknown = await send(
+      api.baseUrl,
+      'GET',
+      `/dashboard/api/output?userId=dash-output&sessionId=${admitted.sessionId}x`,
+      { headers: basic(TEST_API_KEY) },
+    );
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ error: { code: expect.any(String), message: expect.any(String) } });
+    for (const query of [
+      'userId=a/b&sessionId=s',
+      'userId=a',
+      'userId=a&sessionId=s&tail=0',
+      'userId=a&sessionId=s&x=1',
+    ]) {
+      const bad = await send(api.baseUrl, 'GET', `/dashboard/api/output?${query}`, { headers: basic(TEST_API_KEY) });
+      expect(bad.status, query).toBe(400);
+    }
   });
 
   it('a recent ending carries its reason: failed (out_of_memory) for a session its memory cap killed', async () => {

@@ -5,7 +5,8 @@ import { FastifyAdapter } from '@bull-board/fastify';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { requireDashboardKey } from './auth.js';
+import { dashboardKeyOf, requireDashboardKey } from './auth.js';
+import { outputQuery, readOutputTail } from './output.js';
 import { parseEventId } from '@cq/coordinator';
 import { lastEventIdHeader, openStream, streamEvents } from '../routes/events.js';
 import { pageCss, pageHtml, pageJs } from './page.js';
@@ -65,6 +66,11 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) =>
     reader.read(request.query),
   );
+  // The newest lines of a selected session's output, through the logs route with the operator's key.
+  scope.get('/api/output', { schema: { hide: true, querystring: outputQuery } }, async (request, reply) => {
+    const answer = await readOutputTail(app, dashboardKeyOf(request) ?? '', request.query);
+    return reply.code(answer.status).send(answer.body);
+  });
   // The newest session events, then every one as it happens (the page's live list, and its cue to
   // refresh the tables). The newest come from one ring per process: opening a page costs Redis nothing.
   const recentEvents = new RecentEvents(app.events, app.log);

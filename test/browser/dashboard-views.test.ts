@@ -162,8 +162,9 @@ describe('the dashboard: events on opening, the chart, a session output', async 
     await context.close();
   });
 
-  // Needs the logs route (GET /v1/users/{userId}/sessions/{sessionId}/logs): until it exists, it answers
-  // 404, the panel says "no output kept", and this test fails at the check named below.
+  // Needs the logs route (GET /v1/users/{userId}/sessions/{sessionId}/logs, on main since 091d437): on a
+  // tree without it the route answers 404, the panel says "no output kept", and this test fails at the
+  // check named below.
   it("a selected session's output is shown beside the tables, stream and time marked, followed live until it ends", async () => {
     const { context, page, errors } = await openPage();
     const admitted = await system.client.spawn(

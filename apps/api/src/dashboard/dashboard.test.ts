@@ -126,9 +126,43 @@ describe('dashboard', async () => {
     expect(bad.status).toBe(400);
   });
 
-  it("a session's output comes through the logs route: 404 when none is kept, 400 for a bad ask", async () => {
-    // An unknown session of a known user has no output kept (and until the logs route exists, every
-    // session answers its route's 404 the same way): the route's own error is passed on.
+  it("a session's output: the newest lines after `after`, with stream and time, through the logs route", async () => {
+    const claim = await claimAs(
+      api,
+      await api.client.spawn((await api.client.issueToken({ userId: 'dash-out' })).token),
+      'dash-host',
+    );
+    // 1,200 lines, more than one page of the logs route: the newest 100 come back, the rest counted.
+    const keeping = { keepLines: 5000, keepForMs: 60_000, droppedBytes: 0 };
+    const printed = Array.from({ length: 1200 }, (_, i) => ({
+      stream: i % 2 === 0 ? ('stdout' as const) : ('stderr' as const),
+      line: `line ${i}`,
+    }));
+    await api.coordinator.output.append('dash-out', claim.sessionId, printed, keeping);
+    const output = (query: string) =>
+      send(api.baseUrl, 'GET', `/dashboard/api/output?userId=dash-out&sessionId=${claim.sessionId}${query}`, {
+        headers: basic(TEST_API_KEY),
+      });
+    const tail = await output('');
+    expect(tail.status).toBe(200);
+    expect(tail.body).toMatchObject({ skipped: 1100, droppedBytes: 0, more: false });
+    expect(tail.body.lines.map((l: { stream: string; line: string }) => `${l.stream} ${l.line}`)).toEqual(
+      printed.slice(-100).map((l) => `${l.stream} ${l.line}`),
+    );
+    for (const line of tail.body.lines) expect(new Date(line.at).toISOString()).toBe(line.at);
+    expect(tail.body.next).toBe(tail.body.lines.at(-1).id);
+    // Nothing new: nothing, and the same place to go on from.
+    expect((await output(`&after=${tail.body.next}`)).body).toMatchObject({
+      lines: [],
+      skipped: 0,
+      next: tail.body.next,
+    });
+    await api.coordinator.output.append('dash-out', claim.sessionId, [{ stream: 'stderr', line: 'late' }], keeping);
+    const late = await output(`&after=${tail.body.next}`);
+    expect(late.body.lines.map((l: { line: string }) => l.line)).toEqual(['late']);
+  });
+
+  it("a session's output answers the logs route's 404 when none is kept, and 400 for a bad ask", async () => {
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-output' })).token);
     const unknown = await send(
       api.baseUrl,
@@ -137,7 +171,7 @@ describe('dashboard', async () => {
       { headers: basic(TEST_API_KEY) },
     );
     expect(unknown.status).toBe(404);
-    expect(unknown.body).toEqual({ error: { code: expect.any(String), message: expect.any(String) } });
+    expect(unknown.body).toEqual({ error: { code: 'no_session', message: expect.stringContaining('dash-output') } });
     for (const query of [
       'userId=a/b&sessionId=s',
       'userId=a',
@@ -347,5 +381,35 @@ describe("the live events table's first rows", async () => {
     first.close();
     second.close();
     resumed.close();
+  });
+});
+
+describe("a session's output while Redis is down", async () => {
+  const server = await startRedisServer();
+  afterAll(() => server.stop());
+  const api = await startTestApi(
+    { TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' },
+    { redisUrl: server.url },
+  );
+
+  it("answers the logs route's 503 with its message (the page shows it in the panel's banner), and answers again once Redis is back", async () => {
+    const claim = await claimAs(api, await api.client.spawn((await api.client.issueToken({ userId: 'down' })).token));
+    await api.coordinator.output.append('down', claim.sessionId, [{ stream: 'stdout', line: 'up' }], {
+      keepLines: 100,
+      keepForMs: 60_000,
+      droppedBytes: 0,
+    });
+    const output = () =>
+      send(api.baseUrl, 'GET', `/dashboard/api/output?userId=down&sessionId=${claim.sessionId}`, {
+        headers: basic(TEST_API_KEY),
+      });
+    await server.halt('SIGKILL');
+    const down = await output();
+    expect(down.status).toBe(503);
+    expect(down.body).toEqual({ error: { code: 'unavailable', message: expect.stringMatching(/Redis/) } });
+    await server.resume();
+    // Back, and answering from Redis again: the killed server came back empty, so nothing is kept.
+    await expect.poll(async () => (await output()).status, { timeout: 10_000 }).toBe(404);
+    expect((await output()).body.error.code).toBe('no_session');
   });
 });

@@ -383,6 +383,50 @@ describe('session events', () => {
     expect(typesByUser(await collect(stale, 5))).toEqual(lifecycles(['ev-stale']));
   });
 
+  it('the newest events kept, oldest first, cost 16,384 commands plus at most the count, however many are kept', async () => {
+    const coordinator = testCoordinator({ policy: { spawnIntervalMs: 1, spawnBurst: 10 } });
+    const feed = feedOf(coordinator);
+    const reader = await feed.subscribe();
+    const users = Array.from({ length: 60 }, (_, i) => `ev-latest-${i}`);
+    await Promise.all(users.map((userId) => lifecycle(coordinator, userId)));
+    // One busy slot holds many of the newest: its later events must come from its second round.
+    for (let i = 0; i < 4; i++) await lifecycle(coordinator, 'ev-latest-busy');
+    const expected = users.length * 5 + 20;
+    const all = await collect(reader, expected);
+    expect(all).toHaveLength(expected);
+    const through = all[all.length - 1]!.position.ms;
+    const redis = connect();
+    onTestFinished(() => redis.disconnect());
+    // No other code reads the streams newest first: this counter is this read's alone.
+    const xrevranges = async () =>
+      Number(/cmdstat_xrevrange:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    for (const count of [1, 7, 50]) {
+      const before = await xrevranges();
+      const latest = await feed.latest(count, through);
+      const used = (await xrevranges()) - before;
+      expect(latest.map((e) => e.id)).toEqual(all.slice(-count).map((e) => e.id));
+      expect(used).toBeGreaterThanOrEqual(16_384);
+      expect(used).toBeLessThanOrEqual(16_384 + count);
+    }
+    // Only what was kept at or before `throughMs`.
+    const cut = all[100]!.position.ms;
+    const upTo = all.filter((e) => e.position.ms <= cut);
+    expect((await feed.latest(10, cut)).map((e) => e.id)).toEqual(upTo.slice(-10).map((e) => e.id));
+  });
+
+  it('the newest events of fewer slots than the count are all their kept events, up to the count', async () => {
+    const coordinator = testCoordinator({ policy: { spawnIntervalMs: 1, spawnBurst: 10 } });
+    const feed = feedOf(coordinator);
+    const reader = await feed.subscribe();
+    for (let i = 0; i < 4; i++) await lifecycle(coordinator, 'ev-few-a');
+    await lifecycle(coordinator, 'ev-few-b');
+    const all = await collect(reader, 25);
+    const through = all[all.length - 1]!.position.ms;
+    expect((await feed.latest(50, through)).map((e) => e.id)).toEqual(all.map((e) => e.id));
+    expect((await feed.latest(12, through)).map((e) => e.id)).toEqual(all.slice(-12).map((e) => e.id));
+    expect(await feed.latest(5, all[0]!.position.ms - 1)).toEqual([]);
+  });
+
   it('parses only its own ids', () => {
     expect(parseEventId('1700000000000-0-16383')).toEqual({ ms: 1700000000000, seq: 0, slot: 16383 });
     for (const bad of ['', 'x', '1-2', '1-2-16384', '1-2-3-4', '-1-0-0', '1-99999999999999999-1'])

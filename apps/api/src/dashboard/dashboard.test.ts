@@ -1,4 +1,6 @@
-import { describe, expect, it } from 'vitest';
+import { startRedisServer } from '@cq/test-harness';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { TEST_API_KEY, claimAs, send, startTestApi } from '../test-support/app.js';
 
 const queuesHeaders = (res: { headers: Headers }) => ({
@@ -18,6 +20,7 @@ describe('dashboard', async () => {
     '/dashboard/app.js',
     '/dashboard/app.css',
     '/dashboard/api/state',
+    '/dashboard/api/output?userId=u&sessionId=s',
     '/dashboard/queues',
     '/dashboard/queues/api/queues',
   ];
@@ -123,6 +126,63 @@ describe('dashboard', async () => {
     expect(bad.status).toBe(400);
   });
 
+  it("a session's output: the newest lines after `after`, with stream and time, through the logs route", async () => {
+    const claim = await claimAs(
+      api,
+      await api.client.spawn((await api.client.issueToken({ userId: 'dash-out' })).token),
+      'dash-host',
+    );
+    // 1,200 lines, more than one page of the logs route: the newest 100 come back, the rest counted.
+    const keeping = { keepLines: 5000, keepForMs: 60_000, droppedBytes: 0 };
+    const printed = Array.from({ length: 1200 }, (_, i) => ({
+      stream: i % 2 === 0 ? ('stdout' as const) : ('stderr' as const),
+      line: `line ${i}`,
+    }));
+    await api.coordinator.output.append('dash-out', claim.sessionId, printed, keeping);
+    const output = (query: string) =>
+      send(api.baseUrl, 'GET', `/dashboard/api/output?userId=dash-out&sessionId=${claim.sessionId}${query}`, {
+        headers: basic(TEST_API_KEY),
+      });
+    const tail = await output('');
+    expect(tail.status).toBe(200);
+    expect(tail.body).toMatchObject({ skipped: 1100, droppedBytes: 0, more: false });
+    expect(tail.body.lines.map((l: { stream: string; line: string }) => `${l.stream} ${l.line}`)).toEqual(
+      printed.slice(-100).map((l) => `${l.stream} ${l.line}`),
+    );
+    for (const line of tail.body.lines) expect(new Date(line.at).toISOString()).toBe(line.at);
+    expect(tail.body.next).toBe(tail.body.lines.at(-1).id);
+    // Nothing new: nothing, and the same place to go on from.
+    expect((await output(`&after=${tail.body.next}`)).body).toMatchObject({
+      lines: [],
+      skipped: 0,
+      next: tail.body.next,
+    });
+    await api.coordinator.output.append('dash-out', claim.sessionId, [{ stream: 'stderr', line: 'late' }], keeping);
+    const late = await output(`&after=${tail.body.next}`);
+    expect(late.body.lines.map((l: { line: string }) => l.line)).toEqual(['late']);
+  });
+
+  it("a session's output answers the logs route's 404 when none is kept, and 400 for a bad ask", async () => {
+    const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-output' })).token);
+    const unknown = await send(
+      api.baseUrl,
+      'GET',
+      `/dashboard/api/output?userId=dash-output&sessionId=${admitted.sessionId}x`,
+      { headers: basic(TEST_API_KEY) },
+    );
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ error: { code: 'no_session', message: expect.stringContaining('dash-output') } });
+    for (const query of [
+      'userId=a/b&sessionId=s',
+      'userId=a',
+      'userId=a&sessionId=s&tail=0',
+      'userId=a&sessionId=s&x=1',
+    ]) {
+      const bad = await send(api.baseUrl, 'GET', `/dashboard/api/output?${query}`, { headers: basic(TEST_API_KEY) });
+      expect(bad.status, query).toBe(400);
+    }
+  });
+
   it('a recent ending carries its reason: failed (out_of_memory) for a session its memory cap killed', async () => {
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-oom' })).token);
     const claim = await claimAs(api, admitted, 'dash-host');
@@ -164,5 +224,192 @@ describe('dashboard with a thousand live sessions', async () => {
       headers: basic(TEST_API_KEY),
     });
     expect(one.body.live.rows.map((r: { userId: string }) => r.userId)).toEqual(['many-0123']);
+  });
+});
+
+/** One server-sent event of the dashboard's stream. */
+interface Sent {
+  id: string | undefined;
+  type: string;
+  data: { userId: string; type: string; fence: number };
+}
+
+/**
+ * The dashboard's event stream, read with the page's credentials: `next()` gives the next event, or
+ * undefined when none came within `waitMs` (the test then compares what came with what it expected).
+ */
+async function openEvents(baseUrl: string, headers: Record<string, string> = {}) {
+  const controller = new AbortController();
+  onTestFinished(() => controller.abort());
+  const response = await fetch(`${baseUrl}/dashboard/api/events`, {
+    headers: { ...basic(TEST_API_KEY), accept: 'text/event-stream', ...headers },
+    signal: controller.signal,
+  });
+  expect(response.status).toBe(200);
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  const parse = (block: string): Sent | undefined => {
+    const fields = new Map<string, string>();
+    for (const line of block.split('\n')) {
+      const colon = line.indexOf(':');
+      if (colon > 0) fields.set(line.slice(0, colon), line.slice(colon + 1).trimStart());
+    }
+    const data = fields.get('data');
+    if (data === undefined) return undefined; // a comment (keep-alive)
+    return { id: fields.get('id'), type: fields.get('event') ?? 'message', data: JSON.parse(data) as Sent['data'] };
+  };
+  const next = async (waitMs = 5000): Promise<Sent | undefined> => {
+    const deadline = AbortSignal.timeout(waitMs);
+    for (;;) {
+      const end = buffer.indexOf('\n\n');
+      if (end >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const sent = parse(block);
+        if (sent !== undefined) return sent;
+        continue;
+      }
+      const timedOut = new Promise<undefined>((resolve) =>
+        deadline.addEventListener('abort', () => resolve(undefined), { once: true }),
+      );
+      const chunk = await Promise.race([reader.read(), timedOut]);
+      if (chunk === undefined || chunk.done) return undefined;
+      buffer += chunk.value;
+    }
+  };
+  const take = async (count: number, waitMs?: number): Promise<Sent[]> => {
+    const sent: Sent[] = [];
+    while (sent.length < count) {
+      const one = await next(waitMs);
+      if (one === undefined) break;
+      sent.push(one);
+    }
+    return sent;
+  };
+  return { next, take, close: () => controller.abort() };
+}
+
+/** Commands Redis has run, by name, from INFO commandstats. */
+async function commandStats(redis: Redis): Promise<Record<string, number>> {
+  const stats: Record<string, number> = {};
+  for (const m of (await redis.info('commandstats')).matchAll(/cmdstat_([a-z|_-]+):calls=(\d+)/g))
+    stats[m[1]!] = Number(m[2]);
+  return stats;
+}
+
+/** What ran between two {@link commandStats}, by name (only those that ran). */
+function ranBetween(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(after)
+      .map(([name, calls]) => [name, calls - (before[name] ?? 0)] as const)
+      .filter(([, calls]) => calls > 0),
+  );
+}
+
+describe("the live events table's first rows", async () => {
+  // A Redis of this file's own: INFO commandstats then counts this API's commands only.
+  const server = await startRedisServer();
+  afterAll(() => server.stop());
+  const api = await startTestApi(
+    { TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' },
+    { redisUrl: server.url },
+  );
+  const redis = new Redis(server.url);
+  afterAll(() => redis.disconnect());
+
+  it('a page opening gets the newest 50 events that happened before it, then the new ones; only the first opening reads Redis for them', async () => {
+    const reference = await api.app.events.subscribe();
+    onTestFinished(() => reference.close());
+    // 15 sessions run and complete (3 events each), 3 are stopped while pending (2 each): 51 events.
+    for (let i = 0; i < 15; i++) {
+      const admitted = await api.client.spawn((await api.client.issueToken({ userId: `first-${i}` })).token);
+      await api.coordinator.claims.finish(await claimAs(api, admitted, 'dash-host'), 'completed', 0);
+    }
+    for (let i = 0; i < 3; i++) {
+      await api.client.spawn((await api.client.issueToken({ userId: `first-stopped-${i}` })).token);
+      await api.client.stopSession(`first-stopped-${i}`);
+    }
+    const happened: string[] = [];
+    for (let i = 0; i < 51; i++) happened.push((await reference.next())!.id);
+
+    const before = await commandStats(redis);
+    const first = await openEvents(api.baseUrl);
+    const shown = await first.take(50);
+    const firstOpening = ranBetween(before, await commandStats(redis));
+    expect(shown.map((e) => e.id)).toEqual(happened.slice(-50));
+    expect(shown.at(-1)).toMatchObject({ type: 'stopped', data: { userId: 'first-stopped-2', type: 'stopped' } });
+    // Then what happens next, once.
+    await api.client.spawn((await api.client.issueToken({ userId: 'first-after' })).token);
+    const after = await first.next();
+    expect(after).toMatchObject({ type: 'pending', data: { userId: 'first-after' } });
+    happened.push((await reference.next())!.id);
+    expect(after!.id).toBe(happened.at(-1));
+
+    // Later openings: the same newest 50 from memory, no stream read at all.
+    const again = await commandStats(redis);
+    const second = await openEvents(api.baseUrl);
+    expect((await second.take(50)).map((e) => e.id)).toEqual(happened.slice(-50));
+    const secondOpening = ranBetween(again, await commandStats(redis));
+    // A page reconnecting with its last id gets only what came after it.
+    const resumed = await openEvents(api.baseUrl, { 'last-event-id': happened.at(-4)! });
+    expect((await resumed.take(3)).map((e) => e.id)).toEqual(happened.slice(-3));
+    expect(await resumed.next(300)).toBeUndefined();
+
+    // For comparison: what a replay from an old position costs (GET /v1/events with an old Last-Event-ID).
+    const replayBefore = await commandStats(redis);
+    const replay = api.client.events({ lastEventId: happened[0]! });
+    for (let i = 0; i < 51; i++) await replay.next();
+    await replay.return(undefined);
+    const replayed = ranBetween(replayBefore, await commandStats(redis));
+
+    // And what the page's other read, its state (tables, chart), costs.
+    const stateBefore = await commandStats(redis);
+    expect((await send(api.baseUrl, 'GET', '/dashboard/api/state', { headers: basic(TEST_API_KEY) })).status).toBe(200);
+    const state = ranBetween(stateBefore, await commandStats(redis));
+
+    console.info(
+      `Redis commands for the events table: first opening ${JSON.stringify(firstOpening)}; ` +
+        `later openings ${JSON.stringify(secondOpening)}; a replay from an old id ${JSON.stringify(replayed)}; ` +
+        `for comparison, one state read ${JSON.stringify(state)}`,
+    );
+    expect(firstOpening['xrevrange']).toBeGreaterThanOrEqual(16_384);
+    expect(firstOpening['xrevrange']).toBeLessThanOrEqual(16_384 + 50);
+    expect(firstOpening['xrange'] ?? 0).toBe(0);
+    expect(secondOpening['xrevrange'] ?? 0).toBe(0);
+    expect(secondOpening['xrange'] ?? 0).toBe(0);
+    expect(replayed['xrange']).toBeGreaterThanOrEqual(16_384);
+    first.close();
+    second.close();
+    resumed.close();
+  });
+});
+
+describe("a session's output while Redis is down", async () => {
+  const server = await startRedisServer();
+  afterAll(() => server.stop());
+  const api = await startTestApi(
+    { TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' },
+    { redisUrl: server.url },
+  );
+
+  it("answers the logs route's 503 with its message (the page shows it in the panel's banner), and answers again once Redis is back", async () => {
+    const claim = await claimAs(api, await api.client.spawn((await api.client.issueToken({ userId: 'down' })).token));
+    await api.coordinator.output.append('down', claim.sessionId, [{ stream: 'stdout', line: 'up' }], {
+      keepLines: 100,
+      keepForMs: 60_000,
+      droppedBytes: 0,
+    });
+    const output = () =>
+      send(api.baseUrl, 'GET', `/dashboard/api/output?userId=down&sessionId=${claim.sessionId}`, {
+        headers: basic(TEST_API_KEY),
+      });
+    await server.halt('SIGKILL');
+    const down = await output();
+    expect(down.status).toBe(503);
+    expect(down.body).toEqual({ error: { code: 'unavailable', message: expect.stringMatching(/Redis/) } });
+    await server.resume();
+    // Back, and answering from Redis again: the killed server came back empty, so nothing is kept.
+    await expect.poll(async () => (await output()).status, { timeout: 10_000 }).toBe(404);
+    expect((await output()).body.error.code).toBe('no_session');
   });
 });

@@ -5,9 +5,12 @@ import { FastifyAdapter } from '@bull-board/fastify';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { requireDashboardKey } from './auth.js';
-import { openStream, streamEvents } from '../routes/events.js';
+import { dashboardKeyOf, requireDashboardKey } from './auth.js';
+import { outputQuery, readOutputTail } from './output.js';
+import { parseEventId } from '@cq/coordinator';
+import { lastEventIdHeader, openStream, streamEvents } from '../routes/events.js';
 import { pageCss, pageHtml, pageJs } from './page.js';
+import { RecentEvents } from './recent-events.js';
 import { DashboardStateReader } from './state.js';
 
 /** Where the dashboard lives. */
@@ -63,12 +66,27 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) =>
     reader.read(request.query),
   );
-  // Every session event as it happens (the page's live list, and its cue to refresh the tables).
-  scope.get('/api/events', { sse: { kind: 'manual' }, schema: { hide: true } }, async (_request, reply) => {
-    const subscription = await app.events.subscribe();
-    openStream(reply, subscription);
-    await streamEvents(reply, subscription);
+  // The newest lines of a selected session's output, through the logs route with the operator's key.
+  scope.get('/api/output', { schema: { hide: true, querystring: outputQuery } }, async (request, reply) => {
+    const answer = await readOutputTail(app, dashboardKeyOf(request) ?? '', request.query);
+    return reply.code(answer.status).send(answer.body);
   });
+  // The newest session events, then every one as it happens (the page's live list, and its cue to
+  // refresh the tables). The newest come from one ring per process: opening a page costs Redis nothing.
+  const recentEvents = new RecentEvents(app.events, app.log);
+  app.addHook('onClose', async () => recentEvents.close());
+  scope.get(
+    '/api/events',
+    { sse: { kind: 'manual' }, schema: { hide: true, headers: lastEventIdHeader } },
+    async (request, reply) => {
+      // A reconnecting page has the events up to its last one already.
+      const lastEventId = request.headers['last-event-id'];
+      const after = lastEventId === undefined ? undefined : parseEventId(lastEventId);
+      const { recent, live } = await recentEvents.open(after);
+      openStream(reply, live);
+      await streamEvents(reply, live, recent);
+    },
+  );
 
   const readOnlyMode = !app.config.dashboardActions;
   const serverAdapter = new FastifyAdapter();

@@ -2,6 +2,7 @@ import {
   EVENT_RETENTION_MS,
   parseEventId,
   type EventSubscription,
+  type SessionEvent,
   type UserEvent,
   type UserStream,
 } from '@cq/coordinator';
@@ -72,11 +73,21 @@ export function openStream(reply: FastifyReply, subscription: EventSubscription 
 }
 
 /**
- * Sends every event of `subscription` with its id until the subscription or the connection ends, then
- * ends the response. A reader that went away, or fell behind, ends its own stream only.
+ * Sends `first` (events the reader has not seen, older than any of the subscription's), then every
+ * event of `subscription`, each with its id, until the subscription or the connection ends, then ends
+ * the response. A reader that went away, or fell behind, ends its own stream only.
  */
-export async function streamEvents(reply: FastifyReply, subscription: EventSubscription): Promise<void> {
+export async function streamEvents(
+  reply: FastifyReply,
+  subscription: EventSubscription,
+  first: readonly SessionEvent[] = [],
+): Promise<void> {
   try {
+    for (const event of first)
+      if (!(await send(reply, { id: event.id, event: event.type, data: wire(event) }))) {
+        reply.sse.close();
+        return;
+      }
     for await (const event of subscription)
       if (!(await send(reply, { id: event.id, event: event.type, data: wire(event) }))) break;
   } catch (err) {

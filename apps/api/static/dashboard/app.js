@@ -27,51 +27,43 @@
       }),
     );
   }
+  const SVG = 'http://www.w3.org/2000/svg';
+  const SERIES = [
+    ['admitted', (p) => p.admitted],
+    ['throttled', (p) => p.throttled],
+    ['rejected', (p) => p.tokenInvalid + p.sessionExists],
+    ['full', (p) => p.noCapacity],
+    ['tokens', (p) => p.tokensThrottled],
+  ];
+  // Stacked bars, one per minute, and each series' total in the legend.
   function chart(points) {
-    const svg = $('chart');
-    const max = Math.max(
-      1,
-      ...points.map(
-        (p) => p.admitted + p.throttled + p.tokenInvalid + p.sessionExists + p.noCapacity + p.tokensThrottled,
-      ),
-    );
+    const max = Math.max(1, ...points.map((p) => SERIES.reduce((n, [, of]) => n + of(p), 0)));
     const w = 600 / points.length;
-    const parts = [];
+    const bars = [];
     points.forEach((p, i) => {
       let y = 120;
-      for (const [cls, n] of [
-        ['admitted', p.admitted],
-        ['throttled', p.throttled],
-        ['rejected', p.tokenInvalid + p.sessionExists],
-        ['full', p.noCapacity],
-        ['tokens', p.tokensThrottled],
-      ]) {
+      for (const [cls, of] of SERIES) {
+        const n = of(p);
         const h = (n / max) * 110;
-        if (h > 0) {
-          y -= h;
-          parts.push(
-            '<rect class="' +
-              cls +
-              '" x="' +
-              (i * w + 2) +
-              '" y="' +
-              y +
-              '" width="' +
-              (w - 4) +
-              '" height="' +
-              h +
-              '"><title>' +
-              time(p.minute) +
-              ': ' +
-              n +
-              ' ' +
-              cls +
-              '</title></rect>',
-          );
-        }
+        if (h <= 0) continue;
+        y -= h;
+        const rect = document.createElementNS(SVG, 'rect');
+        rect.setAttribute('class', cls);
+        rect.setAttribute('x', String(i * w + 2));
+        rect.setAttribute('y', String(y));
+        rect.setAttribute('width', String(Math.max(1, w - 4)));
+        rect.setAttribute('height', String(h));
+        const title = document.createElementNS(SVG, 'title');
+        title.textContent = time(p.minute) + ': ' + n + ' ' + cls;
+        rect.append(title);
+        bars.push(rect);
       }
     });
-    svg.innerHTML = parts.join('');
+    $('chart').replaceChildren(...bars);
+    for (const [cls, of] of SERIES)
+      $('legend').querySelector('[data-series="' + cls + '"] .n').textContent = String(
+        points.reduce((n, p) => n + of(p), 0),
+      );
   }
   function render(s) {
     $('live-count').textContent = s.live.total;
@@ -87,6 +79,7 @@
     $('next').disabled = s.live.offset + s.live.limit >= s.live.total;
     fill($('live').tBodies[0], s.live.rows, (tr, r) => {
       tr.dataset.user = r.userId;
+      selectable(tr, r.sessionId, r.state);
       tr.append(
         cell(r.userId, 'user'),
         cell(r.ready ? r.state + ' · ready' + (r.endpoint ? ' at ' + r.endpoint : '') : r.state, 'state s-' + r.state),
@@ -110,6 +103,7 @@
     });
     fill($('ended').tBodies[0], s.ended, (tr, e) => {
       tr.dataset.user = e.userId;
+      selectable(tr, e.sessionId, e.state);
       tr.append(
         cell(e.userId, 'user'),
         cell(e.reason ? e.state + ' (' + e.reason + ')' : e.state, 'state s-' + e.state),
@@ -121,6 +115,12 @@
       );
     });
     chart(s.chart);
+    if (selected !== undefined) {
+      const live = s.live.rows.find((r) => r.sessionId === selected.sessionId);
+      const ended = s.ended.find((e) => e.sessionId === selected.sessionId);
+      if (live) sessionIs(live.state, true);
+      else if (ended) sessionIs(ended.state, false);
+    }
   }
   async function refresh() {
     const q = new URLSearchParams({ filter: $('filter').value.trim(), offset: String(offset), limit: String(PAGE) });
@@ -153,15 +153,15 @@
     offset += PAGE;
     refresh();
   });
-  // Session events as they happen: the newest first in their own table, and each one a cue to read
-  // the state again (at most every 250 ms). The poll stays, slower, for what has no event (hosts, chart).
-  const EVENTS_SHOWN = 30;
+  // Session events: the newest 50 when the page opens (the server keeps them), then each as it
+  // happens, newest first in their own table; each one a cue to read the state again (at most every
+  // 250 ms). The poll stays, slower, for what has no event (hosts, chart).
+  const EVENTS_SHOWN = 50;
   const events = [];
   let refreshSoon;
-  function onEvent(message) {
-    const e = JSON.parse(message.data);
-    events.unshift(e);
-    events.length = Math.min(events.length, EVENTS_SHOWN);
+  let drawEvents;
+  function showEvents() {
+    drawEvents = undefined;
     fill($('events').tBodies[0], events, (tr, ev) => {
       tr.dataset.user = ev.userId;
       tr.dataset.type = ev.type;
@@ -175,12 +175,196 @@
         cell(detail, 'detail'),
       );
     });
+  }
+  function onEvent(message) {
+    // A reconnection may send again what the page has (from another API process).
+    if (message.lastEventId && events.some((e) => e.id === message.lastEventId)) return;
+    const e = JSON.parse(message.data);
+    e.id = message.lastEventId;
+    events.unshift(e);
+    events.length = Math.min(events.length, EVENTS_SHOWN);
+    onSessionEvent(e);
+    // The 50 of an opening arrive at once: one table for them all.
+    if (drawEvents === undefined) drawEvents = requestAnimationFrame(showEvents);
     if (refreshSoon === undefined)
       refreshSoon = setTimeout(() => {
         refreshSoon = undefined;
         refresh();
       }, 250);
   }
+  // The selected session's output: its newest lines, followed while it runs. The page asks
+  // /dashboard/api/output (the logs route's JSON, read with the operator's key: the page holds none)
+  // every second with the last line's id, as it polls its state; an EventSource could not carry the
+  // key either. Session output is untrusted text: it is only ever set as textContent.
+  const OUTPUT_SHOWN = 100;
+  const FOLLOW_MS = 1000;
+  const RETRY_MS = 5000;
+  const finalTypes = ['completed', 'failed', 'expired', 'stopped', 'lost', 'withdrawn'];
+  let selected;
+  let outputRead = 0;
+  let outputTimer;
+  function selectable(tr, sessionId, state) {
+    tr.dataset.session = sessionId;
+    tr.dataset.state = state;
+    tr.tabIndex = 0;
+    const on = selected !== undefined && selected.sessionId === sessionId;
+    tr.classList.toggle('selected', on);
+    tr.setAttribute('aria-selected', String(on));
+  }
+  function markSelected() {
+    for (const tr of document.querySelectorAll('#live tbody tr, #ended tbody tr')) {
+      const on = selected !== undefined && tr.dataset.session === selected.sessionId;
+      tr.classList.toggle('selected', on);
+      tr.setAttribute('aria-selected', String(on));
+    }
+  }
+  const clock = (iso) => {
+    const d = new Date(iso);
+    return isNaN(d)
+      ? ''
+      : d.toLocaleTimeString([], { hour12: false }) + '.' + String(d.getMilliseconds()).padStart(3, '0');
+  };
+  function span(className, text) {
+    const el = document.createElement('span');
+    el.className = className;
+    el.textContent = text;
+    return el;
+  }
+  function showOutputState() {
+    if (selected === undefined) return;
+    const o = selected.output;
+    const parts = [selected.state || ''];
+    if (o.gone) parts.push(o.count > 0 ? 'no output kept any more' : 'no output kept');
+    else if (o.count === 0 && o.read) parts.push(selected.live ? 'no output yet' : 'no output');
+    else if (o.read) {
+      parts.push(selected.live ? 'following live' : 'ended: all its kept output');
+      parts.push(
+        o.count > OUTPUT_SHOWN
+          ? 'the newest ' + OUTPUT_SHOWN + ' of ' + o.count + ' lines'
+          : o.count + (o.count === 1 ? ' line' : ' lines'),
+      );
+    } else parts.push('reading…');
+    if (o.droppedBytes > 0) parts.push(o.droppedBytes + ' bytes dropped');
+    $('output-state').textContent = parts.filter((p) => p !== '').join(' · ');
+    $('output-state').dataset.state = o.gone ? 'gone' : selected.live ? 'live' : 'ended';
+  }
+  function sessionIs(state, live) {
+    if (selected === undefined) return;
+    const wasLive = selected.live;
+    selected.state = state;
+    selected.live = live;
+    showOutputState();
+    // It ended: read once more for its last lines (the poll then stops).
+    if (wasLive && !live && !selected.output.gone) readOutputSoon(0);
+  }
+  function onSessionEvent(e) {
+    if (selected === undefined || e.sessionId !== selected.sessionId) return;
+    sessionIs(e.type, !finalTypes.includes(e.type));
+  }
+  function appendLines(lines) {
+    const box = $('output-lines');
+    const following = box.childElementCount === 0 || box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    for (const l of lines) {
+      const row = document.createElement('div');
+      row.className = 'line ' + (l.stream === 'stderr' ? 'stderr' : 'stdout');
+      row.dataset.stream = l.stream === 'stderr' ? 'stderr' : 'stdout';
+      const at = span('at', clock(l.at));
+      at.title = String(l.at);
+      row.append(at, span('stream', row.dataset.stream), span('text', String(l.line)));
+      box.append(row);
+    }
+    while (box.childElementCount > OUTPUT_SHOWN) box.firstElementChild.remove();
+    if (following) box.scrollTop = box.scrollHeight;
+  }
+  function readOutputSoon(ms) {
+    clearTimeout(outputTimer);
+    const read = outputRead;
+    outputTimer = setTimeout(() => readOutput(read), ms);
+  }
+  async function readOutput(read) {
+    const s = selected;
+    const o = s.output;
+    const q = new URLSearchParams({ userId: s.userId, sessionId: s.sessionId, tail: String(OUTPUT_SHOWN) });
+    if (o.after !== undefined) q.set('after', o.after);
+    let next = FOLLOW_MS;
+    try {
+      let res;
+      try {
+        res = await fetch('/dashboard/api/output?' + q, { cache: 'no-store', credentials: 'same-origin' });
+      } catch (err) {
+        throw new Error('the API does not answer (' + err.message + ')');
+      }
+      let body;
+      try {
+        body = await res.json();
+      } catch {
+        body = undefined;
+      }
+      if (read !== outputRead) return;
+      if (res.status === 404) {
+        // Never kept, or no longer: nothing to follow.
+        $('output-error').hidden = true;
+        o.gone = true;
+        showOutputState();
+        return;
+      }
+      if (!res.ok || body === undefined)
+        throw new Error(
+          (body && body.error ? body.error.message : 'no readable answer') + ' (HTTP ' + res.status + ')',
+        );
+      $('output-error').hidden = true;
+      o.read = true;
+      appendLines(body.lines);
+      o.count += body.skipped + body.lines.length;
+      o.droppedBytes = body.droppedBytes;
+      if (body.next !== undefined) o.after = body.next;
+      showOutputState();
+      if (body.more) next = 0;
+      else if (!s.live && body.lines.length === 0) return; // ended, and everything kept is shown
+    } catch (err) {
+      if (read !== outputRead) return;
+      $('output-error').hidden = false;
+      $('output-error').textContent = 'The output could not be read: ' + err.message;
+      next = RETRY_MS;
+    }
+    readOutputSoon(next);
+  }
+  function select(tr) {
+    const sessionId = tr.dataset.session;
+    if (!sessionId || (selected !== undefined && selected.sessionId === sessionId)) return;
+    const live = tr.closest('table').id === 'live';
+    selected = {
+      userId: tr.dataset.user,
+      sessionId,
+      state: tr.dataset.state,
+      live: live && !finalTypes.includes(tr.dataset.state),
+      output: { after: undefined, count: 0, droppedBytes: 0, read: false, gone: false },
+    };
+    outputRead++;
+    clearTimeout(outputTimer);
+    $('output').dataset.session = sessionId;
+    $('output-who').textContent = '· ' + selected.userId + ' · ' + sessionId;
+    $('output-error').hidden = true;
+    $('output-lines').replaceChildren();
+    markSelected();
+    showOutputState();
+    readOutput(outputRead);
+  }
+  for (const id of ['live', 'ended']) {
+    const tbody = $(id).tBodies[0];
+    tbody.addEventListener('click', (e) => {
+      const tr = e.target.closest('tr');
+      if (tr) select(tr);
+    });
+    tbody.addEventListener('keydown', (e) => {
+      const tr = e.target.closest('tr');
+      if (tr && (e.key === 'Enter' || e.key === ' ')) {
+        e.preventDefault();
+        select(tr);
+      }
+    });
+  }
+
   const source = new EventSource('/dashboard/api/events');
   const types = ['pending', 'running', 'ready', 'stopping', 'completed', 'failed', 'expired', 'stopped', 'lost'];
   for (const type of [...types, 'withdrawn']) source.addEventListener(type, onEvent);

@@ -6,6 +6,7 @@ import type { SessionStore } from '../sessions.js';
 import { ChannelSubscriber, reopen } from './channel-subscriber.js';
 import { decodeMark, decodeMessage, endOfMs } from './codec.js';
 import { EventSubscription, type SubscribeOptions, type SubscriptionSource } from './event-subscription.js';
+import { latestEvents } from './latest.js';
 import { replay } from './replay.js';
 import type { EventPosition, SessionEvent } from './session-event.js';
 import { UserStream } from './user-stream.js';
@@ -192,6 +193,15 @@ export class EventFeed implements SubscriptionSource {
     if (set?.delete(subscription) !== true) return;
     this.#subscriptionCount--;
     if (userId !== undefined && set.size === 0) this.#byUser.delete(userId);
+  }
+
+  /**
+   * The newest `count` events kept at or before `throughMs` (epoch ms), oldest first: with a
+   * subscription's {@link EventSubscription.joinedAt}, the events just before its first live one. Costs
+   * 16,384 cheap commands plus at most `count` (see {@link latestEvents}), however many events are kept.
+   */
+  latest(count: number, throughMs: number): Promise<SessionEvent[]> {
+    return latestEvents(this.#readerClient(), this.#context.keys, count, throughMs);
   }
 
   /** @internal The streams' events after `after` up to `throughMs` (inclusive), in id order. */

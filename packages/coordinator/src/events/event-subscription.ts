@@ -33,8 +33,11 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
   #wake: (() => void) | undefined;
   #closed = false;
   #failure: Error | undefined;
-  /** Events up to this time come from the replay; the live ones after it. */
-  readonly #joinedAt: number;
+  /**
+   * The feed's watermark when this subscription joined, epoch ms: every event at or before it had been
+   * handed on already (it comes only from a replay); the live ones are after it.
+   */
+  readonly joinedAt: number;
   /** The reader has every event up to this one already (its Last-Event-ID). */
   readonly #after: EventPosition | undefined;
   #replay: AsyncGenerator<SessionEvent> | undefined;
@@ -49,7 +52,7 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
     this.#source = source;
     this.userId = options.userId;
     this.#maxQueued = maxQueued;
-    this.#joinedAt = joinedAt;
+    this.joinedAt = joinedAt;
     this.#after = options.after;
     this.expired = options.after !== undefined && options.after.ms < joinedAt - EVENT_RETENTION_MS;
     if (options.after !== undefined && !this.expired) this.#replay = source.replay(options.after, joinedAt);
@@ -60,7 +63,7 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
     if (this.#closed) return;
     for (const event of events) {
       if (this.userId !== undefined && event.userId !== this.userId) continue;
-      if (event.position.ms <= this.#joinedAt) continue;
+      if (event.position.ms <= this.joinedAt) continue;
       // Resumed on a process whose watermark was behind the reader's id: it has these already.
       if (this.#after !== undefined && comparePositions(event.position, this.#after) <= 0) continue;
       if (this.#queue.length >= this.#maxQueued) {

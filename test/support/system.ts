@@ -54,6 +54,8 @@ export async function startSystem(
     SPAWN_INTERVAL_MS: '1',
     SPAWN_BURST: '1000',
     SWEEP_INTERVAL_MS: '250',
+    // Idle sessions on in every system (the fault tests run with it): a 10-minute timeout none reaches.
+    IDLE_TIMEOUT_MS: '600000',
     ...options.apiEnv,
   });
   const workerEnv = {

@@ -38,6 +38,21 @@ describe('the cq command line', async () => {
     expect(JSON.parse(history.stdout).sessions[0]).toMatchObject({ state: 'completed', exitCode: 0 });
   });
 
+  it("logs prints the current session's output, else the latest one's; --follow prints new lines until the session ends", async () => {
+    await cq(['spawn', '--user', 'cli-logs', '--metadata', '{"tickEveryMs":100,"durationMs":1500}'], env);
+    const followed = await cq(['logs', 'cli-logs', '--follow'], env);
+    expect(followed.code).toBe(0);
+    const ticks = followed.stdout.split('\n').filter((l) => / out tick \d+ /.test(l));
+    expect(ticks.length).toBeGreaterThan(5);
+    expect(ticks[0]).toMatch(/^\d{4}-\d\d-\d\dT\S+Z out tick 0 /);
+    // Ended now: the latest session's output, the same lines.
+    const after = await cq(['logs', 'cli-logs'], env);
+    expect(after.stdout.split('\n').filter((l) => / out tick \d+ /.test(l))).toEqual(ticks);
+    const none = await cq(['logs', 'cli-nobody'], env);
+    expect(none.code).toBe(5);
+    expect(none.stderr).toContain('cli-nobody has no live or ended session');
+  });
+
   it('spawn --idle sets the idle timeout; status shows it; watch reports the idle end as stopped (idle), exit 12', async () => {
     expect((await cq(['spawn', '--user', 'cli-idle', '--idle', '1500'], env)).code).toBe(0);
     await until(async () => (await system.client.findSession('cli-idle'))?.state === 'running', 10_000, 'running');

@@ -16,6 +16,7 @@ export function parseCommandLine(argv: string[]) {
       idle: { type: 'string' },
       user: { type: 'string' },
       users: { type: 'string' },
+      follow: { type: 'boolean', short: 'f', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });

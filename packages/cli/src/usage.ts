@@ -15,6 +15,8 @@ commands:
                                                                 a pending one gets that lifetime once started
   stop <userId>                                                 stop the user's live session
   history <userId>                                              the user's ended sessions
+  logs <userId> [--follow]                                      the output of the live session, else of the latest ended one
+                                                                (--follow: print new lines until the session ends)
   watch <userId>                                                follow the live session until it ends (or say how the last one ended)
   hosts                                                         the live worker hosts and the free slots
   drain <workerId>                                              drain a worker host: no new sessions, exit 0 after its last one

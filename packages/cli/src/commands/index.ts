@@ -2,6 +2,7 @@ import type { Command } from './command.js';
 import { demo } from './demo.js';
 import { history } from './history.js';
 import { drain, hosts } from './hosts.js';
+import { logs } from './logs.js';
 import { extend, status, stop } from './session.js';
 import { spawn } from './spawn.js';
 import { token } from './token.js';
@@ -17,6 +18,7 @@ export const commands: ReadonlyMap<string, Command> = new Map([
   ['extend', extend],
   ['stop', stop],
   ['history', history],
+  ['logs', logs],
   ['watch', watch],
   ['hosts', hosts],
   ['drain', drain],

@@ -8,6 +8,7 @@ const onBothTargets = [
   'e2e/chaos.test.ts',
   'e2e/capacity.test.ts',
   'e2e/events.test.ts',
+  'e2e/output.test.ts',
   'e2e/idle.test.ts',
 ];
 

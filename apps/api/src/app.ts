@@ -19,6 +19,7 @@ import { spawnRoutes } from './routes/spawn.js';
 import { tokenRoutes } from './routes/tokens.js';
 import { SSE_HEARTBEAT_MS, eventRoutes } from './routes/events.js';
 import { logRoutes } from './routes/logs.js';
+import { webhookRoutes } from './routes/webhooks.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -148,6 +149,7 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(hostRoutes);
   await app.register(eventRoutes);
   await app.register(logRoutes);
+  await app.register(webhookRoutes);
   await app.register(dashboardPlugin, { prefix: DASHBOARD_PATH });
   return app;
 }

@@ -40,6 +40,14 @@ export interface ApiConfig extends CommonConfig {
    * (for pools that autoscale on queue length). @defaultValue true
    */
   capacityCheck: boolean;
+  /** Allow webhook URLs that resolve to loopback, private or link-local addresses. @defaultValue false */
+  webhookAllowPrivate: boolean;
+  /**
+   * The key webhook secrets are sealed with in Redis (AES-256-GCM, the key derived from this with
+   * HKDF-SHA256). Unset: derived from API_KEYS, so changing API_KEYS then makes existing secrets
+   * unreadable (their deliveries fail, logged); set it to rotate service keys freely.
+   */
+  webhookSecretKey: string | undefined;
 }
 
 const apiKeysVar = z
@@ -82,6 +90,18 @@ const apiEnvShape = {
   TRUST_PROXY: stringVar('false', /^(true|false)$/, 'true or false'),
   CAPACITY_CHECK: stringVar('true', /^(true|false)$/, 'true or false'),
   MAX_EVENT_LOOP_DELAY_MS: intVar(1000, 0, 60_000),
+  WEBHOOK_ALLOW_PRIVATE: stringVar('false', /^(true|false)$/, 'true or false'),
+  WEBHOOK_SECRET_KEY: z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw === '') return undefined;
+      if (raw.length < 16) {
+        ctx.addIssue({ code: 'custom', message: 'must be at least 16 characters' });
+        return z.NEVER;
+      }
+      return raw;
+    }),
 };
 
 /** Parses the API's environment; throws a one-line ConfigError naming the first bad variable. */
@@ -112,5 +132,7 @@ export function loadApiConfig(env: Readonly<Record<string, string | undefined>>)
     trustProxy: parsed.TRUST_PROXY === 'true',
     capacityCheck: parsed.CAPACITY_CHECK === 'true',
     maxEventLoopDelayMs: parsed.MAX_EVENT_LOOP_DELAY_MS,
+    webhookAllowPrivate: parsed.WEBHOOK_ALLOW_PRIVATE === 'true',
+    webhookSecretKey: parsed.WEBHOOK_SECRET_KEY,
   };
 }

@@ -17,6 +17,7 @@ export function parseCommandLine(argv: string[]) {
       user: { type: 'string' },
       users: { type: 'string' },
       follow: { type: 'boolean', short: 'f', default: false },
+      events: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });

@@ -24,6 +24,8 @@ export const exitCodes = {
   rejected: 9,
   /** 404 no_host (drain). */
   noHost: 14,
+  /** 404 no_webhook (webhooks delete, deliveries). */
+  noWebhook: 15,
 } as const;
 
 /** The exit code of each API error code a script may want to tell apart; any other is `rejected`. */
@@ -37,6 +39,7 @@ const exitCodeOfApiError: Partial<Record<ApiErrorCode | 'unreachable', number>> 
   // No worker slot free: like unavailable, retry shortly with the same token.
   no_capacity: exitCodes.unavailable,
   no_host: exitCodes.noHost,
+  no_webhook: exitCodes.noWebhook,
   // The client's code when the API could not be reached at all.
   unreachable: exitCodes.unavailable,
 };

@@ -20,6 +20,9 @@ commands:
   watch <userId>                                                follow the live session until it ends (or say how the last one ended)
   hosts                                                         the live worker hosts and the free slots
   drain <workerId>                                              drain a worker host: no new sessions, exit 0 after its last one
+  webhooks [list]                                               the webhooks (without secrets)
+  webhooks create <url> [--events a,b]                          a webhook for those session events (all when absent); prints its secret once
+  webhooks delete <id> | webhooks deliveries <id>               delete one (its pending deliveries stop) | its delivery attempts
   demo [--users N]                                              spawn sessions for a few users and show what happens
 
 options:
@@ -28,6 +31,6 @@ options:
   --json       print JSON instead of text
 
 exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 no session,
-6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host; watch: 10 failed, 11 expired,
+6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host, 15 no such webhook; watch: 10 failed, 11 expired,
 12 stopped, 13 lost (0 completed).
 `;

@@ -2,6 +2,8 @@ import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { ApiError, NoSessionError, UnavailableError, toApiError } from './errors.js';
 import type {
   Admission,
+  CreatedWebhook,
+  Deliveries,
   EndedSession,
   Host,
   Hosts,
@@ -13,6 +15,7 @@ import type {
   SessionLogs,
   StopAccepted,
   StreamErrorData,
+  WebhookData,
 } from './types.js';
 
 /** One item of an event stream: a session event (with its id on `/v1/events`), or the stream's error event. */
@@ -261,6 +264,31 @@ export class CoordinatorClient {
    */
   drainHost(workerId: string): Promise<Host> {
     return this.#request('POST', `/v1/hosts/${encodeURIComponent(workerId)}/drain`);
+  }
+
+  /**
+   * `POST /v1/webhooks`: a webhook receiving the session events of `events` (every type when absent);
+   * the answer's `secret` (Standard Webhooks signing) is shown only here. Throws
+   * {@link ApiError} `webhook_url_forbidden` for a URL that is not http(s) or resolves to a private address.
+   */
+  createWebhook(url: string, events?: readonly string[]): Promise<CreatedWebhook> {
+    return this.#request('POST', '/v1/webhooks', { url, ...(events === undefined ? {} : { events }) });
+  }
+
+  /** `GET /v1/webhooks`: every webhook, without secrets. */
+  async webhooks(): Promise<WebhookData[]> {
+    return (await this.#request<{ webhooks: WebhookData[] }>('GET', '/v1/webhooks')).webhooks;
+  }
+
+  /** `DELETE /v1/webhooks/{id}`: its deliveries stop, pending retries included. */
+  async deleteWebhook(id: string): Promise<void> {
+    await this.#request('DELETE', `/v1/webhooks/${encodeURIComponent(id)}`);
+  }
+
+  /** `GET /v1/webhooks/{id}/deliveries`: its delivery attempts, newest first. */
+  async deliveries(id: string): Promise<Deliveries> {
+    return (await this.#request<{ deliveries: Deliveries }>('GET', `/v1/webhooks/${encodeURIComponent(id)}/deliveries`))
+      .deliveries;
   }
 
   /** `GET /readyz`: whether the API can reach Redis. */

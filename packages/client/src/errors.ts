@@ -83,6 +83,16 @@ export class NoHostError extends ApiError {
   override name = 'NoHostError';
 }
 
+/** 404 `no_webhook`: no webhook has this id. */
+export class NoWebhookError extends ApiError {
+  override name = 'NoWebhookError';
+}
+
+/** 400 `webhook_url_forbidden`: the URL is not http(s), or resolves to a loopback, private or link-local address. */
+export class WebhookUrlForbiddenError extends ApiError {
+  override name = 'WebhookUrlForbiddenError';
+}
+
 /** Builds the typed error for an error answer. */
 export function toApiError(status: number, body: unknown, headers: Headers): ApiError {
   const error = (
@@ -111,6 +121,10 @@ export function toApiError(status: number, body: unknown, headers: Headers): Api
       return new NoCapacityError(status, code, message, body, retryAfterMs());
     case 'no_host':
       return new NoHostError(status, code, message, body);
+    case 'no_webhook':
+      return new NoWebhookError(status, code, message, body);
+    case 'webhook_url_forbidden':
+      return new WebhookUrlForbiddenError(status, code, message, body);
     case 'lifetime_too_long':
       return new LifetimeTooLongError(status, code, message, body, Number(error?.largestLifetimeMs));
     case 'session_exists':

@@ -5,11 +5,13 @@ export {
   NoCapacityError,
   NoHostError,
   NoSessionError,
+  NoWebhookError,
   SessionExistsError,
   ThrottledError,
   TokenInvalidError,
   UnauthorizedError,
   UnavailableError,
+  WebhookUrlForbiddenError,
   toApiError,
 } from './errors.js';
 export type * from './types.js';

@@ -2,6 +2,8 @@
 // dependency is the SSE parser).
 export type {
   Admission,
+  CreatedWebhook,
+  Deliveries,
   ApiErrorCode,
   EndedSession,
   Host,
@@ -15,4 +17,5 @@ export type {
   SessionState,
   StopAccepted,
   StreamErrorData,
+  WebhookData,
 } from '@cq/contract';

@@ -14,6 +14,11 @@ export const apiErrors = {
   throttled: { status: 429, message: 'Too many requests for this user; retry later.' },
   no_session: { status: 404, message: 'The user has no live session.' },
   no_host: { status: 404, message: 'No live worker host has this id.' },
+  no_webhook: { status: 404, message: 'No webhook has this id.' },
+  webhook_url_forbidden: {
+    status: 400,
+    message: 'The webhook URL is not http(s), or resolves to a loopback, private or link-local address.',
+  },
   lifetime_too_long: {
     status: 400,
     message: 'The lifetime asked for would end the session after its start + the lifetime cap.',

@@ -10,6 +10,9 @@ export { apiErrors, type ApiErrorCode, type ErrorBody } from './errors.js';
 export * from './vocabulary.js';
 export type {
   Admission,
+  CreatedWebhook,
+  Deliveries,
+  WebhookData,
   EndedSession,
   Host,
   Hosts,

@@ -243,3 +243,59 @@ export const sessionLogs = z.object({
     .describe('Output the host dropped so far: over LOG_RATE_BYTES, or unsent while Redis was unreachable'),
   more: z.boolean().describe('True when lines after the last one of this page are kept: ask again with `after`'),
 });
+
+export const createWebhookBody = z
+  .object({
+    url: z.string().min(1).max(2048).describe('Where events are POSTed: an http(s) URL of a public address'),
+    events: z
+      .array(z.enum(sessionEventTypes))
+      .min(1, 'must name at least one event type (leave it out for every type)')
+      .max(sessionEventTypes.length)
+      .refine((types) => new Set(types).size === types.length, 'must not name a type twice')
+      .optional()
+      .describe('The event types to receive; every type when absent'),
+  })
+  .strict();
+
+export const webhookView = z.object({
+  id: z.string(),
+  url: z.string(),
+  events: z
+    .array(z.enum(sessionEventTypes))
+    .describe('The event types it receives (every type when it was created without)'),
+  createdAt: z.string(),
+});
+
+export const webhookCreated = webhookView.extend({
+  secret: z.string().describe('whsec_<base64>: the signing secret (Standard Webhooks); shown only in this answer'),
+});
+
+export const webhooksView = z.object({ webhooks: z.array(webhookView) });
+
+export const webhookParams = z
+  .object({
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a webhook id (1 to 64 characters of A-Z a-z 0-9 _ -)')
+      .describe('A webhook id'),
+  })
+  .strict();
+
+export const deliveriesView = z.object({
+  deliveries: z
+    .array(
+      z.object({
+        eventId: z.string().describe('The event id: the webhook-id header of every attempt'),
+        type: z.string(),
+        attempt: z.number().int().describe('1 for the first attempt'),
+        status: z.number().int().optional().describe("The receiver's HTTP status, when it answered"),
+        error: z.string().optional().describe('Why the attempt failed without an answer'),
+        at: z.string(),
+        nextAttemptAt: z
+          .string()
+          .optional()
+          .describe('When the next attempt is due (absent once delivered or given up)'),
+      }),
+    )
+    .describe('Newest first, at least the last 100 attempts'),
+});

@@ -2,6 +2,9 @@
 // these (type-only imports, so they carry no runtime dependency).
 import type { z } from 'zod';
 import type {
+  deliveriesView,
+  webhookCreated,
+  webhookView,
   historyView,
   hostView,
   hostsView,
@@ -49,3 +52,12 @@ export type OutputLineData = z.infer<typeof outputLine>;
 
 /** A page of a session's output. */
 export type SessionLogs = z.infer<typeof sessionLogs>;
+
+/** A webhook as `GET /v1/webhooks` lists it. */
+export type WebhookData = z.infer<typeof webhookView>;
+
+/** A webhook just created, with its secret (shown only then). */
+export type CreatedWebhook = z.infer<typeof webhookCreated>;
+
+/** A webhook's delivery attempts. */
+export type Deliveries = z.infer<typeof deliveriesView>['deliveries'];

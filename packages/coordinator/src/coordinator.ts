@@ -17,6 +17,7 @@ import { Scripts } from './script-runner.js';
 import { Claims } from './claims.js';
 import { SessionStore } from './sessions.js';
 import { OutputFeed, OutputStore, type OutputFeedOptions } from './output/index.js';
+import { WebhookStore } from './webhooks/index.js';
 import { EventFeed, type EventFeedOptions } from './events/index.js';
 import { Sweeper, type SweeperOptions } from './sweeper.js';
 import { TokenStore } from './tokens.js';
@@ -74,6 +75,8 @@ export class Coordinator {
   readonly claims: Claims;
   /** Sessions' output: appended by worker hosts, read by the API. */
   readonly output: OutputStore;
+  /** Webhook endpoints and their delivery logs. */
+  readonly webhooks: WebhookStore;
   readonly leases: LeaseManager;
   readonly workers: WorkerRegistry;
   readonly #context: Context;
@@ -90,6 +93,7 @@ export class Coordinator {
     this.sessions = new SessionStore(this.#context, this.policy);
     this.claims = new Claims(this.#context, this.policy);
     this.output = new OutputStore(this.#context);
+    this.webhooks = new WebhookStore(this.#context);
     this.leases = new LeaseManager(this.#context);
     this.workers = new WorkerRegistry(this.#context);
   }

@@ -47,6 +47,7 @@ export {
   type SubscribeOptions,
 } from './events/index.js';
 export * from './output/index.js';
+export * from './webhooks/index.js';
 export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
 export * from './session-types.js';
 export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';

@@ -171,6 +171,27 @@ export class Keys {
     return `${this.prefix}:{workers}:host:${workerId}`;
   }
 
+  /**
+   * The webhooks' keys, all on one slot (`{webhooks}`): the endpoints (hash: id → JSON), a version bumped
+   * on each change, the dispatch cursor (the id of the last event handed to the delivery queue), and
+   * the BullMQ prefix of the delivery queue.
+   */
+  webhooks(): { endpoints: string; version: string; cursor: string; queuePrefix: string } {
+    const base = `${this.prefix}:{webhooks}`;
+    return {
+      endpoints: `${base}:endpoints`,
+      version: `${base}:version`,
+      cursor: `${base}:cursor`,
+      queuePrefix: `${base}:q`,
+    };
+  }
+
+  /** The delivery log of one webhook (list of JSON, newest first, capped). */
+  webhookLog(webhookId: string): string {
+    assertName(webhookId, 'webhook id');
+    return `${this.prefix}:{webhooks}:log:${webhookId}`;
+  }
+
   /** The key of a stand-alone rate limiter `name` for the caller `id`. */
   limiter(name: string, id: string): string {
     assertName(name, 'limiter name');

@@ -28,7 +28,7 @@ export const lastEventIdHeader = z.object({
 
 /** The wire form of an event (`at`, `deadline` as ISO-8601), built once however many readers get it. */
 const wireCache = new WeakMap<UserEvent, string>();
-function wire(event: UserEvent): string {
+export function wire(event: UserEvent): string {
   let data = wireCache.get(event);
   if (data === undefined) {
     data = JSON.stringify({

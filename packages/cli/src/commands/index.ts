@@ -7,6 +7,7 @@ import { extend, status, stop } from './session.js';
 import { spawn } from './spawn.js';
 import { token } from './token.js';
 import { watch } from './watch.js';
+import { webhooks } from './webhooks.js';
 
 export type { Command } from './command.js';
 
@@ -23,4 +24,5 @@ export const commands: ReadonlyMap<string, Command> = new Map([
   ['hosts', hosts],
   ['drain', drain],
   ['demo', demo],
+  ['webhooks', webhooks],
 ]);

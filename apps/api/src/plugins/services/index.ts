@@ -5,6 +5,7 @@ import type { ApiConfig } from '../../config.js';
 import { coordinatorPlugin } from './coordinator.js';
 import { eventFeedPlugin } from './event-feed.js';
 import { outputFeedPlugin } from './output-feed.js';
+import { webhooksPlugin } from './webhooks.js';
 import { redisPlugin } from './redis.js';
 import { spawnQueuesPlugin } from './spawn-queues.js';
 import { spawnsPlugin } from './spawns.js';
@@ -39,7 +40,7 @@ const configPlugin = fp(
 /**
  * The API's resources, one plugin each with its dependencies declared: the Redis request connection,
  * the coordinator, the spawn queue's shards (a connection of their own), the spawn saga, the sweeper,
- * the stats (a connection of their own), the event feed and the output feed. Each closes its own in `onClose`, and Fastify
+ * the stats (a connection of their own), the event feed, the output feed and the webhooks (delivery queue, worker, dispatcher). Each closes its own in `onClose`, and Fastify
  * runs those in reverse order of registration, so a resource closes before what it uses.
  */
 export const servicesPlugin = fp(
@@ -53,6 +54,7 @@ export const servicesPlugin = fp(
     await app.register(statsPlugin);
     await app.register(eventFeedPlugin, options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed });
     await app.register(outputFeedPlugin);
+    await app.register(webhooksPlugin);
   },
   { name: 'services', fastify: '5.x', dependencies: ['metrics'] },
 );

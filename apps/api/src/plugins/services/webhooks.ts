@@ -1,0 +1,93 @@
+import { closeRedis } from '@cq/coordinator';
+import { createRedis } from '@cq/service-kit';
+import { Queue, Worker } from 'bullmq';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { Counter, Gauge } from 'prom-client';
+import { deliver, type DeliveryOutcome } from '../../webhooks/deliverer.js';
+import { DELIVERY_QUEUE, type DeliveryJob } from '../../webhooks/delivery-job.js';
+import { WebhookDispatcher } from '../../webhooks/dispatcher.js';
+import { SecretBox } from '../../webhooks/secret-box.js';
+
+/** The webhooks of this process: the secret sealing, the delivery queue, its worker and the dispatcher. */
+export interface WebhookService {
+  readonly secrets: SecretBox;
+  readonly queue: Queue<DeliveryJob>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    webhooks: WebhookService;
+  }
+}
+
+/** Deliveries one API process makes at once. */
+const DELIVERY_CONCURRENCY = 50;
+
+/**
+ * Webhooks: every API process delivers (a BullMQ worker on the delivery queue, 50 at once) and competes
+ * for the dispatch lease (one process turns events into deliveries). Metrics: deliveries by outcome,
+ * the queue's depth and the age of its oldest undelivered event.
+ */
+export const webhooksPlugin = fp(
+  async (app: FastifyInstance) => {
+    const { config, coordinator } = app;
+    const secrets = new SecretBox(config.webhookSecretKey ?? config.apiKeys);
+    const prefix = coordinator.keys.webhooks().queuePrefix;
+    const queueRedis = createRedis(config, 'blocking', { logger: app.log, name: 'cq-api-webhooks' });
+    const queue = new Queue<DeliveryJob>(DELIVERY_QUEUE, { connection: queueRedis, prefix });
+    queue.on('error', (err) => app.log.debug({ err }, 'webhook queue error'));
+    const outcomes = new Counter({
+      name: 'cq_webhook_deliveries_total',
+      help: 'Webhook delivery attempts by outcome: delivered, retrying (failed, to be retried), gave_up, dropped (webhook deleted)',
+      labelNames: ['outcome'],
+      registers: [app.metrics.registry],
+    });
+    const count = (outcome: DeliveryOutcome): void => outcomes.inc({ outcome });
+    new Gauge({
+      name: 'cq_webhook_queue_jobs',
+      help: 'Webhook deliveries in the queue by state (waiting, delayed for a retry, active)',
+      labelNames: ['state'],
+      registers: [app.metrics.registry],
+      async collect() {
+        const counts = await queue.getJobCounts('waiting', 'delayed', 'active').catch(() => undefined);
+        if (counts !== undefined) for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
+      },
+    });
+    new Gauge({
+      name: 'cq_webhook_oldest_undelivered_seconds',
+      help: 'Age of the oldest webhook delivery not yet made (waiting or delayed for a retry); 0 when none',
+      registers: [app.metrics.registry],
+      async collect() {
+        const jobs = await queue.getJobs(['waiting', 'delayed'], 0, 99, true).catch(() => undefined);
+        if (jobs === undefined) return;
+        const oldest = Math.min(...jobs.map((job) => job.timestamp));
+        this.set(Number.isFinite(oldest) ? Math.max(0, (Date.now() - oldest) / 1000) : 0);
+      },
+    });
+    const workerRedis = createRedis(config, 'blocking', { logger: app.log, name: 'cq-api-webhook-worker' });
+    const log = app.log.child({ component: 'webhooks' });
+    const worker = new Worker<DeliveryJob>(
+      DELIVERY_QUEUE,
+      (job) => deliver(job, { coordinator, secrets, allowPrivate: config.webhookAllowPrivate, log, onOutcome: count }),
+      { connection: workerRedis, prefix, concurrency: DELIVERY_CONCURRENCY, autorun: false, runRetryDelay: 1000 },
+    );
+    worker.on('error', (err) => log.debug({ err }, 'webhook worker error'));
+    const dispatcher = new WebhookDispatcher({ coordinator, events: app.events, queue, log });
+    app.decorate('webhooks', { secrets, queue });
+    app.addHook('onReady', async () => {
+      void worker.run().catch((err: unknown) => log.error({ err }, 'webhook worker stopped'));
+      dispatcher.start();
+    });
+    app.addHook('preClose', async () => {
+      await dispatcher.close();
+    });
+    app.addHook('onClose', async () => {
+      await worker.close();
+      await queue.close();
+      await closeRedis(workerRedis);
+      await closeRedis(queueRedis);
+    });
+  },
+  { name: 'webhooks', fastify: '5.x', dependencies: ['config', 'coordinator', 'event-feed', 'metrics'] },
+);

@@ -1,0 +1,116 @@
+import type { Webhook } from '@cq/coordinator';
+import {
+  createWebhookBody,
+  deliveriesView,
+  errorSchema,
+  webhookCreated,
+  webhookParams,
+  webhooksView,
+  type WebhookData,
+} from '@cq/contract';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { HttpError } from '../http-errors.js';
+import { iso } from '../iso.js';
+import { requireServiceKey } from '../plugins/auth.js';
+import { checkWebhookUrl } from '../webhooks/address-guard.js';
+import { webhookSecret } from '../webhooks/signature.js';
+
+/** A webhook as the API shows it: never its secret. */
+function view(webhook: Webhook): WebhookData {
+  return { id: webhook.id, url: webhook.url, events: [...webhook.events], createdAt: iso(webhook.createdAt) };
+}
+
+function noWebhook(id: string): HttpError {
+  return new HttpError('no_webhook', `No webhook has the id ${id}.`);
+}
+
+/** Webhook endpoints (service key): create (the secret shown once), list, delete, and each one's deliveries. */
+export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
+  const auth = requireServiceKey(app.config.apiKeys);
+  const { webhooks } = app.coordinator;
+
+  app.post(
+    '/v1/webhooks',
+    {
+      preValidation: auth,
+      schema: {
+        summary: 'Create a webhook: every session event of its types is POSTed to it, signed (Standard Webhooks)',
+        security: [{ serviceKey: [] }],
+        body: createWebhookBody,
+        response: { 201: webhookCreated, 400: errorSchema, 401: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request, reply) => {
+      const { url, events } = request.body;
+      const checked = await checkWebhookUrl(url, { allowPrivate: app.config.webhookAllowPrivate });
+      if (!checked.ok) throw new HttpError('webhook_url_forbidden', `The webhook URL is refused: ${checked.reason}.`);
+      const secret = webhookSecret();
+      const webhook = await webhooks.create({
+        url: checked.url.href,
+        events: events ?? [],
+        sealedSecret: app.webhooks.secrets.seal(secret),
+      });
+      request.log.info({ webhookId: webhook.id, url: webhook.url }, 'webhook created');
+      return reply.code(201).send({ ...view(webhook), secret });
+    },
+  );
+
+  app.get(
+    '/v1/webhooks',
+    {
+      preHandler: auth,
+      schema: {
+        summary: 'Every webhook (without secrets), oldest first',
+        security: [{ serviceKey: [] }],
+        response: { 200: webhooksView, 401: errorSchema, 503: errorSchema },
+      },
+    },
+    async () => ({ webhooks: (await webhooks.list()).map(view) }),
+  );
+
+  app.delete(
+    '/v1/webhooks/:id',
+    {
+      preHandler: auth,
+      schema: {
+        summary: 'Delete a webhook: its deliveries stop, pending retries included',
+        security: [{ serviceKey: [] }],
+        params: webhookParams,
+        response: { 204: { description: 'Deleted', type: 'null' }, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request, reply) => {
+      if (!(await webhooks.delete(request.params.id))) throw noWebhook(request.params.id);
+      request.log.info({ webhookId: request.params.id }, 'webhook deleted');
+      return reply.code(204).send();
+    },
+  );
+
+  app.get(
+    '/v1/webhooks/:id/deliveries',
+    {
+      preHandler: auth,
+      schema: {
+        summary: "A webhook's delivery attempts, newest first (the last 200)",
+        security: [{ serviceKey: [] }],
+        params: webhookParams,
+        response: { 200: deliveriesView, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request) => {
+      const attempts = await webhooks.deliveries(request.params.id);
+      if (attempts === undefined) throw noWebhook(request.params.id);
+      return {
+        deliveries: attempts.map((a) => ({
+          eventId: a.eventId,
+          type: a.type,
+          attempt: a.attempt,
+          ...(a.status === undefined ? {} : { status: a.status }),
+          ...(a.error === undefined ? {} : { error: a.error }),
+          at: iso(a.at),
+          ...(a.nextAttemptAt === undefined ? {} : { nextAttemptAt: iso(a.nextAttemptAt) }),
+        })),
+      };
+    },
+  );
+};

@@ -1,0 +1,167 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  parseEventId,
+  type Coordinator,
+  type EventFeed,
+  type EventSubscription,
+  type SessionEvent,
+  type Webhook,
+} from '@cq/coordinator';
+import type { Queue } from 'bullmq';
+import type { Logger } from 'pino';
+import { wire } from '../routes/events.js';
+import {
+  DELIVERY_ATTEMPTS,
+  FIRST_RETRY_MS,
+  deliveryJobId,
+  type DeliveryJob,
+} from './delivery-job.js';
+
+/** The lease that makes one API process the dispatcher. */
+const LEASE = 'webhook-dispatch';
+/** Events handed to the queue in one round trip at most. */
+const BATCH = 500;
+
+/** Options of {@link WebhookDispatcher}. */
+export interface DispatcherOptions {
+  readonly coordinator: Coordinator;
+  readonly events: EventFeed;
+  readonly queue: Queue<DeliveryJob>;
+  readonly log: Logger;
+  /** The dispatch lease's time to live, ms: another process takes over within about this long. @defaultValue 5000 */
+  readonly leaseMs?: number;
+  /** Told of each batch queued: events, deliveries. */
+  readonly onQueued?: (events: number, deliveries: number) => void;
+}
+
+/**
+ * Turns session events into webhook deliveries. One API process at a time holds the dispatch lease
+ * (fenced, renewed while it lives); it follows the event feed from the dispatch cursor kept in Redis,
+ * adds one job per event and matching webhook to the delivery queue (job id `<webhook>_<event>`, so an
+ * event queued twice, as after a takeover, is still delivered once), then moves the cursor. A process
+ * that starts after the others died resumes from the cursor: events of up to EVENT_RETENTION_MS (15
+ * minutes) without any API process are delivered; older ones are no longer in the streams, and it
+ * logs how long the gap was.
+ */
+export class WebhookDispatcher {
+  readonly #options: DispatcherOptions;
+  readonly #closing = new AbortController();
+  #running: Promise<void> | undefined;
+  #hooks: Webhook[] = [];
+  #version = -1;
+
+  constructor(options: DispatcherOptions) {
+    this.#options = options;
+  }
+
+  /** Starts competing for the lease, and dispatching while it is held. */
+  start(): void {
+    this.#running ??= this.#loop();
+  }
+
+  /** Stops dispatching and gives the lease back. */
+  async close(): Promise<void> {
+    this.#closing.abort();
+    await this.#running;
+  }
+
+  async #loop(): Promise<void> {
+    const { coordinator, log } = this.#options;
+    const leaseMs = this.#options.leaseMs ?? 5000;
+    const signal = this.#closing.signal;
+    while (!signal.aborted) {
+      try {
+        const outcome = await coordinator.leases.acquire(LEASE, { leaseMs, maxLifetimeMs: 3_600_000 });
+        if (!outcome.acquired) {
+          await sleep(Math.min(leaseMs, Math.max(100, outcome.retryAfterMs)), undefined, { signal }).catch(() => {});
+          continue;
+        }
+        const keepalive = coordinator.leases.keepalive(outcome.lease, {
+          onError: (err) => log.warn({ err }, 'webhook dispatch lease renewal failed; retrying'),
+        });
+        const held = AbortSignal.any([keepalive.signal, signal]);
+        log.info({ fence: outcome.lease.fence }, 'dispatching webhook deliveries');
+        try {
+          await this.#dispatch(held);
+        } finally {
+          keepalive.stop();
+          await coordinator.leases.release(outcome.lease).catch(() => false);
+        }
+        if (!signal.aborted) log.info('webhook dispatch lease lost; another API process takes over');
+      } catch (err) {
+        if (signal.aborted) break;
+        log.warn({ err }, 'webhook dispatch interrupted; retrying');
+        await sleep(1000, undefined, { signal }).catch(() => {});
+      }
+    }
+  }
+
+  /** Follows the feed from the cursor while `held`, queueing each batch's deliveries, then moving the cursor. */
+  async #dispatch(held: AbortSignal): Promise<void> {
+    const { coordinator, events, log } = this.#options;
+    const cursor = await coordinator.webhooks.cursor();
+    const after = cursor === undefined ? undefined : parseEventId(cursor);
+    const subscription = await events.subscribe(after === undefined ? {} : { after });
+    if (subscription.expired)
+      log.warn(
+        { cursor },
+        'webhook events after the cursor are older than the event streams keep (15 minutes): those were not delivered',
+      );
+    if (cursor === undefined) await coordinator.webhooks.setCursor(startCursor(subscription));
+    const stop = (): void => subscription.close();
+    held.addEventListener('abort', stop, { once: true });
+    try {
+      for (;;) {
+        const first = await subscription.next();
+        if (first === undefined || held.aborted) return;
+        const batch = [first];
+        while (subscription.queued > 0 && batch.length < BATCH) {
+          const next = await subscription.next();
+          if (next === undefined) break;
+          batch.push(next);
+        }
+        await this.#queue(batch);
+        if (held.aborted) return; // queued, but another process may have moved the cursor on since
+        await coordinator.webhooks.setCursor(batch.at(-1)!.id);
+      }
+    } finally {
+      held.removeEventListener('abort', stop);
+      subscription.close();
+    }
+  }
+
+  async #queue(batch: readonly SessionEvent[]): Promise<void> {
+    const { coordinator, queue } = this.#options;
+    const version = await coordinator.webhooks.version();
+    if (version !== this.#version) {
+      this.#hooks = await coordinator.webhooks.list();
+      this.#version = version;
+    }
+    const jobs = [];
+    for (const event of batch)
+      for (const hook of this.#hooks) {
+        if (hook.events.length > 0 && !hook.events.includes(event.type)) continue;
+        // A webhook receives the events after its creation only.
+        if (event.at < hook.createdAt - 1000) continue;
+        jobs.push({
+          name: event.type,
+          data: { webhookId: hook.id, eventId: event.id, type: event.type, body: wire(event) },
+          opts: {
+            jobId: deliveryJobId(hook.id, event.id),
+            attempts: DELIVERY_ATTEMPTS,
+            backoff: { type: 'exponential', delay: FIRST_RETRY_MS },
+            // Kept an hour once delivered: an event queued again meanwhile (a takeover) is not sent again.
+            removeOnComplete: { age: 3600, count: 100_000 },
+            removeOnFail: { age: 7 * 24 * 3600 },
+          },
+        });
+      }
+    if (jobs.length > 0) await queue.addBulk(jobs);
+    this.#options.onQueued?.(batch.length, jobs.length);
+  }
+}
+
+/** The cursor of a dispatcher that finds none: just before the feed's start, so nothing from now on is missed. */
+function startCursor(subscription: EventSubscription): string {
+  return `${subscription.joinedAt}-0-0`;
+}

@@ -1,0 +1,2 @@
+// Webhook building blocks the store, routes and delivery worker call: signing, the address guard, one delivery attempt.
+export * from './signature.js';

@@ -1,2 +1,3 @@
 // Webhook building blocks the store, routes and delivery worker call: signing, the address guard, one delivery attempt.
+export * from './address-guard.js';
 export * from './signature.js';

@@ -6,7 +6,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { getDefaultAutoSelectFamily, setDefaultAutoSelectFamily, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkWebhookUrl, type Resolver } from './address-guard.js';
@@ -251,6 +251,23 @@ describe('postWebhook address checks', () => {
     });
     expect(result).toEqual({ status: 200 });
     expect(target.requests[0]?.headers.host).toBe(`hooks.test:${target.port}`);
+  });
+
+  it('answers a lookup for one address too (happy eyeballs off), skipping addresses of no use', async () => {
+    const target = await receiver((_req, res) => res.writeHead(200).end());
+    const before = getDefaultAutoSelectFamily();
+    setDefaultAutoSelectFamily(false);
+    try {
+      const result = await postWebhook({
+        url: `http://hooks.test:${target.port}/`,
+        body: '{}',
+        allowPrivate: true,
+        resolve: always('not-an-address', '127.0.0.1'),
+      });
+      expect(result).toEqual({ status: 200 });
+    } finally {
+      setDefaultAutoSelectFamily(before);
+    }
   });
 
   it('refuses a name that resolves to loopback without WEBHOOK_ALLOW_PRIVATE, connecting to nothing', async () => {

@@ -1,0 +1,4 @@
+// Webhook building blocks the store, routes and delivery worker call: signing, the address guard, one delivery attempt.
+export * from './address-guard.js';
+export * from './post-webhook.js';
+export * from './signature.js';

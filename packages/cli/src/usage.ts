@@ -31,6 +31,6 @@ options:
   --json       print JSON instead of text
 
 exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 no session,
-6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host, 15 no such webhook; watch: 10 failed, 11 expired,
-12 stopped, 13 lost (0 completed).
+6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host,
+15 no such webhook; watch: 10 failed, 11 expired, 12 stopped, 13 lost (0 completed).
 `;

@@ -1,4 +1,4 @@
-import type { Webhook } from '@cq/coordinator';
+import { EVENT_RETENTION_MS, parseEventId, type Webhook } from '@cq/coordinator';
 import {
   createWebhookBody,
   deliveriesView,
@@ -9,6 +9,7 @@ import {
   type WebhookData,
 } from '@cq/contract';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import { HttpError } from '../http-errors.js';
 import { iso } from '../iso.js';
 import { requireServiceKey } from '../plugins/auth.js';
@@ -50,6 +51,12 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
         events: events ?? [],
         sealedSecret: app.webhooks.secrets.seal(secret),
       });
+      // The dispatcher starts from its cursor: make sure it starts no later than this webhook (an old
+      // cursor, or none, would have it start from whenever it next looks).
+      const cursor = await webhooks.cursor();
+      const since = cursor === undefined ? undefined : parseEventId(cursor);
+      if (since === undefined || since.ms < webhook.createdAt - EVENT_RETENTION_MS / 2)
+        await webhooks.setCursor(`${webhook.createdAt - 1000}-0-0`);
       request.log.info({ webhookId: webhook.id, url: webhook.url }, 'webhook created');
       return reply.code(201).send({ ...view(webhook), secret });
     },
@@ -76,13 +83,19 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Delete a webhook: its deliveries stop, pending retries included',
         security: [{ serviceKey: [] }],
         params: webhookParams,
-        response: { 204: { description: 'Deleted', type: 'null' }, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
+        response: {
+          204: z.null().describe('Deleted'),
+          400: errorSchema,
+          401: errorSchema,
+          404: errorSchema,
+          503: errorSchema,
+        },
       },
     },
     async (request, reply) => {
       if (!(await webhooks.delete(request.params.id))) throw noWebhook(request.params.id);
       request.log.info({ webhookId: request.params.id }, 'webhook deleted');
-      return reply.code(204).send();
+      return reply.code(204).send(null);
     },
   );
 

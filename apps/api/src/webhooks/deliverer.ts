@@ -1,6 +1,6 @@
 import type { Coordinator, DeliveryAttempt } from '@cq/coordinator';
 import { UnrecoverableError, type Job } from 'bullmq';
-import type { Logger } from 'pino';
+import type { FastifyBaseLogger as Logger } from 'fastify';
 import { checkWebhookUrl } from './address-guard.js';
 import { ATTEMPT_TIMEOUT_MS, DELIVERY_ATTEMPTS, retryDelayMs, type DeliveryJob } from './delivery-job.js';
 import { postWebhook } from './post-webhook.js';

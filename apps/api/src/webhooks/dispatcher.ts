@@ -8,14 +8,9 @@ import {
   type Webhook,
 } from '@cq/coordinator';
 import type { Queue } from 'bullmq';
-import type { Logger } from 'pino';
+import type { FastifyBaseLogger as Logger } from 'fastify';
 import { wire } from '../routes/events.js';
-import {
-  DELIVERY_ATTEMPTS,
-  FIRST_RETRY_MS,
-  deliveryJobId,
-  type DeliveryJob,
-} from './delivery-job.js';
+import { DELIVERY_ATTEMPTS, FIRST_RETRY_MS, deliveryJobId, type DeliveryJob } from './delivery-job.js';
 
 /** The lease that makes one API process the dispatcher. */
 const LEASE = 'webhook-dispatch';
@@ -35,7 +30,7 @@ export interface DispatcherOptions {
 }
 
 /**
- * Turns session events into webhook deliveries. One API process at a time holds the dispatch lease
+ * Turns session events into webhook deliveries. While at least one webhook exists, one API process at a time holds the dispatch lease
  * (fenced, renewed while it lives); it follows the event feed from the dispatch cursor kept in Redis,
  * adds one job per event and matching webhook to the delivery queue (job id `<webhook>_<event>`, so an
  * event queued twice, as after a takeover, is still delivered once), then moves the cursor. A process
@@ -71,6 +66,11 @@ export class WebhookDispatcher {
     const signal = this.#closing.signal;
     while (!signal.aborted) {
       try {
+        // Without a webhook there is nothing to dispatch: look again each second (one GET).
+        if (!(await this.#anyWebhook())) {
+          await sleep(1000, undefined, { signal }).catch(() => {});
+          continue;
+        }
         const outcome = await coordinator.leases.acquire(LEASE, { leaseMs, maxLifetimeMs: 3_600_000 });
         if (!outcome.acquired) {
           await sleep(Math.min(leaseMs, Math.max(100, outcome.retryAfterMs)), undefined, { signal }).catch(() => {});
@@ -94,6 +94,17 @@ export class WebhookDispatcher {
         await sleep(1000, undefined, { signal }).catch(() => {});
       }
     }
+  }
+
+  /** True when at least one webhook exists (the endpoints are read again only when their version moved). */
+  async #anyWebhook(): Promise<boolean> {
+    const { coordinator } = this.#options;
+    const version = await coordinator.webhooks.version();
+    if (version !== this.#version) {
+      this.#hooks = await coordinator.webhooks.list();
+      this.#version = version;
+    }
+    return this.#hooks.length > 0;
   }
 
   /** Follows the feed from the cursor while `held`, queueing each batch's deliveries, then moving the cursor. */
@@ -131,12 +142,8 @@ export class WebhookDispatcher {
   }
 
   async #queue(batch: readonly SessionEvent[]): Promise<void> {
-    const { coordinator, queue } = this.#options;
-    const version = await coordinator.webhooks.version();
-    if (version !== this.#version) {
-      this.#hooks = await coordinator.webhooks.list();
-      this.#version = version;
-    }
+    const { queue } = this.#options;
+    await this.#anyWebhook();
     const jobs = [];
     for (const event of batch)
       for (const hook of this.#hooks) {

@@ -16,7 +16,10 @@ export const webhooks: Command = async (ctx, { positionals, options }) => {
   };
   switch (action) {
     case 'create': {
-      const events = options.events?.split(',').map((type) => type.trim()).filter((type) => type !== '');
+      const events = options.events
+        ?.split(',')
+        .map((type) => type.trim())
+        .filter((type) => type !== '');
       const created = await ctx.client.createWebhook(needArgument('a URL'), events);
       print(
         ctx,

@@ -40,8 +40,9 @@ const configPlugin = fp(
 /**
  * The API's resources, one plugin each with its dependencies declared: the Redis request connection,
  * the coordinator, the spawn queue's shards (a connection of their own), the spawn saga, the sweeper,
- * the stats (a connection of their own), the event feed, the output feed and the webhooks (delivery queue, worker, dispatcher). Each closes its own in `onClose`, and Fastify
- * runs those in reverse order of registration, so a resource closes before what it uses.
+ * the stats (a connection of their own), the event feed, the output feed and the webhooks (delivery
+ * queue, worker, dispatcher). Each closes its own in `onClose`, and Fastify runs those in reverse order
+ * of registration, so a resource closes before what it uses.
  */
 export const servicesPlugin = fp(
   async (app: FastifyInstance, options: ServicesOptions) => {

@@ -159,11 +159,15 @@ class Readers {
     return Math.max(-1, ...this.received[0]!.keys());
   }
 
-  /** Waits until every reader has a line printed after the moment of the call (each follows live). */
+  /**
+   * Waits until every reader has a line printed after the moment of the call: each has caught up with
+   * what was kept before it came (a reader of the API starts from the oldest kept line) and follows live.
+   */
   async live(timeoutMs = 10_000): Promise<void> {
-    const after = this.newest();
+    const since = nowMs();
     const until = performance.now() + timeoutMs;
-    while (!this.received.every((got) => Math.max(-1, ...got.keys()) > after)) {
+    const newest = (got: Map<number, number>): number => this.printedAt.get(Math.max(-1, ...got.keys())) ?? 0;
+    while (!this.received.every((got) => newest(got) > since)) {
       if (performance.now() > until) throw new Error(`${this.url}: readers not following within ${timeoutMs} ms`);
       await sleep(10);
     }

@@ -1,5 +1,6 @@
-// npm run bench [-- --quick]: our coordinator side by side with the libraries a user would pick
-// instead, on one redis-server of our own, in one run. Prints Markdown; writes bench-results.json.
+// npm run bench [-- --quick] [--only <section>,...]: our coordinator side by side with the libraries a
+// user would pick instead, on one redis-server of our own, in one run. Prints Markdown; writes
+// bench-results.json (with --only, of those sections alone).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
@@ -20,9 +21,31 @@ import { measure, medianOf, type Sample } from './measure.js';
 import { benchRedis, redisBenchmark } from './redis.js';
 import { benchEventLatency, benchEventScripts } from './events.js';
 import { benchAdmission, benchSessions } from './sessions.js';
+import { benchOutput } from './output.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
+/** The sections, in the order they run; `--only <name>[,<name>...]` (or `--only=...`) runs those alone. */
+const SECTIONS = [
+  'limiters',
+  'locks',
+  'http',
+  'pipeline',
+  'admission',
+  'sessions',
+  'events',
+  'output',
+  'memory',
+  'replication',
+] as const;
+const onlyArg = process.argv.find((a, i) => a.startsWith('--only=') || process.argv[i - 1] === '--only');
+const only = onlyArg === undefined ? undefined : onlyArg.replace(/^--only=/, '').split(',');
+const unknownSections = (only ?? []).filter((name) => !(SECTIONS as readonly string[]).includes(name));
+if (unknownSections.length > 0 || (only !== undefined && only.length === 0)) {
+  process.stderr.write(`unknown section ${unknownSections.join(', ')}: --only takes some of ${SECTIONS.join(', ')}\n`);
+  process.exit(2);
+}
+const wanted = (section: (typeof SECTIONS)[number]): boolean => only === undefined || only.includes(section);
 const RUNS = quick ? 1 : 3;
 const SECONDS = quick ? 1 : 4;
 const KEYS = 100_000;
@@ -43,6 +66,7 @@ const results: Record<string, unknown> = {
   },
   quick,
   runs: RUNS,
+  ...(only === undefined ? {} : { only }),
 };
 const client = (): Redis => new Redis(server.url, { maxRetriesPerRequest: 1 });
 const targets: Array<{ name: string; value: number; target: number; atMost: boolean; met: boolean }> = [];
@@ -54,605 +78,672 @@ try {
   const info = await client().info('server');
   (results['machine'] as Record<string, unknown>)['redis'] = /redis_version:(\S+)/.exec(info)?.[1];
 
-  // 1. Rate limiting ----------------------------------------------------------------------------
-  out(`## Rate limiting (${fmt(KEYS)} distinct keys, median of ${RUNS} × ${SECONDS} s)`);
-  out();
-  out('| callers | limiter | ops/s | p50 ms | p99 ms | vs rate-limiter-flexible |');
-  out('| ---: | --- | ---: | ---: | ---: | ---: |');
+  // The coordinator of the rate limiting and lock sections.
   const ours = new Coordinator({ redis: client(), keyPrefix: 'bench' });
   await ours.preload();
-  const theirsRedis = client();
-  const limiters: Record<string, (id: string) => Promise<unknown>> = {
-    'ours: GCRA': (
-      (l) => (id: string) =>
-        l.check(id)
-    )(ours.gcraLimiter({ name: 'gcra', intervalMs: 1, burst: 1000 })),
-    'ours: fixed window': (
-      (l) => (id: string) =>
-        l.check(id)
-    )(ours.fixedWindowLimiter({ name: 'fixed', limit: 1_000_000, windowMs: 60_000 })),
-    'ours: sliding window': (
-      (l) => (id: string) =>
-        l.check(id)
-    )(ours.slidingWindowLimiter({ name: 'sliding', limit: 1000, windowMs: 60_000 })),
-    'rate-limiter-flexible': (
-      (l) => (id: string) =>
-        l.consume(id)
-    )(new RateLimiterRedis({ storeClient: theirsRedis, keyPrefix: 'rlf', points: 1_000_000, duration: 60 })),
-  };
-  const limiterRows: Array<Record<string, unknown>> = [];
-  const gcraScript = loadScripts().get('gcra')!;
-  const gcraSha = (await ours.redis.script('LOAD', gcraScript.lua)) as string;
-  for (const callers of [1, 50, 200]) {
-    const samples: Record<string, Sample> = {};
-    for (const [name, check] of Object.entries(limiters)) {
-      samples[name] = await medianOf(RUNS, () =>
-        measure(callers, SECONDS * 1000, (caller, i) => check(`u${(caller * 7919 + i * 104_729) % KEYS}`)),
-      );
-    }
-    const limit = await redisBenchmark(server.port, callers, quick ? 50_000 : 200_000, [
-      'EVALSHA',
-      gcraSha,
-      '1',
-      'bench:rl:gcra:{__rand_int__}',
-      '1',
-      '1000',
-    ]);
-    const flexible = samples['rate-limiter-flexible']!;
-    for (const [name, s] of Object.entries(samples)) {
+
+  // 1. Rate limiting ----------------------------------------------------------------------------
+  if (wanted('limiters')) {
+    out(`## Rate limiting (${fmt(KEYS)} distinct keys, median of ${RUNS} × ${SECONDS} s)`);
+    out();
+    out('| callers | limiter | ops/s | p50 ms | p99 ms | vs rate-limiter-flexible |');
+    out('| ---: | --- | ---: | ---: | ---: | ---: |');
+    const theirsRedis = client();
+    const limiters: Record<string, (id: string) => Promise<unknown>> = {
+      'ours: GCRA': (
+        (l) => (id: string) =>
+          l.check(id)
+      )(ours.gcraLimiter({ name: 'gcra', intervalMs: 1, burst: 1000 })),
+      'ours: fixed window': (
+        (l) => (id: string) =>
+          l.check(id)
+      )(ours.fixedWindowLimiter({ name: 'fixed', limit: 1_000_000, windowMs: 60_000 })),
+      'ours: sliding window': (
+        (l) => (id: string) =>
+          l.check(id)
+      )(ours.slidingWindowLimiter({ name: 'sliding', limit: 1000, windowMs: 60_000 })),
+      'rate-limiter-flexible': (
+        (l) => (id: string) =>
+          l.consume(id)
+      )(new RateLimiterRedis({ storeClient: theirsRedis, keyPrefix: 'rlf', points: 1_000_000, duration: 60 })),
+    };
+    const limiterRows: Array<Record<string, unknown>> = [];
+    const gcraScript = loadScripts().get('gcra')!;
+    const gcraSha = (await ours.redis.script('LOAD', gcraScript.lua)) as string;
+    for (const callers of [1, 50, 200]) {
+      const samples: Record<string, Sample> = {};
+      for (const [name, check] of Object.entries(limiters)) {
+        samples[name] = await medianOf(RUNS, () =>
+          measure(callers, SECONDS * 1000, (caller, i) => check(`u${(caller * 7919 + i * 104_729) % KEYS}`)),
+        );
+      }
+      const limit = await redisBenchmark(server.port, callers, quick ? 50_000 : 200_000, [
+        'EVALSHA',
+        gcraSha,
+        '1',
+        'bench:rl:gcra:{__rand_int__}',
+        '1',
+        '1000',
+      ]);
+      const flexible = samples['rate-limiter-flexible']!;
+      for (const [name, s] of Object.entries(samples)) {
+        out(
+          `| ${callers} | ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name === 'rate-limiter-flexible' ? '1.00×' : ratio(s.opsPerSec, flexible.opsPerSec)} |`,
+        );
+        limiterRows.push({ callers, limiter: name, ...s });
+        if (callers >= 50 && name.startsWith('ours'))
+          target(`${name} at ${callers} callers ≥ 1.5× rate-limiter-flexible`, s.opsPerSec / flexible.opsPerSec, 1.5);
+      }
       out(
-        `| ${callers} | ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name === 'rate-limiter-flexible' ? '1.00×' : ratio(s.opsPerSec, flexible.opsPerSec)} |`,
+        `| ${callers} | limit: redis-benchmark, our GCRA by EVALSHA | ${fmt(limit.rps)} | ${fmt(limit.p50, 2)} | ${fmt(limit.p99, 2)} | ${ratio(limit.rps, flexible.opsPerSec)} |`,
       );
-      limiterRows.push({ callers, limiter: name, ...s });
-      if (callers >= 50 && name.startsWith('ours'))
-        target(`${name} at ${callers} callers ≥ 1.5× rate-limiter-flexible`, s.opsPerSec / flexible.opsPerSec, 1.5);
-    }
-    out(
-      `| ${callers} | limit: redis-benchmark, our GCRA by EVALSHA | ${fmt(limit.rps)} | ${fmt(limit.p50, 2)} | ${fmt(limit.p99, 2)} | ${ratio(limit.rps, flexible.opsPerSec)} |`,
-    );
-    limiterRows.push({
-      callers,
-      limiter: 'redis-benchmark GCRA EVALSHA',
-      opsPerSec: limit.rps,
-      p50: limit.p50,
-      p99: limit.p99,
-    });
-  }
-  results['limiters'] = limiterRows;
-  out();
-
-  // 2. Locks ------------------------------------------------------------------------------------
-  const LOCK_CALLERS = 50;
-  out(
-    `## Locks: acquire + release pairs (${LOCK_CALLERS} callers, one resource each, median of ${RUNS} × ${SECONDS} s)`,
-  );
-  out();
-  out('| lock | pairs/s | p50 ms | p99 ms | ours vs it |');
-  out('| --- | ---: | ---: | ---: | ---: |');
-  const redlockClient = client();
-  const semaphoreClient = client();
-  const redlock = new Redlock([redlockClient], { retryCount: 0 });
-  const locks: Record<string, (caller: number) => Promise<unknown>> = {
-    'ours: lease (fenced)': async (caller) => {
-      const got = await ours.leases.acquire(`lock-${caller}`, { leaseMs: 10_000, maxLifetimeMs: 60_000 });
-      if (got.acquired) await ours.leases.release(got.lease);
-    },
-    'redlock (1 instance)': async (caller) => {
-      const lock = await redlock.acquire([`redlock-${caller}`], 10_000);
-      await lock.release();
-    },
-    "redis-semaphore's Mutex": async (caller) => {
-      const mutex = new Mutex(semaphoreClient, `mutex-${caller}`, {
-        lockTimeout: 10_000,
-        refreshInterval: 0,
-        acquireAttemptsLimit: 1,
+      limiterRows.push({
+        callers,
+        limiter: 'redis-benchmark GCRA EVALSHA',
+        opsPerSec: limit.rps,
+        p50: limit.p50,
+        p99: limit.p99,
       });
-      if (await mutex.tryAcquire()) await mutex.release();
-    },
-  };
-  const lockSamples: Record<string, Sample> = {};
-  for (const [name, pair] of Object.entries(locks))
-    lockSamples[name] = await medianOf(RUNS, () => measure(LOCK_CALLERS, SECONDS * 1000, (caller) => pair(caller)));
-  const oursLock = lockSamples['ours: lease (fenced)']!;
-  for (const [name, s] of Object.entries(lockSamples)) {
-    out(
-      `| ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name.startsWith('ours') ? '–' : ratio(oursLock.opsPerSec, s.opsPerSec)} |`,
-    );
-    if (!name.startsWith('ours')) target(`lock pairs/s ≥ 1.5× ${name}`, oursLock.opsPerSec / s.opsPerSec, 1.5);
-  }
-  results['locks'] = lockSamples;
-  redlockClient.disconnect();
-  semaphoreClient.disconnect();
-  theirsRedis.disconnect();
-  out();
-
-  // 3. HTTP admission ---------------------------------------------------------------------------
-  out(`## HTTP (autocannon, 50 connections, ${quick ? 2 : 6} s per route, median of ${RUNS})`);
-  out();
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./http-servers.js', import.meta.url))], {
-    env: { PATH: process.env['PATH'] ?? '', REDIS_URL: server.url },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
-  const servers = JSON.parse(line) as {
-    apiUrl: string;
-    bareUrl: string;
-    throttledToken: string;
-    liveToken: string;
-    apiKey: string;
-  };
-  const cannon = async (
-    url: string,
-    body: string,
-    headers: Record<string, string>,
-    randomUser = false,
-    seconds = quick ? 2 : 6,
-  ): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
-    const result = await autocannon({
-      url,
-      method: 'POST',
-      connections: 50,
-      duration: seconds,
-      headers: { 'content-type': 'application/json', ...headers },
-      body,
-      ...(randomUser
-        ? {
-            requests: [
-              {
-                setupRequest: (req: autocannon.Request) => ({
-                  ...req,
-                  body: JSON.stringify({ userId: `bench-${Math.floor(Math.random() * 1e9)}` }),
-                }),
-              },
-            ],
-          }
-        : {}),
-    });
-    const statuses: Record<string, number> = {
-      '2xx': result['2xx'],
-      '4xx': result['4xx'],
-      '5xx': result['5xx'],
-      errors: result.errors,
-    };
-    return { rps: result.requests.average, p99: result.latency.p99, statuses };
-  };
-  type Cannon = (seconds?: number) => Promise<{ rps: number; p99: number; statuses: Record<string, number> }>;
-  const invalidToken = JSON.stringify({
-    token: `v1.${Buffer.from('bench-user').toString('base64url')}.${'A'.repeat(43)}`,
-  });
-  const auth = { authorization: `Bearer ${servers.apiKey}` };
-  // Each path of ours beside the limit: a minimal Fastify route doing the same work in the same kind of process.
-  const paths: Array<{ name: string; ours: Cannon; limit: Cannon; target: number }> = [
-    {
-      name: 'POST /v1/spawn, invalid token (403)',
-      ours: (t) => cannon(`${servers.apiUrl}/v1/spawn`, invalidToken, {}, false, t),
-      limit: (t) => cannon(`${servers.bareUrl}/minimal/spawn`, invalidToken, {}, false, t),
-      target: 0.8,
-    },
-    {
-      name: 'POST /v1/spawn, throttled (429)',
-      ours: (t) =>
-        cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.throttledToken }), {}, false, t),
-      limit: (t) =>
-        cannon(`${servers.bareUrl}/minimal/spawn`, JSON.stringify({ token: servers.throttledToken }), {}, false, t),
-      target: 0.8,
-    },
-    {
-      name: 'POST /v1/spawn, live session (409)',
-      ours: (t) => cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.liveToken }), {}, false, t),
-      limit: (t) =>
-        cannon(`${servers.bareUrl}/minimal/spawn`, JSON.stringify({ token: servers.liveToken }), {}, false, t),
-      target: 0.7,
-    },
-    {
-      name: 'POST /v1/tokens (201)',
-      ours: (t) => cannon(`${servers.apiUrl}/v1/tokens`, '', auth, true, t),
-      limit: (t) => cannon(`${servers.bareUrl}/minimal/tokens`, '', auth, true, t),
-      target: 0.7,
-    },
-  ];
-  const medianRun = async (run: Cannon): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
-    const runs = [];
-    for (let i = 0; i < RUNS; i++) runs.push(await run());
-    runs.sort((a, b) => a.rps - b.rps);
-    return runs[Math.floor(runs.length / 2)]!;
-  };
-  const answers = (r: { statuses: Record<string, number> }): string =>
-    Object.entries(r.statuses)
-      .filter(([, n]) => n > 0)
-      .map(([k, n]) => `${k}: ${fmt(n)}`)
-      .join(', ');
-  const bareRun = await medianRun(() => cannon(`${servers.bareUrl}/bare`, JSON.stringify({ token: 'x' }), {}));
-  const bareRps = bareRun.rps;
-  out('| route | req/s | p99 ms | vs the same work done minimally | vs bare route | answers |');
-  out('| --- | ---: | ---: | ---: | ---: | --- |');
-  out(
-    `| bare Fastify route answering {} | ${fmt(bareRps)} | ${fmt(bareRun.p99, 1)} | – | 1.00× | ${answers(bareRun)} |`,
-  );
-  const httpRows: Record<string, unknown> = { 'bare Fastify route answering {}': bareRun };
-  // Ours and its limit alternate (limit, ours, limit, ours, ...) after a warm-up of each, and the
-  // ratio is the median of the pairs' ratios: on 2 shared cores, runs far apart differ by ±40%.
-  for (const path of paths) {
-    await path.limit(1);
-    await path.ours(1);
-    const pairs: Array<{ ours: Awaited<ReturnType<Cannon>>; limit: Awaited<ReturnType<Cannon>> }> = [];
-    for (let i = 0; i < RUNS; i++) pairs.push({ limit: await path.limit(), ours: await path.ours() });
-    const byRatio = [...pairs].sort((a, b) => a.ours.rps / a.limit.rps - b.ours.rps / b.limit.rps);
-    const { ours, limit } = byRatio[Math.floor(byRatio.length / 2)]!;
-    out(
-      `| ${path.name} | ${fmt(ours.rps)} | ${fmt(ours.p99, 1)} | ${ratio(ours.rps, limit.rps)} | ${ratio(ours.rps, bareRps)} | ${answers(ours)} |`,
-    );
-    out(
-      `| limit: the same work in a minimal route | ${fmt(limit.rps)} | ${fmt(limit.p99, 1)} | 1.00× | ${ratio(limit.rps, bareRps)} | ${answers(limit)} |`,
-    );
-    httpRows[path.name] = {
-      ...ours,
-      limit,
-      pairRatios: pairs.map((p) => p.ours.rps / p.limit.rps),
-    };
-    target(`${path.name} ≥ ${path.target}× the same work done minimally`, ours.rps / limit.rps, path.target);
-  }
-  results['http'] = httpRows;
-  child.kill('SIGTERM');
-  await once(child, 'exit');
-  out();
-
-  // 4. Pipeline ---------------------------------------------------------------------------------
-  const SESSIONS = quick ? 2000 : 10_000;
-  const SLOTS = 50;
-  out(`## Pipeline: sessions admitted → completed on one in-process worker host, ${SLOTS} slots (median of ${RUNS})`);
-  out();
-  const noop: SessionLauncher = {
-    launch: () => ({
-      exited: Promise.resolve({ exitCode: 0 }),
-      leaseHolds: () => {},
-      deadlineMoved: () => {},
-      terminate: () => {},
-      kill: () => {},
-    }),
-  };
-  // One shard, as SPAWN_QUEUE_SHARDS defaults to; the bare run uses the same queue layout.
-  const shardOf = (prefix: string) => spawnQueueShards(prefix, 1)[0]!;
-  const completedAll = async (prefix: string, total: number, start: () => Promise<void>): Promise<number> => {
-    const events = new QueueEvents(shardOf(prefix).name, {
-      connection: new Redis(server.url, { maxRetriesPerRequest: null }),
-      prefix: shardOf(prefix).prefix,
-    });
-    await events.waitUntilReady();
-    let done = 0;
-    const finished = new Promise<void>((resolve) => events.on('completed', () => void (++done === total && resolve())));
-    const t0 = performance.now();
-    await start();
-    await finished;
-    const seconds = (performance.now() - t0) / 1000;
-    await events.close();
-    return total / seconds;
-  };
-  /** Tokens for `count` users of `coordinator`, issued in batches. */
-  const issueTokens = async (coordinator: Coordinator, count: number): Promise<string[]> => {
-    const tokens: string[] = [];
-    for (let i = 0; i < count; i += 500) {
-      const batch = await Promise.all(
-        Array.from({ length: Math.min(500, count - i) }, (_, j) => coordinator.tokens.issue(`p${i + j}`)),
-      );
-      for (const issued of batch) if (issued.outcome === 'issued') tokens.push(issued.token);
     }
-    return tokens;
-  };
-  /** Sessions/s through our whole pipeline on one in-process worker host with `launcher` (default: the session runtime). */
-  const oursPipeline = async (
-    prefix: string,
-    total: number,
-    launcher: SessionLauncher | undefined,
-    sessionCommand?: string,
-  ): Promise<number> => {
-    const coordinator = new Coordinator({
-      redis: client(),
-      keyPrefix: prefix,
-      policy: { tokenLimit: 1_000_000, spawnIntervalMs: 1, spawnBurst: 1_000_000 },
-    });
-    const tokens = await issueTokens(coordinator, total);
-    const queue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
-    const env: Record<string, string> = {
-      REDIS_URL: server.url,
-      KEY_PREFIX: prefix,
-      SLOTS: String(SLOTS),
-      LOG_LEVEL: 'silent',
-      WORKER_ID: `bench-${prefix}`,
-    };
-    if (sessionCommand !== undefined) env['SESSION_COMMAND'] = sessionCommand;
-    const host = new WorkerHost({
-      config: loadWorkerConfig(env),
-      logger: createLogger({ level: 'silent', name: 'bench' }),
-      ...(launcher === undefined ? {} : { launcher }),
-    });
-    const rate = await completedAll(prefix, total, async () => {
-      await host.start();
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: SLOTS }, async () => {
-          while (next < tokens.length) {
-            const token = tokens[next++]!;
-            const admitted = await coordinator.sessions.admit(token);
-            if (admitted.outcome !== 'admitted') throw new Error(`not admitted: ${admitted.outcome}`);
-            await queue.add(
-              SPAWN_JOB,
-              { userId: admitted.userId, sessionId: admitted.sessionId, fence: admitted.fence },
-              { ...spawnJobOptions, jobId: spawnJobId(admitted.userId, admitted.fence) },
-            );
-          }
-        }),
-      );
-    });
-    await host.stop();
-    await queue.close();
-    return rate;
-  };
-  /** Jobs/s through bare BullMQ: add → a job that runs `job` (the limit). */
-  const barePipeline = async (prefix: string, total: number, job: () => Promise<unknown>): Promise<number> => {
-    const bareQueue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
-    let worker: Worker | undefined;
-    const rate = await completedAll(prefix, total, async () => {
-      worker = new Worker(shardOf(prefix).name, job, {
-        connection: new Redis(server.url, { maxRetriesPerRequest: null }),
-        prefix: shardOf(prefix).prefix,
-        concurrency: SLOTS,
-      });
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: SLOTS }, async () => {
-          while (next < total) {
-            const i = next++;
-            await bareQueue.add(
-              SPAWN_JOB,
-              { userId: `p${i}`, sessionId: crypto.randomUUID(), fence: 1 },
-              { ...spawnJobOptions, jobId: spawnJobId(`p${i}`, 1) },
-            );
-          }
-        }),
-      );
-    });
-    await worker?.close();
-    await bareQueue.close();
-    return rate;
-  };
-  const REAL_SESSIONS = quick ? 300 : 2000;
-  const shExit = (): Promise<unknown> =>
-    new Promise((resolve) =>
-      spawn('/bin/sh', ['-c', 'exit 0'], { stdio: 'ignore', detached: true }).once('exit', resolve),
-    );
-  const pipelineRuns: Array<{ ours: number; bare: number; oursReal: number; bareReal: number }> = [];
-  for (let run = 0; run < RUNS; run++) {
-    pipelineRuns.push({
-      ours: await oursPipeline(`pipe${run}`, SESSIONS, noop),
-      bare: await barePipeline(`bare${run}`, SESSIONS, async () => ({})),
-      oursReal: await oursPipeline(`real${run}`, REAL_SESSIONS, undefined, 'exit 0'),
-      bareReal: await barePipeline(`barereal${run}`, REAL_SESSIONS, shExit),
-    });
-  }
-  const median = (pick: (r: (typeof pipelineRuns)[number]) => number): (typeof pipelineRuns)[number] =>
-    [...pipelineRuns].sort((a, b) => pick(a) - pick(b))[Math.floor(pipelineRuns.length / 2)]!;
-  const pipe = median((r) => r.ours / r.bare);
-  const real = median((r) => r.oursReal / r.bareReal);
-  out('| pipeline | sessions/s | vs its limit |');
-  out('| --- | ---: | ---: |');
-  out(
-    `| ours: token → admit → queue → claim → session process \`sh -c 'exit 0'\` (runtime) → finish, ${fmt(REAL_SESSIONS)} sessions | ${fmt(real.oursReal)} | ${ratio(real.oursReal, real.bareReal)} |`,
-  );
-  out(
-    `| limit: bare BullMQ, add → a job that spawns \`sh -c 'exit 0'\` and waits for it | ${fmt(real.bareReal)} | 1.00× |`,
-  );
-  out(
-    `| in-process launcher (no process started): token → admit → queue → claim → finish, ${fmt(SESSIONS)} sessions | ${fmt(pipe.ours)} | ${ratio(pipe.ours, pipe.bare)} |`,
-  );
-  out(`| limit: bare BullMQ, add → no-op job | ${fmt(pipe.bare)} | 1.00× |`);
-  target(
-    'pipeline with real session processes ≥ 80% of bare BullMQ spawning the same',
-    real.oursReal / real.bareReal,
-    0.8,
-  );
-  target('pipeline, in-process launcher ≥ 80% of bare BullMQ', pipe.ours / pipe.bare, 0.8);
-  results['pipeline'] = {
-    sessions: SESSIONS,
-    realSessions: REAL_SESSIONS,
-    slots: SLOTS,
-    ...pipe,
-    oursReal: real.oursReal,
-    bareReal: real.bareReal,
-    runs: pipelineRuns,
-  };
-  out();
-
-  // 4a. The admission's own cost, with and without the capacity check -------------------------------
-  out('## Admission: POST /v1/spawn → 202 on the built API (real HTTP), with the capacity check and without it');
-  out();
-  const admission = await benchAdmission(server.url, quick);
-  const [checked, unchecked] = admission as [(typeof admission)[number], (typeof admission)[number]];
-  out('| mode | scripts per spawn | 1 caller p50 ms | p99 ms | 50 callers spawns/s | vs without the check |');
-  out('| --- | ---: | ---: | ---: | ---: | ---: |');
-  for (const row of admission)
-    out(
-      `| ${row.mode} | ${fmt(row.scriptsPerSpawn, 2)} | ${fmt(row.p50, 2)} | ${fmt(row.p99, 2)} | ${fmt(row.perSecond)} | ${ratio(row.perSecond, unchecked.perSecond)} |`,
-    );
-  out();
-  results['admission'] = admission;
-  target(
-    'admission with the capacity check, spawns/s ≥ 70% of without it',
-    checked.perSecond / unchecked.perSecond,
-    0.7,
-  );
-
-  // 4b. Sessions on real processes ------------------------------------------------------------------
-  out('## Sessions: spawn → session process started, on the built API and worker hosts (real HTTP, real processes)');
-  out();
-  const sessions = await benchSessions(server.url, quick);
-  out('| path | callers | samples | p50 ms | p99 ms |');
-  out('| --- | ---: | ---: | ---: | ---: |');
-  for (const row of sessions.latency)
-    out(`| ${row.case} | ${row.callers} | ${row.n} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} |`);
-  out();
-  for (const { mode, reason } of sessions.unavailable) out(`Not measured here: ${mode} (${reason}).`);
-  if (sessions.unavailable.length > 0) out();
-  if (sessions.cost.length > 0) {
-    out('| what it adds | callers | percentile | with ms | without ms | added ms | with / without |');
-    out('| --- | ---: | :---: | ---: | ---: | ---: | ---: |');
-    for (const c of sessions.cost)
-      out(
-        `| ${c.what} | ${c.callers} | ${c.percentile} | ${fmt(c.on, 1)} | ${fmt(c.off, 1)} | ${fmt(c.added, 1)} | ${ratio(c.on, c.off)} |`,
-      );
+    results['limiters'] = limiterRows;
+    theirsRedis.disconnect();
     out();
   }
-  out('| what | ours | limit | vs limit |');
-  out('| --- | ---: | ---: | ---: |');
-  out(
-    `| session starts per second, one host (${sessions.startsPerSecond.containment}), ${sessions.startsPerSecond.sessions} queued sessions (limit: child_process.spawn in a loop) | ${fmt(sessions.startsPerSecond.ours)} | ${fmt(sessions.startsPerSecond.bare)} | ${ratio(sessions.startsPerSecond.ours, sessions.startsPerSecond.bare)} |`,
-  );
-  out(
-    `| host RSS per running session (host + runtime, ${sessions.rssPerSession.containment}, ${sessions.rssPerSession.sessions} sessions of \`exec sleep 600\`, sessions' own RSS left out) | ${fmt(sessions.rssPerSession.bytes / 2 ** 20, 2)} MiB | – | – |`,
-  );
-  // The targets are the deployed default's: containment on.
-  const one = sessions.latency.find((r) => r.mode === 'namespace' && r.callers === 1);
-  const many = sessions.latency.find((r) => r.mode === 'namespace' && r.callers > 1);
-  if (one !== undefined && many !== undefined) {
-    target('spawn → session started, containment on, one caller, p50 ms', one.p50, 10, true);
-    target('spawn → session started, containment on, one caller, p99 ms', one.p99, 50, true);
-    target('spawn → session started, containment on, 20 at once, p99 ms', many.p99, 150, true);
-  }
-  target('host RSS per running session, MiB', sessions.rssPerSession.bytes / 2 ** 20, 2, true);
-  target('session starts per second per host', sessions.startsPerSecond.ours, 200);
-  results['sessions'] = sessions;
-  out();
 
-  // 4c. Session events ----------------------------------------------------------------------------
-  out('## Session events: a state change in Redis → its SSE line at a client (real HTTP)');
-  out();
-  const latency = await benchEventLatency(server.url, quick);
-  out('| path | readers | deliveries | p50 ms | p99 ms | Redis commands per event | p50 vs limit |');
-  out('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
-  for (const row of latency) {
-    const limit = latency.find((r) => r.case.startsWith('limit') && r.readers === row.readers)!;
+  // 2. Locks ------------------------------------------------------------------------------------
+  if (wanted('locks')) {
+    const LOCK_CALLERS = 50;
     out(
-      `| ${row.case} | ${row.readers} | ${row.n} | ${fmt(row.p50, 2)} | ${fmt(row.p99, 2)} | ${fmt(row.commandsPerEvent, 1)} | ${ratio(limit.p50, row.p50)} |`,
+      `## Locks: acquire + release pairs (${LOCK_CALLERS} callers, one resource each, median of ${RUNS} × ${SECONDS} s)`,
     );
+    out();
+    out('| lock | pairs/s | p50 ms | p99 ms | ours vs it |');
+    out('| --- | ---: | ---: | ---: | ---: |');
+    const redlockClient = client();
+    const semaphoreClient = client();
+    const redlock = new Redlock([redlockClient], { retryCount: 0 });
+    const locks: Record<string, (caller: number) => Promise<unknown>> = {
+      'ours: lease (fenced)': async (caller) => {
+        const got = await ours.leases.acquire(`lock-${caller}`, { leaseMs: 10_000, maxLifetimeMs: 60_000 });
+        if (got.acquired) await ours.leases.release(got.lease);
+      },
+      'redlock (1 instance)': async (caller) => {
+        const lock = await redlock.acquire([`redlock-${caller}`], 10_000);
+        await lock.release();
+      },
+      "redis-semaphore's Mutex": async (caller) => {
+        const mutex = new Mutex(semaphoreClient, `mutex-${caller}`, {
+          lockTimeout: 10_000,
+          refreshInterval: 0,
+          acquireAttemptsLimit: 1,
+        });
+        if (await mutex.tryAcquire()) await mutex.release();
+      },
+    };
+    const lockSamples: Record<string, Sample> = {};
+    for (const [name, pair] of Object.entries(locks))
+      lockSamples[name] = await medianOf(RUNS, () => measure(LOCK_CALLERS, SECONDS * 1000, (caller) => pair(caller)));
+    const oursLock = lockSamples['ours: lease (fenced)']!;
+    for (const [name, s] of Object.entries(lockSamples)) {
+      out(
+        `| ${name} | ${fmt(s.opsPerSec)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${name.startsWith('ours') ? '–' : ratio(oursLock.opsPerSec, s.opsPerSec)} |`,
+      );
+      if (!name.startsWith('ours')) target(`lock pairs/s ≥ 1.5× ${name}`, oursLock.opsPerSec / s.opsPerSec, 1.5);
+    }
+    results['locks'] = lockSamples;
+    redlockClient.disconnect();
+    semaphoreClient.disconnect();
+    out();
   }
-  out();
-  const scriptCost = await benchEventScripts(server.url, quick);
-  out(
-    '| script (in process, 50 callers, EVALSHA) | ops/s with events | ops/s without (emitEvent a no-op) | with / without |',
-  );
-  out('| --- | ---: | ---: | ---: |');
-  for (const row of scriptCost)
+
+  // 3. HTTP admission ---------------------------------------------------------------------------
+  if (wanted('http')) {
+    out(`## HTTP (autocannon, 50 connections, ${quick ? 2 : 6} s per route, median of ${RUNS})`);
+    out();
+    const child = spawn(process.execPath, [fileURLToPath(new URL('./http-servers.js', import.meta.url))], {
+      env: { PATH: process.env['PATH'] ?? '', REDIS_URL: server.url },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+    const servers = JSON.parse(line) as {
+      apiUrl: string;
+      bareUrl: string;
+      throttledToken: string;
+      liveToken: string;
+      apiKey: string;
+    };
+    const cannon = async (
+      url: string,
+      body: string,
+      headers: Record<string, string>,
+      randomUser = false,
+      seconds = quick ? 2 : 6,
+    ): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
+      const result = await autocannon({
+        url,
+        method: 'POST',
+        connections: 50,
+        duration: seconds,
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+        ...(randomUser
+          ? {
+              requests: [
+                {
+                  setupRequest: (req: autocannon.Request) => ({
+                    ...req,
+                    body: JSON.stringify({ userId: `bench-${Math.floor(Math.random() * 1e9)}` }),
+                  }),
+                },
+              ],
+            }
+          : {}),
+      });
+      const statuses: Record<string, number> = {
+        '2xx': result['2xx'],
+        '4xx': result['4xx'],
+        '5xx': result['5xx'],
+        errors: result.errors,
+      };
+      return { rps: result.requests.average, p99: result.latency.p99, statuses };
+    };
+    type Cannon = (seconds?: number) => Promise<{ rps: number; p99: number; statuses: Record<string, number> }>;
+    const invalidToken = JSON.stringify({
+      token: `v1.${Buffer.from('bench-user').toString('base64url')}.${'A'.repeat(43)}`,
+    });
+    const auth = { authorization: `Bearer ${servers.apiKey}` };
+    // Each path of ours beside the limit: a minimal Fastify route doing the same work in the same kind of process.
+    const paths: Array<{ name: string; ours: Cannon; limit: Cannon; target: number }> = [
+      {
+        name: 'POST /v1/spawn, invalid token (403)',
+        ours: (t) => cannon(`${servers.apiUrl}/v1/spawn`, invalidToken, {}, false, t),
+        limit: (t) => cannon(`${servers.bareUrl}/minimal/spawn`, invalidToken, {}, false, t),
+        target: 0.8,
+      },
+      {
+        name: 'POST /v1/spawn, throttled (429)',
+        ours: (t) =>
+          cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.throttledToken }), {}, false, t),
+        limit: (t) =>
+          cannon(`${servers.bareUrl}/minimal/spawn`, JSON.stringify({ token: servers.throttledToken }), {}, false, t),
+        target: 0.8,
+      },
+      {
+        name: 'POST /v1/spawn, live session (409)',
+        ours: (t) => cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.liveToken }), {}, false, t),
+        limit: (t) =>
+          cannon(`${servers.bareUrl}/minimal/spawn`, JSON.stringify({ token: servers.liveToken }), {}, false, t),
+        target: 0.7,
+      },
+      {
+        name: 'POST /v1/tokens (201)',
+        ours: (t) => cannon(`${servers.apiUrl}/v1/tokens`, '', auth, true, t),
+        limit: (t) => cannon(`${servers.bareUrl}/minimal/tokens`, '', auth, true, t),
+        target: 0.7,
+      },
+    ];
+    const medianRun = async (run: Cannon): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
+      const runs = [];
+      for (let i = 0; i < RUNS; i++) runs.push(await run());
+      runs.sort((a, b) => a.rps - b.rps);
+      return runs[Math.floor(runs.length / 2)]!;
+    };
+    const answers = (r: { statuses: Record<string, number> }): string =>
+      Object.entries(r.statuses)
+        .filter(([, n]) => n > 0)
+        .map(([k, n]) => `${k}: ${fmt(n)}`)
+        .join(', ');
+    const bareRun = await medianRun(() => cannon(`${servers.bareUrl}/bare`, JSON.stringify({ token: 'x' }), {}));
+    const bareRps = bareRun.rps;
+    out('| route | req/s | p99 ms | vs the same work done minimally | vs bare route | answers |');
+    out('| --- | ---: | ---: | ---: | ---: | --- |');
     out(
-      `| ${row.script} | ${fmt(row.withEvents)} | ${fmt(row.withoutEvents)} | ${ratio(row.withEvents, row.withoutEvents)} |`,
+      `| bare Fastify route answering {} | ${fmt(bareRps)} | ${fmt(bareRun.p99, 1)} | – | 1.00× | ${answers(bareRun)} |`,
     );
-  out();
-  results['events'] = { latency, scriptCost };
-
-  // 5. Memory and growth ------------------------------------------------------------------------
-  out('## Memory and growth');
-  out();
-  const mem = new Coordinator({ redis: client(), keyPrefix: 'mem', policy: { spawnIntervalMs: 10_000 } });
-  const issued = await mem.tokens.issue('memory-user', { metadata: { durationMs: 5000 } });
-  if (issued.outcome !== 'issued') throw new Error('not issued');
-  const tokenKey = mem.tokens.keyOf({
-    userId: 'memory-user',
-    digest: (await import('@cq/coordinator')).parseToken(issued.token)!.digest,
-  });
-  const usage = async (key: string): Promise<number> =>
-    Number((await mem.redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
-  const tokenBytes = await usage(tokenKey);
-  await mem.gcraLimiter({ name: 'm', intervalMs: 10_000 }).check('memory-user');
-  const limiterBytes = await usage(mem.keys.limiter('m', 'memory-user'));
-  const admitted = await mem.sessions.admit(issued.token);
-  if (admitted.outcome !== 'admitted') throw new Error('not admitted');
-  await mem.claims.claim(admitted, { workerId: 'm', leaseMs: 60_000, graceMs: 1000 });
-  const userKeys = mem.keys.user('memory-user');
-  const sessionBytes = (await usage(userKeys.session)) + (await usage(userKeys.lease)) + (await usage(userKeys.fence));
-  const throttleBytes = await usage(userKeys.spawnThrottle);
-  out('| what | bytes (MEMORY USAGE) |');
-  out('| --- | ---: |');
-  out(`| one spawn token (digest key with metadata) | ${tokenBytes} |`);
-  out(`| one GCRA limiter key | ${limiterBytes} |`);
-  out(`| one live session (session hash + lease + fence counter) | ${sessionBytes} |`);
-  out(`| the user's spawn throttle | ${throttleBytes} |`);
-  out();
-  const GROW = quick ? 100_000 : 1_000_000;
-  const growth: Record<string, Sample> = {};
-  for (const users of [1000, GROW]) {
-    await mem.redis.flushall();
-    const limiter = mem.gcraLimiter({ name: 'grow', intervalMs: 1, burst: 1000 });
-    for (let i = 0; i < users; i += 10_000) {
-      const pipeline = mem.redis.pipeline();
-      for (let j = i; j < Math.min(users, i + 10_000); j++)
-        pipeline.set(mem.keys.limiter('grow', `g${j}`), '0', 'PX', 3_600_000);
-      await pipeline.exec();
+    const httpRows: Record<string, unknown> = { 'bare Fastify route answering {}': bareRun };
+    // Ours and its limit alternate (limit, ours, limit, ours, ...) after a warm-up of each, and the
+    // ratio is the median of the pairs' ratios: on 2 shared cores, runs far apart differ by ±40%.
+    for (const path of paths) {
+      await path.limit(1);
+      await path.ours(1);
+      const pairs: Array<{ ours: Awaited<ReturnType<Cannon>>; limit: Awaited<ReturnType<Cannon>> }> = [];
+      for (let i = 0; i < RUNS; i++) pairs.push({ limit: await path.limit(), ours: await path.ours() });
+      const byRatio = [...pairs].sort((a, b) => a.ours.rps / a.limit.rps - b.ours.rps / b.limit.rps);
+      const { ours, limit } = byRatio[Math.floor(byRatio.length / 2)]!;
+      out(
+        `| ${path.name} | ${fmt(ours.rps)} | ${fmt(ours.p99, 1)} | ${ratio(ours.rps, limit.rps)} | ${ratio(ours.rps, bareRps)} | ${answers(ours)} |`,
+      );
+      out(
+        `| limit: the same work in a minimal route | ${fmt(limit.rps)} | ${fmt(limit.p99, 1)} | 1.00× | ${ratio(limit.rps, bareRps)} | ${answers(limit)} |`,
+      );
+      httpRows[path.name] = {
+        ...ours,
+        limit,
+        pairRatios: pairs.map((p) => p.ours.rps / p.limit.rps),
+      };
+      target(`${path.name} ≥ ${path.target}× the same work done minimally`, ours.rps / limit.rps, path.target);
     }
-    growth[users] = await medianOf(RUNS, () =>
-      measure(50, SECONDS * 1000, (caller, i) => limiter.check(`g${(caller * 7919 + i * 104_729) % users}`)),
-    );
+    results['http'] = httpRows;
+    child.kill('SIGTERM');
+    await once(child, 'exit');
+    out();
   }
-  out(`| GCRA checks, 50 callers | ops/s | p99 ms |`);
-  out('| --- | ---: | ---: |');
-  for (const [users, s] of Object.entries(growth))
-    out(`| with ${fmt(Number(users))} users' keys present | ${fmt(s.opsPerSec)} | ${fmt(s.p99, 2)} |`);
-  target(
-    `limiter ops/s with ${fmt(GROW)} users ≥ 90% of that with 1,000`,
-    growth[GROW]!.opsPerSec / growth[1000]!.opsPerSec,
-    0.9,
-  );
-  results['memory'] = { tokenBytes, limiterBytes, sessionBytes, throttleBytes, growth };
-  out();
 
-  // 6. Replication: the cost of REDIS_WAIT_REPLICAS ---------------------------------------------
-  out(
-    `## Replication: REDIS_WAIT_REPLICAS=0 vs 1, token issue (a coordinator write), one local replica (median of ${RUNS} × ${SECONDS} s)`,
-  );
-  out();
-  await client().flushall();
-  await client().config('SET', 'repl-diskless-sync-delay', '0');
-  const replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', String(server.port)] });
-  try {
-    const master = client();
-    // A real write acknowledged proves the replica is in sync (WAIT without one answers at once).
-    for (let tries = 0; ; tries++) {
-      await master.set('bench:probe', '1');
-      if ((await master.wait(1, 100)) === 1) break;
-      if (tries > 100) throw new Error('the replica did not sync');
-    }
-    const policy = { tokenLimit: 1_000_000, tokenWindowMs: 1000 };
-    const writers = {
-      'REDIS_WAIT_REPLICAS=0': new Coordinator({ redis: client(), keyPrefix: 'wait0', policy }),
-      'REDIS_WAIT_REPLICAS=1': new Coordinator({
-        redis: client(),
-        keyPrefix: 'wait1',
-        policy,
-        replicaWait: { replicas: 1, timeoutMs: 100 },
+  // 4. Pipeline ---------------------------------------------------------------------------------
+  if (wanted('pipeline')) {
+    const SESSIONS = quick ? 2000 : 10_000;
+    const SLOTS = 50;
+    out(`## Pipeline: sessions admitted → completed on one in-process worker host, ${SLOTS} slots (median of ${RUNS})`);
+    out();
+    const noop: SessionLauncher = {
+      launch: () => ({
+        exited: Promise.resolve({ exitCode: 0 }),
+        leaseHolds: () => {},
+        deadlineMoved: () => {},
+        terminate: () => {},
+        kill: () => {},
       }),
     };
-    out('| callers | setting | ops/s | p50 ms | p99 ms | vs no WAIT |');
-    out('| ---: | --- | ---: | ---: | ---: | ---: |');
-    const waitRows: Array<Record<string, unknown>> = [];
-    for (const callers of [1, 50]) {
-      const samples: Record<string, Sample> = {};
-      for (const [name, c] of Object.entries(writers)) {
-        await c.preload();
-        samples[name] = await medianOf(RUNS, () =>
-          measure(callers, SECONDS * 1000, (caller, i) => c.tokens.issue(`w${(caller * 7919 + i * 104_729) % KEYS}`)),
+    // One shard, as SPAWN_QUEUE_SHARDS defaults to; the bare run uses the same queue layout.
+    const shardOf = (prefix: string) => spawnQueueShards(prefix, 1)[0]!;
+    const completedAll = async (prefix: string, total: number, start: () => Promise<void>): Promise<number> => {
+      const events = new QueueEvents(shardOf(prefix).name, {
+        connection: new Redis(server.url, { maxRetriesPerRequest: null }),
+        prefix: shardOf(prefix).prefix,
+      });
+      await events.waitUntilReady();
+      let done = 0;
+      const finished = new Promise<void>((resolve) =>
+        events.on('completed', () => void (++done === total && resolve())),
+      );
+      const t0 = performance.now();
+      await start();
+      await finished;
+      const seconds = (performance.now() - t0) / 1000;
+      await events.close();
+      return total / seconds;
+    };
+    /** Tokens for `count` users of `coordinator`, issued in batches. */
+    const issueTokens = async (coordinator: Coordinator, count: number): Promise<string[]> => {
+      const tokens: string[] = [];
+      for (let i = 0; i < count; i += 500) {
+        const batch = await Promise.all(
+          Array.from({ length: Math.min(500, count - i) }, (_, j) => coordinator.tokens.issue(`p${i + j}`)),
         );
+        for (const issued of batch) if (issued.outcome === 'issued') tokens.push(issued.token);
       }
-      const base = samples['REDIS_WAIT_REPLICAS=0']!;
-      for (const [name, sample] of Object.entries(samples)) {
-        out(
-          `| ${callers} | ${name} | ${fmt(sample.opsPerSec)} | ${fmt(sample.p50, 2)} | ${fmt(sample.p99, 2)} | ${ratio(sample.opsPerSec, base.opsPerSec)} |`,
+      return tokens;
+    };
+    /** Sessions/s through our whole pipeline on one in-process worker host with `launcher` (default: the session runtime). */
+    const oursPipeline = async (
+      prefix: string,
+      total: number,
+      launcher: SessionLauncher | undefined,
+      sessionCommand?: string,
+    ): Promise<number> => {
+      const coordinator = new Coordinator({
+        redis: client(),
+        keyPrefix: prefix,
+        policy: { tokenLimit: 1_000_000, spawnIntervalMs: 1, spawnBurst: 1_000_000 },
+      });
+      const tokens = await issueTokens(coordinator, total);
+      const queue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
+      const env: Record<string, string> = {
+        REDIS_URL: server.url,
+        KEY_PREFIX: prefix,
+        SLOTS: String(SLOTS),
+        LOG_LEVEL: 'silent',
+        WORKER_ID: `bench-${prefix}`,
+      };
+      if (sessionCommand !== undefined) env['SESSION_COMMAND'] = sessionCommand;
+      const host = new WorkerHost({
+        config: loadWorkerConfig(env),
+        logger: createLogger({ level: 'silent', name: 'bench' }),
+        ...(launcher === undefined ? {} : { launcher }),
+      });
+      const rate = await completedAll(prefix, total, async () => {
+        await host.start();
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: SLOTS }, async () => {
+            while (next < tokens.length) {
+              const token = tokens[next++]!;
+              const admitted = await coordinator.sessions.admit(token);
+              if (admitted.outcome !== 'admitted') throw new Error(`not admitted: ${admitted.outcome}`);
+              await queue.add(
+                SPAWN_JOB,
+                { userId: admitted.userId, sessionId: admitted.sessionId, fence: admitted.fence },
+                { ...spawnJobOptions, jobId: spawnJobId(admitted.userId, admitted.fence) },
+              );
+            }
+          }),
         );
-        waitRows.push({ callers, setting: name, ...sample });
-      }
+      });
+      await host.stop();
+      await queue.close();
+      return rate;
+    };
+    /** Jobs/s through bare BullMQ: add → a job that runs `job` (the limit). */
+    const barePipeline = async (prefix: string, total: number, job: () => Promise<unknown>): Promise<number> => {
+      const bareQueue = new Queue(shardOf(prefix).name, { connection: client(), prefix: shardOf(prefix).prefix });
+      let worker: Worker | undefined;
+      const rate = await completedAll(prefix, total, async () => {
+        worker = new Worker(shardOf(prefix).name, job, {
+          connection: new Redis(server.url, { maxRetriesPerRequest: null }),
+          prefix: shardOf(prefix).prefix,
+          concurrency: SLOTS,
+        });
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: SLOTS }, async () => {
+            while (next < total) {
+              const i = next++;
+              await bareQueue.add(
+                SPAWN_JOB,
+                { userId: `p${i}`, sessionId: crypto.randomUUID(), fence: 1 },
+                { ...spawnJobOptions, jobId: spawnJobId(`p${i}`, 1) },
+              );
+            }
+          }),
+        );
+      });
+      await worker?.close();
+      await bareQueue.close();
+      return rate;
+    };
+    const REAL_SESSIONS = quick ? 300 : 2000;
+    const shExit = (): Promise<unknown> =>
+      new Promise((resolve) =>
+        spawn('/bin/sh', ['-c', 'exit 0'], { stdio: 'ignore', detached: true }).once('exit', resolve),
+      );
+    const pipelineRuns: Array<{ ours: number; bare: number; oursReal: number; bareReal: number }> = [];
+    for (let run = 0; run < RUNS; run++) {
+      pipelineRuns.push({
+        ours: await oursPipeline(`pipe${run}`, SESSIONS, noop),
+        bare: await barePipeline(`bare${run}`, SESSIONS, async () => ({})),
+        oursReal: await oursPipeline(`real${run}`, REAL_SESSIONS, undefined, 'exit 0'),
+        bareReal: await barePipeline(`barereal${run}`, REAL_SESSIONS, shExit),
+      });
     }
-    results['replicaWait'] = waitRows;
-  } finally {
-    await replica.stop();
+    const median = (pick: (r: (typeof pipelineRuns)[number]) => number): (typeof pipelineRuns)[number] =>
+      [...pipelineRuns].sort((a, b) => pick(a) - pick(b))[Math.floor(pipelineRuns.length / 2)]!;
+    const pipe = median((r) => r.ours / r.bare);
+    const real = median((r) => r.oursReal / r.bareReal);
+    out('| pipeline | sessions/s | vs its limit |');
+    out('| --- | ---: | ---: |');
+    out(
+      `| ours: token → admit → queue → claim → session process \`sh -c 'exit 0'\` (runtime) → finish, ${fmt(REAL_SESSIONS)} sessions | ${fmt(real.oursReal)} | ${ratio(real.oursReal, real.bareReal)} |`,
+    );
+    out(
+      `| limit: bare BullMQ, add → a job that spawns \`sh -c 'exit 0'\` and waits for it | ${fmt(real.bareReal)} | 1.00× |`,
+    );
+    out(
+      `| in-process launcher (no process started): token → admit → queue → claim → finish, ${fmt(SESSIONS)} sessions | ${fmt(pipe.ours)} | ${ratio(pipe.ours, pipe.bare)} |`,
+    );
+    out(`| limit: bare BullMQ, add → no-op job | ${fmt(pipe.bare)} | 1.00× |`);
+    target(
+      'pipeline with real session processes ≥ 80% of bare BullMQ spawning the same',
+      real.oursReal / real.bareReal,
+      0.8,
+    );
+    target('pipeline, in-process launcher ≥ 80% of bare BullMQ', pipe.ours / pipe.bare, 0.8);
+    results['pipeline'] = {
+      sessions: SESSIONS,
+      realSessions: REAL_SESSIONS,
+      slots: SLOTS,
+      ...pipe,
+      oursReal: real.oursReal,
+      bareReal: real.bareReal,
+      runs: pipelineRuns,
+    };
+    out();
   }
-  out();
+
+  // 4a. The admission's own cost, with and without the capacity check -------------------------------
+  if (wanted('admission')) {
+    out('## Admission: POST /v1/spawn → 202 on the built API (real HTTP), with the capacity check and without it');
+    out();
+    const admission = await benchAdmission(server.url, quick);
+    const [checked, unchecked] = admission as [(typeof admission)[number], (typeof admission)[number]];
+    out('| mode | scripts per spawn | 1 caller p50 ms | p99 ms | 50 callers spawns/s | vs without the check |');
+    out('| --- | ---: | ---: | ---: | ---: | ---: |');
+    for (const row of admission)
+      out(
+        `| ${row.mode} | ${fmt(row.scriptsPerSpawn, 2)} | ${fmt(row.p50, 2)} | ${fmt(row.p99, 2)} | ${fmt(row.perSecond)} | ${ratio(row.perSecond, unchecked.perSecond)} |`,
+      );
+    out();
+    results['admission'] = admission;
+    target(
+      'admission with the capacity check, spawns/s ≥ 70% of without it',
+      checked.perSecond / unchecked.perSecond,
+      0.7,
+    );
+  }
+
+  // 4b. Sessions on real processes ------------------------------------------------------------------
+  if (wanted('sessions')) {
+    out('## Sessions: spawn → session process started, on the built API and worker hosts (real HTTP, real processes)');
+    out();
+    const sessions = await benchSessions(server.url, quick);
+    out('| path | callers | samples | p50 ms | p99 ms |');
+    out('| --- | ---: | ---: | ---: | ---: |');
+    for (const row of sessions.latency)
+      out(`| ${row.case} | ${row.callers} | ${row.n} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} |`);
+    out();
+    for (const { mode, reason } of sessions.unavailable) out(`Not measured here: ${mode} (${reason}).`);
+    if (sessions.unavailable.length > 0) out();
+    if (sessions.cost.length > 0) {
+      out('| what it adds | callers | percentile | with ms | without ms | added ms | with / without |');
+      out('| --- | ---: | :---: | ---: | ---: | ---: | ---: |');
+      for (const c of sessions.cost)
+        out(
+          `| ${c.what} | ${c.callers} | ${c.percentile} | ${fmt(c.on, 1)} | ${fmt(c.off, 1)} | ${fmt(c.added, 1)} | ${ratio(c.on, c.off)} |`,
+        );
+      out();
+    }
+    out('| what | ours | limit | vs limit |');
+    out('| --- | ---: | ---: | ---: |');
+    out(
+      `| session starts per second, one host (${sessions.startsPerSecond.containment}), ${sessions.startsPerSecond.sessions} queued sessions (limit: child_process.spawn in a loop) | ${fmt(sessions.startsPerSecond.ours)} | ${fmt(sessions.startsPerSecond.bare)} | ${ratio(sessions.startsPerSecond.ours, sessions.startsPerSecond.bare)} |`,
+    );
+    out(
+      `| host RSS per running session (host + runtime, ${sessions.rssPerSession.containment}, ${sessions.rssPerSession.sessions} sessions of \`exec sleep 600\`, sessions' own RSS left out) | ${fmt(sessions.rssPerSession.bytes / 2 ** 20, 2)} MiB | – | – |`,
+    );
+    // The targets are the deployed default's: containment on.
+    const one = sessions.latency.find((r) => r.mode === 'namespace' && r.callers === 1);
+    const many = sessions.latency.find((r) => r.mode === 'namespace' && r.callers > 1);
+    if (one !== undefined && many !== undefined) {
+      target('spawn → session started, containment on, one caller, p50 ms', one.p50, 10, true);
+      target('spawn → session started, containment on, one caller, p99 ms', one.p99, 50, true);
+      target('spawn → session started, containment on, 20 at once, p99 ms', many.p99, 150, true);
+    }
+    target('host RSS per running session, MiB', sessions.rssPerSession.bytes / 2 ** 20, 2, true);
+    target('session starts per second per host', sessions.startsPerSecond.ours, 200);
+    results['sessions'] = sessions;
+    out();
+  }
+
+  // 4c. Session events ----------------------------------------------------------------------------
+  if (wanted('events')) {
+    out('## Session events: a state change in Redis → its SSE line at a client (real HTTP)');
+    out();
+    const latency = await benchEventLatency(server.url, quick);
+    out('| path | readers | deliveries | p50 ms | p99 ms | Redis commands per event | p50 vs limit |');
+    out('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const row of latency) {
+      const limit = latency.find((r) => r.case.startsWith('limit') && r.readers === row.readers)!;
+      out(
+        `| ${row.case} | ${row.readers} | ${row.n} | ${fmt(row.p50, 2)} | ${fmt(row.p99, 2)} | ${fmt(row.commandsPerEvent, 1)} | ${ratio(limit.p50, row.p50)} |`,
+      );
+    }
+    out();
+    const scriptCost = await benchEventScripts(server.url, quick);
+    out(
+      '| script (in process, 50 callers, EVALSHA) | ops/s with events | ops/s without (emitEvent a no-op) | with / without |',
+    );
+    out('| --- | ---: | ---: | ---: |');
+    for (const row of scriptCost)
+      out(
+        `| ${row.script} | ${fmt(row.withEvents)} | ${fmt(row.withoutEvents)} | ${ratio(row.withEvents, row.withoutEvents)} |`,
+      );
+    out();
+    results['events'] = { latency, scriptCost };
+  }
+
+  // 4d. Session output followed live ---------------------------------------------------------------
+  if (wanted('output')) {
+    out('## Session output: a line printed by a session → its SSE event at a reader (real HTTP)');
+    out();
+    const output = await benchOutput(server.url, quick);
+    out(
+      `One session printing a line every 100 ms (containment: ${output.containment}); the API and the worker host with their defaults.`,
+    );
+    out();
+    out(
+      '| path | readers | lines | deliveries | missing | p50 ms | p99 ms | max ms | p50 ours ÷ limit | p99 ours ÷ limit |',
+    );
+    out('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const row of output.latency) {
+      const limit = output.latency.find((r) => r.case.startsWith('limit') && r.readers === row.readers)!;
+      out(
+        `| ${row.case} | ${row.readers} | ${row.lines} | ${row.n} | ${row.missing} | ${fmt(row.p50, 2)} | ${fmt(row.p99, 2)} | ${fmt(row.max, 2)} | ${ratio(row.p50, limit.p50)} | ${ratio(row.p99, limit.p99)} |`,
+      );
+    }
+    out();
+    const oneReader = output.commands.find((r) => r.readers === 1)!;
+    out(
+      `Redis commands per second, whole system (API, host, session printing), counted over ${fmt(oneReader.seconds, 1)} s per row, API sweep slowed (SWEEP_INTERVAL_MS=${output.commandsApiEnv['SWEEP_INTERVAL_MS']}):`,
+    );
+    out();
+    out('| readers | Redis commands/s | vs 1 reader | p50 ms | p99 ms |');
+    out('| ---: | ---: | ---: | ---: | ---: |');
+    for (const row of output.commands)
+      out(
+        `| ${row.readers} | ${fmt(row.commandsPerSecond)} | ${ratio(row.commandsPerSecond, oneReader.commandsPerSecond)} | ${row.p50 === undefined ? '–' : fmt(row.p50, 2)} | ${row.p99 === undefined ? '–' : fmt(row.p99, 2)} |`,
+      );
+    out();
+    const followedByOne = output.latency.find((r) => r.case.startsWith('ours') && r.readers === 1)!;
+    const manyReaders = output.commands.find((r) => r.readers === 100)!;
+    target('session line → SSE reader, one reader, p50 ms', followedByOne.p50, 5, true);
+    target(
+      'Redis commands/s with 100 readers of one session ÷ with 1 (no more: ≤ 1.1)',
+      manyReaders.commandsPerSecond / oneReader.commandsPerSecond,
+      1.1,
+      true,
+    );
+    results['output'] = output;
+  }
+
+  // 5. Memory and growth ------------------------------------------------------------------------
+  if (wanted('memory')) {
+    out('## Memory and growth');
+    out();
+    const mem = new Coordinator({ redis: client(), keyPrefix: 'mem', policy: { spawnIntervalMs: 10_000 } });
+    const issued = await mem.tokens.issue('memory-user', { metadata: { durationMs: 5000 } });
+    if (issued.outcome !== 'issued') throw new Error('not issued');
+    const tokenKey = mem.tokens.keyOf({
+      userId: 'memory-user',
+      digest: (await import('@cq/coordinator')).parseToken(issued.token)!.digest,
+    });
+    const usage = async (key: string): Promise<number> =>
+      Number((await mem.redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+    const tokenBytes = await usage(tokenKey);
+    await mem.gcraLimiter({ name: 'm', intervalMs: 10_000 }).check('memory-user');
+    const limiterBytes = await usage(mem.keys.limiter('m', 'memory-user'));
+    const admitted = await mem.sessions.admit(issued.token);
+    if (admitted.outcome !== 'admitted') throw new Error('not admitted');
+    await mem.claims.claim(admitted, { workerId: 'm', leaseMs: 60_000, graceMs: 1000 });
+    const userKeys = mem.keys.user('memory-user');
+    const sessionBytes =
+      (await usage(userKeys.session)) + (await usage(userKeys.lease)) + (await usage(userKeys.fence));
+    const throttleBytes = await usage(userKeys.spawnThrottle);
+    out('| what | bytes (MEMORY USAGE) |');
+    out('| --- | ---: |');
+    out(`| one spawn token (digest key with metadata) | ${tokenBytes} |`);
+    out(`| one GCRA limiter key | ${limiterBytes} |`);
+    out(`| one live session (session hash + lease + fence counter) | ${sessionBytes} |`);
+    out(`| the user's spawn throttle | ${throttleBytes} |`);
+    out();
+    const GROW = quick ? 100_000 : 1_000_000;
+    const growth: Record<string, Sample> = {};
+    for (const users of [1000, GROW]) {
+      await mem.redis.flushall();
+      const limiter = mem.gcraLimiter({ name: 'grow', intervalMs: 1, burst: 1000 });
+      for (let i = 0; i < users; i += 10_000) {
+        const pipeline = mem.redis.pipeline();
+        for (let j = i; j < Math.min(users, i + 10_000); j++)
+          pipeline.set(mem.keys.limiter('grow', `g${j}`), '0', 'PX', 3_600_000);
+        await pipeline.exec();
+      }
+      growth[users] = await medianOf(RUNS, () =>
+        measure(50, SECONDS * 1000, (caller, i) => limiter.check(`g${(caller * 7919 + i * 104_729) % users}`)),
+      );
+    }
+    out(`| GCRA checks, 50 callers | ops/s | p99 ms |`);
+    out('| --- | ---: | ---: |');
+    for (const [users, s] of Object.entries(growth))
+      out(`| with ${fmt(Number(users))} users' keys present | ${fmt(s.opsPerSec)} | ${fmt(s.p99, 2)} |`);
+    target(
+      `limiter ops/s with ${fmt(GROW)} users ≥ 90% of that with 1,000`,
+      growth[GROW]!.opsPerSec / growth[1000]!.opsPerSec,
+      0.9,
+    );
+    results['memory'] = { tokenBytes, limiterBytes, sessionBytes, throttleBytes, growth };
+    out();
+  }
+
+  // 6. Replication: the cost of REDIS_WAIT_REPLICAS ---------------------------------------------
+  if (wanted('replication')) {
+    out(
+      `## Replication: REDIS_WAIT_REPLICAS=0 vs 1, token issue (a coordinator write), one local replica (median of ${RUNS} × ${SECONDS} s)`,
+    );
+    out();
+    await client().flushall();
+    await client().config('SET', 'repl-diskless-sync-delay', '0');
+    const replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', String(server.port)] });
+    try {
+      const master = client();
+      // A real write acknowledged proves the replica is in sync (WAIT without one answers at once).
+      for (let tries = 0; ; tries++) {
+        await master.set('bench:probe', '1');
+        if ((await master.wait(1, 100)) === 1) break;
+        if (tries > 100) throw new Error('the replica did not sync');
+      }
+      const policy = { tokenLimit: 1_000_000, tokenWindowMs: 1000 };
+      const writers = {
+        'REDIS_WAIT_REPLICAS=0': new Coordinator({ redis: client(), keyPrefix: 'wait0', policy }),
+        'REDIS_WAIT_REPLICAS=1': new Coordinator({
+          redis: client(),
+          keyPrefix: 'wait1',
+          policy,
+          replicaWait: { replicas: 1, timeoutMs: 100 },
+        }),
+      };
+      out('| callers | setting | ops/s | p50 ms | p99 ms | vs no WAIT |');
+      out('| ---: | --- | ---: | ---: | ---: | ---: |');
+      const waitRows: Array<Record<string, unknown>> = [];
+      for (const callers of [1, 50]) {
+        const samples: Record<string, Sample> = {};
+        for (const [name, c] of Object.entries(writers)) {
+          await c.preload();
+          samples[name] = await medianOf(RUNS, () =>
+            measure(callers, SECONDS * 1000, (caller, i) => c.tokens.issue(`w${(caller * 7919 + i * 104_729) % KEYS}`)),
+          );
+        }
+        const base = samples['REDIS_WAIT_REPLICAS=0']!;
+        for (const [name, sample] of Object.entries(samples)) {
+          out(
+            `| ${callers} | ${name} | ${fmt(sample.opsPerSec)} | ${fmt(sample.p50, 2)} | ${fmt(sample.p99, 2)} | ${ratio(sample.opsPerSec, base.opsPerSec)} |`,
+          );
+          waitRows.push({ callers, setting: name, ...sample });
+        }
+      }
+      results['replicaWait'] = waitRows;
+    } finally {
+      await replica.stop();
+    }
+    out();
+  }
 
   out('## Targets');
   out();

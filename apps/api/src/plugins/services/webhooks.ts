@@ -1,4 +1,4 @@
-import { closeRedis } from '@cq/coordinator';
+import { closeRedis, withTimeout } from '@cq/coordinator';
 import { createRedis } from '@cq/service-kit';
 import { Queue, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
@@ -50,7 +50,12 @@ export const webhooksPlugin = fp(
       labelNames: ['state'],
       registers: [app.metrics.registry],
       async collect() {
-        const counts = await queue.getJobCounts('waiting', 'delayed', 'active').catch(() => undefined);
+        // A scrape never waits on Redis for long: the queue's connection holds commands while Redis is away.
+        const counts = await withTimeout(
+          queue.getJobCounts('waiting', 'delayed', 'active'),
+          500,
+          'webhook queue counts',
+        ).catch(() => undefined);
         if (counts !== undefined) for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
       },
     });
@@ -59,7 +64,11 @@ export const webhooksPlugin = fp(
       help: 'Age of the oldest webhook delivery not yet made (waiting or delayed for a retry); 0 when none',
       registers: [app.metrics.registry],
       async collect() {
-        const jobs = await queue.getJobs(['waiting', 'delayed'], 0, 99, true).catch(() => undefined);
+        const jobs = await withTimeout(
+          queue.getJobs(['waiting', 'delayed'], 0, 99, true),
+          500,
+          'webhook queue jobs',
+        ).catch(() => undefined);
         if (jobs === undefined) return;
         const oldest = Math.min(...jobs.map((job) => job.timestamp));
         this.set(Number.isFinite(oldest) ? Math.max(0, (Date.now() - oldest) / 1000) : 0);

@@ -8,6 +8,7 @@ import { Keys } from '@cq/coordinator';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { watchLease } from '../support/lease-watch.js';
 import { ROOT, alive, sessionPids, startNode, until, type Started } from '../support/processes.js';
+import { allLines } from '../support/output.js';
 import { startSystem, type System } from '../support/system.js';
 
 const LEASE_MS = 3000;
@@ -51,6 +52,22 @@ function rss(pid: number): number {
   } catch {
     return 0;
   }
+}
+
+/** The session's output lines (through the API) once one of them matches `done`. */
+async function outputUntil(
+  system: System,
+  userId: string,
+  sessionId: string,
+  done: (line: string) => boolean,
+): Promise<string[]> {
+  let lines: string[] = [];
+  await until(
+    async () => (lines = (await allLines(system.client, userId, sessionId)).map((l) => l.line)).some(done),
+    15_000,
+    `${userId}'s output`,
+  );
+  return lines;
 }
 
 const runtimePidOf = async (host: Started): Promise<number> =>
@@ -250,13 +267,10 @@ describe('no session can harm another', () => {
     const pidFile = join(tmpdir(), `cq-pids-${process.pid}-${Date.now()}`);
     writeFileSync(pidFile, targets.join('\n'));
     onTestFinished(() => rmSync(pidFile, { force: true }));
-    await spawnBeating(system, 'killer-1', { metadata: { pidFile } });
-    const tried = await host.waitForLog(
-      (l) => l['userId'] === 'killer-1' && String(l['line']).startsWith('environments'),
-    );
+    const killer = await spawnBeating(system, 'killer-1', { metadata: { pidFile } });
+    const said = await outputUntil(system, 'killer-1', killer.sessionId, (line) => line.startsWith('environments'));
     // It could see no environment of the host's (REDIS_URL is the host's, never a session's).
-    expect(tried['line']).toBe('environments with REDIS_URL seen: 0');
-    const said = host.logs.filter((l) => l['userId'] === 'killer-1').map((l) => String(l['line']));
+    expect(said.find((line) => line.startsWith('environments'))).toBe('environments with REDIS_URL seen: 0');
     for (const pid of targets) expect(said).toContain(`could not kill ${pid}`);
     expect(targets.every(alive)).toBe(true);
     const before = beats(system, 'bystander-kill', neighbour.fence).length;
@@ -295,7 +309,9 @@ describe('no session can harm another', () => {
     expect(most).toBeGreaterThanOrEqual(10);
     expect(most).toBeLessThanOrEqual(32);
     expect(
-      host.logs.some((l) => l['userId'] === 'forkbomb-1' && /fork|Resource temporarily/i.test(String(l['line']))),
+      (await allLines(system.client, 'forkbomb-1', bomb.sessionId)).some((l) =>
+        /fork|Resource temporarily/i.test(l.line),
+      ),
     ).toBe(true);
     await system.client.stopSession('forkbomb-1');
     expect((await system.ended('forkbomb-1', bomb.sessionId)).state).toBe('stopped');
@@ -367,10 +383,11 @@ describe('SESSION_USER', () => {
       });
       // The session's init (namespace) stays root, out of the session's reach; everything the session runs is nobody.
       expect(uids).toContain('65534');
-      await host.waitForLog((l) => l['userId'] === 'killer-user' && String(l['line']).startsWith('environments'));
+      const said = await outputUntil(system, 'killer-user', killer.sessionId, (line) =>
+        line.startsWith('environments'),
+      );
       expect(alive(host.child.pid!)).toBe(true);
       expect(alive(runtimePid)).toBe(true);
-      const said = host.logs.filter((l) => l['userId'] === 'killer-user').map((l) => String(l['line']));
       expect(said).toEqual(
         expect.arrayContaining([`could not kill ${host.child.pid}`, `could not kill ${runtimePid}`]),
       );

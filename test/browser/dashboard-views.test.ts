@@ -3,9 +3,10 @@
 import { mkdirSync } from 'node:fs';
 import type { StreamedEvent } from '@cq/client';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
+import { startReceiver } from '../support/webhook-receiver.js';
 
 /** Screenshots are test artifacts: written here, never committed (see .gitignore). */
 const ARTIFACTS = `${ROOT}test/test-artifacts`;
@@ -14,9 +15,10 @@ const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 /** Sessions that print alternately to stdout and stderr, then exit 0 (test/support/output-session.mjs). */
 const OUTPUT_SESSION = `exec ${process.execPath} ${ROOT}test/support/output-session.mjs`;
 
-describe('the dashboard: events on opening, the chart, a session output', async () => {
+describe('the dashboard: events on opening, the chart, a session output, the webhooks', async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
-  const system = await startSystem({ workers: 0 });
+  // Private webhook URLs allowed: the last test's receiver listens on 127.0.0.1.
+  const system = await startSystem({ workers: 0, apiEnv: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
   await system.addWorker('host-1', { SESSION_COMMAND: OUTPUT_SESSION, SLOTS: '20' });
   const browser: Browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -222,6 +224,39 @@ describe('the dashboard: events on opening, the chart, a session output', async 
     const path = `${ARTIFACTS}/dashboard-views-output.png`;
     await page.screenshot({ path, fullPage: true });
     console.info(`screenshot: ${path}`);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it('the webhooks panel lists a created webhook, then its last delivery outcome, and never its secret', async () => {
+    const receiver = await startReceiver({ '/down': () => 503 });
+    onTestFinished(() => receiver.close());
+    const { context, page, errors } = await openPage();
+    const hook = await system.client.createWebhook(`${receiver.url}/hook`, ['completed']);
+    const down = await system.client.createWebhook(`${receiver.url}/down`, ['completed']);
+    const row = page.locator(`#webhooks tbody tr[data-webhook="${hook.id}"]`);
+    // The page reads the webhooks with its state: at the latest on its 5 s poll.
+    await row.waitFor({ timeout: 10_000 });
+    const cells = async (): Promise<string[]> => row.locator('td').allTextContents();
+    expect((await cells()).slice(0, 3)).toEqual([hook.id, `${receiver.url}/hook`, 'completed']);
+    expect((await cells())[4]).toBe('no attempt yet');
+
+    const admitted = await system.client.spawn(
+      (await system.client.issueToken({ userId: 'hook-panel', metadata: { lines: 1, intervalMs: 0 } })).token,
+    );
+    await system.ended('hook-panel', admitted.sessionId);
+    await row
+      .locator('td.outcome', { hasText: /^delivered · HTTP 200 · completed \(attempt 1\)$/ })
+      .waitFor({ timeout: 15_000 });
+    const failing = page.locator(`#webhooks tbody tr[data-webhook="${down.id}"]`);
+    await failing.locator('td.outcome', { hasText: /^retrying · HTTP 503 · completed/ }).waitFor({ timeout: 15_000 });
+    expect(await failing.locator('td.next').textContent()).toMatch(/\(in \d/);
+    const panel = (await page.locator('#webhooks').textContent()) ?? '';
+    for (const secret of [hook.secret, down.secret]) expect(panel).not.toContain(secret.slice(6));
+    const path = `${ARTIFACTS}/dashboard-views-webhooks.png`;
+    await page.screenshot({ path, fullPage: true });
+    console.info(`screenshot: ${path}`);
+    for (const id of [hook.id, down.id]) await system.client.deleteWebhook(id);
     expect(errors).toEqual([]);
     await context.close();
   });

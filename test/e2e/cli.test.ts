@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
+import { signatureValid, startReceiver } from '../support/webhook-receiver.js';
 
 /** Runs the built `cq` with `args`; resolves with its exit code and output. */
 function cq(
@@ -21,7 +22,10 @@ function cq(
 }
 
 describe('the cq command line', async () => {
-  const system = await startSystem({ apiEnv: { SPAWN_INTERVAL_MS: '60000', SPAWN_BURST: '1' } });
+  // WEBHOOK_ALLOW_PRIVATE: the webhooks test's receiver listens on 127.0.0.1.
+  const system = await startSystem({
+    apiEnv: { SPAWN_INTERVAL_MS: '60000', SPAWN_BURST: '1', WEBHOOK_ALLOW_PRIVATE: 'true' },
+  });
   const env = { CQ_API_URL: system.api.baseUrl, CQ_API_KEY: API_KEY };
 
   it('issues a token, spawns, shows status, follows the session with watch, and lists history', async () => {
@@ -106,5 +110,75 @@ describe('the cq command line', async () => {
     expect((await cq(['token', 'x', '--ttl', 'soon'], env)).stderr).toContain('--ttl must be a whole number');
     const down = await cq(['status', 'x'], { CQ_API_URL: 'http://127.0.0.1:1', CQ_API_KEY: API_KEY });
     expect(down.code).toBe(8);
+  });
+
+  it('webhooks: create prints the secret once, list never; deliveries shows the attempts; delete; 15 for an unknown id, 2 for a missing one', async () => {
+    const receiver = await startReceiver();
+    onTestFinished(() => receiver.close());
+    const url = `${receiver.url}/cli`;
+    const created = await cq(['webhooks', 'create', url, '--events', 'completed'], env);
+    expect(created.code).toBe(0);
+    const [, id, , secret] =
+      /^(wh_\w+): (\S+) \(completed\)\nsecret: (whsec_\S+)\n\(shown only now/.exec(created.stdout) ?? [];
+    expect(id, created.stdout).toBeDefined();
+    expect(created.stdout).toContain(`${id}: ${url} (completed)`);
+
+    const listed = await cq(['webhooks'], env);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/^ID +URL +EVENTS +CREATED\n/);
+    expect(listed.stdout).toContain(id!);
+    expect(listed.stdout).toContain(url);
+    const json = await cq(['webhooks', 'list', '--json'], env);
+    expect(JSON.parse(json.stdout)).toEqual({
+      webhooks: [{ id, url, events: ['completed'], createdAt: expect.any(String) }],
+    });
+    for (const output of [listed.stdout, json.stdout]) expect(output).not.toContain(secret!.slice(6));
+
+    // The secret printed is the one deliveries are signed with.
+    await cq(['spawn', '--user', 'cli-hook', '--metadata', '{"durationMs":100}'], env);
+    await until(() => receiver.at('/cli').length > 0, 15_000, 'the completed event delivered');
+    expect(signatureValid(secret!, receiver.at('/cli')[0]!)).toBe(true);
+    await until(
+      async () => (await cq(['webhooks', 'deliveries', id!], env)).stdout.includes('completed'),
+      10_000,
+      'the attempt logged',
+    );
+    const deliveries = await cq(['webhooks', 'deliveries', id!], env);
+    expect(deliveries.code).toBe(0);
+    expect(deliveries.stdout).toMatch(
+      /^AT +EVENT +TYPE +ATTEMPT +OUTCOME +NEXT ATTEMPT\n\S+ +\S+ +completed +1 +200 +-\n$/,
+    );
+    const logged = JSON.parse((await cq(['webhooks', 'deliveries', id!, '--json'], env)).stdout);
+    expect(logged.deliveries).toEqual([
+      {
+        eventId: receiver.at('/cli')[0]!.headers['webhook-id'],
+        type: 'completed',
+        attempt: 1,
+        status: 200,
+        at: expect.any(String),
+      },
+    ]);
+
+    const deleted = await cq(['webhooks', 'delete', id!], env);
+    expect(deleted).toMatchObject({ code: 0, stdout: `${id}: deleted; its pending deliveries are dropped\n` });
+    expect((await cq(['webhooks'], env)).stdout).toBe('no webhooks\n');
+    for (const args of [
+      ['webhooks', 'delete', id!],
+      ['webhooks', 'deliveries', id!],
+    ]) {
+      const unknown = await cq(args, env);
+      expect(unknown.code, args.join(' ')).toBe(15);
+      expect(unknown.stderr).toMatch(/^no_webhook: /);
+    }
+    for (const [action, missing] of [
+      ['create', 'a URL'],
+      ['delete', 'a webhook id'],
+      ['deliveries', 'a webhook id'],
+    ]) {
+      const usage = await cq(['webhooks', action!], env);
+      expect(usage.code, action).toBe(2);
+      expect(usage.stderr).toContain(`cq: webhooks ${action} needs ${missing}`);
+    }
+    expect((await cq(['webhooks', 'frob'], env)).code).toBe(2);
   });
 });

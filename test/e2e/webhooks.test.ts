@@ -142,7 +142,7 @@ describe('webhooks end to end (a real receiver on 127.0.0.1, WEBHOOK_ALLOW_PRIVA
     expect(keys.length).toBeGreaterThan(0);
     const secretBody = hook.secret.replace(/^whsec_/, '');
     for (const key of keys) {
-      const dumped = await redis.dump(key);
+      const dumped = await redis.dumpBuffer(key);
       expect(dumped?.toString('latin1').includes(secretBody) ?? false, key).toBe(false);
     }
     await client.deleteWebhook(hook.id);

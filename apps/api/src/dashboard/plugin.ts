@@ -12,6 +12,7 @@ import { lastEventIdHeader, openStream, streamEvents } from '../routes/events.js
 import { pageCss, pageHtml, pageJs } from './page.js';
 import { RecentEvents } from './recent-events.js';
 import { DashboardStateReader } from './state.js';
+import { readDashboardWebhooks } from './webhooks.js';
 
 /** Where the dashboard lives. */
 export const DASHBOARD_PATH = '/dashboard';
@@ -34,7 +35,8 @@ const stateQuery = z
 
 /**
  * The queue dashboard: the coordinator view at `/dashboard` (live sessions, worker hosts, recent
- * endings, a chart of admissions), its JSON at `/dashboard/api/state`, and bull-board at
+ * endings, a chart of admissions, the webhooks), its JSON at `/dashboard/api/state` and
+ * `/dashboard/api/webhooks`, and bull-board at
  * `/dashboard/queues` (read-only unless `DASHBOARD_ACTIONS=true`). Every route under it, assets
  * included, needs HTTP Basic auth with a service key as password.
  */
@@ -66,6 +68,8 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) =>
     reader.read(request.query),
   );
+  // The webhooks, each with the newest attempt of its delivery log (never a secret).
+  scope.get('/api/webhooks', { schema: { hide: true } }, async () => readDashboardWebhooks(app.coordinator));
   // The newest lines of a selected session's output, through the logs route with the operator's key.
   scope.get('/api/output', { schema: { hide: true, querystring: outputQuery } }, async (request, reply) => {
     const answer = await readOutputTail(app, dashboardKeyOf(request) ?? '', request.query);

@@ -122,7 +122,46 @@
       else if (ended) sessionIs(ended.state, false);
     }
   }
+  // Webhooks, each with the newest attempt of its delivery log: the receiver's status, or why the
+  // attempt failed, when, and when the next attempt is due. Read with the state, from their own route,
+  // so a failure here never hides the sessions.
+  function lastOutcome(last) {
+    if (last === undefined) return 'no attempt yet';
+    const what = last.status !== undefined ? 'HTTP ' + last.status : last.error || 'failed';
+    const ok = last.status !== undefined && last.status >= 200 && last.status < 300;
+    const state = ok ? 'delivered' : last.nextAttemptAt !== undefined ? 'retrying' : 'gave up';
+    return state + ' · ' + what + ' · ' + last.type + ' (attempt ' + last.attempt + ')';
+  }
+  function outcomeClass(last) {
+    if (last === undefined) return 'outcome';
+    if (last.status !== undefined && last.status >= 200 && last.status < 300) return 'outcome s-completed';
+    return last.nextAttemptAt !== undefined ? 'outcome s-expired' : 'outcome s-failed';
+  }
+  async function refreshWebhooks() {
+    try {
+      const res = await fetch('/dashboard/api/webhooks', { cache: 'no-store', credentials: 'same-origin' });
+      const body = await res.json();
+      if (!res.ok) throw new Error(body && body.error ? body.error.message : 'HTTP ' + res.status);
+      fill($('webhooks').tBodies[0], body.webhooks, (tr, w) => {
+        tr.dataset.webhook = w.id;
+        const next = w.last && w.last.nextAttemptAt;
+        tr.append(
+          cell(w.id, 'id'),
+          cell(w.url, 'url'),
+          cell(w.events.length === 0 ? 'all' : w.events.join(', '), 'events'),
+          cell(time(w.createdAt)),
+          cell(lastOutcome(w.last), outcomeClass(w.last)),
+          cell(w.last ? time(w.last.at) : ''),
+          cell(next === undefined ? '' : time(next) + ' (in ' + ms(next - body.now) + ')', 'next'),
+        );
+      });
+      $('webhooks-state').textContent = body.webhooks.length === 0 ? 'none' : '';
+    } catch (err) {
+      $('webhooks-state').textContent = 'not updated: ' + err.message;
+    }
+  }
   async function refresh() {
+    refreshWebhooks();
     const q = new URLSearchParams({ filter: $('filter').value.trim(), offset: String(offset), limit: String(PAGE) });
     try {
       const res = await fetch('/dashboard/api/state?' + q, { cache: 'no-store', credentials: 'same-origin' });

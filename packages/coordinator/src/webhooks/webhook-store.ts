@@ -120,6 +120,22 @@ export class WebhookStore {
     return (replies?.[1]?.[1] as string[]).map((json) => JSON.parse(json) as DeliveryAttempt);
   }
 
+  /**
+   * The newest attempt in each endpoint's log (undefined for one with none yet), in the order of
+   * `webhookIds`: one round trip whatever their number (the logs share the `{webhooks}` slot).
+   */
+  async latestAttempts(webhookIds: readonly string[]): Promise<Array<DeliveryAttempt | undefined>> {
+    if (webhookIds.length === 0) return [];
+    const pipeline = this.#context.redis.pipeline();
+    for (const id of webhookIds) pipeline.lindex(this.#context.keys.webhookLog(id), 0);
+    const replies = await wrap(pipeline.exec());
+    return webhookIds.map((_, i) => {
+      const [err, json] = replies?.[i] ?? [null, null];
+      if (err) throw wrapRedisError(err);
+      return typeof json === 'string' ? (JSON.parse(json) as DeliveryAttempt) : undefined;
+    });
+  }
+
   /** The id of the last event handed to the delivery queue; undefined before the first. */
   async cursor(): Promise<string | undefined> {
     return (await wrap(this.#context.redis.get(this.#context.keys.webhooks().cursor))) ?? undefined;

@@ -35,6 +35,10 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
         }),
     ],
     ['output.read', () => c.output.read('slot-user', state['a'].sessionId)],
+    [
+      'webhooks.record',
+      () => c.webhooks.record('wh_none', { eventId: '1-0-0', type: 'completed', attempt: 1, status: 200, at: 1 }),
+    ],
     ['sessions.settleAndRead', () => c.sessions.settleAndRead('slot-user')],
     ['sessions.setLifetime', () => c.sessions.setLifetime('slot-user', 60_000)],
     ['sessions.requestStop', () => c.sessions.requestStop('slot-user')],

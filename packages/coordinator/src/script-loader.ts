@@ -28,6 +28,7 @@ export const scriptNames = [
   'requestStop',
   'reserveSlot',
   'readSession',
+  'recordDelivery',
   'readOutput',
   'slidingWindow',
   'sweepSession',

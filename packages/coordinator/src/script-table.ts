@@ -47,6 +47,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   heartbeatWorker: { keys: 4, args: 9, replies: [ScriptCode.Ok] },
   issueToken: { keys: 2, args: 6, replies: [ScriptCode.Ok, ScriptCode.Throttled] },
   readOutput: { keys: 3, args: 3, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
+  recordDelivery: { keys: 2, args: 3, replies: [ScriptCode.Ok] },
   readSession: { keys: 6, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
   markReady: { keys: 2, args: 2, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },
   publishEventMark: { keys: 0, args: 2, replies: [ScriptCode.Ok] },

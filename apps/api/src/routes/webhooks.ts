@@ -1,4 +1,4 @@
-import { EVENT_RETENTION_MS, parseEventId, type Webhook } from '@cq/coordinator';
+import type { Webhook } from '@cq/coordinator';
 import {
   createWebhookBody,
   deliveriesView,
@@ -51,12 +51,6 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
         events: events ?? [],
         sealedSecret: app.webhooks.secrets.seal(secret),
       });
-      // The dispatcher starts from its cursor: make sure it starts no later than this webhook (an old
-      // cursor, or none, would have it start from whenever it next looks).
-      const cursor = await webhooks.cursor();
-      const since = cursor === undefined ? undefined : parseEventId(cursor);
-      if (since === undefined || since.ms < webhook.createdAt - EVENT_RETENTION_MS / 2)
-        await webhooks.setCursor(`${webhook.createdAt - 1000}-0-0`);
       request.log.info({ webhookId: webhook.id, url: webhook.url }, 'webhook created');
       return reply.code(201).send({ ...view(webhook), secret });
     },

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  EVENT_RETENTION_MS,
   parseEventId,
   type Coordinator,
   type EventFeed,
-  type EventSubscription,
   type SessionEvent,
   type Webhook,
 } from '@cq/coordinator';
@@ -34,9 +34,9 @@ export interface DispatcherOptions {
  * (fenced, renewed while it lives); it follows the event feed from the dispatch cursor kept in Redis,
  * adds one job per event and matching webhook to the delivery queue (job id `<webhook>_<event>`, so an
  * event queued twice, as after a takeover, is still delivered once), then moves the cursor. A process
- * that starts after the others died resumes from the cursor: events of up to EVENT_RETENTION_MS (15
- * minutes) without any API process are delivered; older ones are no longer in the streams, and it
- * logs how long the gap was.
+ * that starts after the others died resumes from the cursor, or, when the cursor is older than the
+ * streams keep (EVENT_RETENTION_MS, 15 minutes), from the oldest event they still hold: of a longer
+ * outage the last 15 minutes are delivered, and it logs how long the gap before them was.
  */
 export class WebhookDispatcher {
   readonly #options: DispatcherOptions;
@@ -111,14 +111,18 @@ export class WebhookDispatcher {
   async #dispatch(held: AbortSignal): Promise<void> {
     const { coordinator, events, log } = this.#options;
     const cursor = await coordinator.webhooks.cursor();
-    const after = cursor === undefined ? undefined : parseEventId(cursor);
-    const subscription = await events.subscribe(after === undefined ? {} : { after });
-    if (subscription.expired)
+    const saved = cursor === undefined ? undefined : parseEventId(cursor);
+    // No cursor yet, or one older than the streams keep: start from the oldest event still kept (less a
+    // margin for the time the replay takes), so nothing the streams hold is skipped; what was queued
+    // before is not delivered twice (job ids), and what came before a webhook is not sent to it.
+    const oldest = { ms: Date.now() - EVENT_RETENTION_MS + 30_000, seq: 0, slot: 0 };
+    const after = saved === undefined || saved.ms < oldest.ms ? oldest : saved;
+    if (saved !== undefined && saved.ms < oldest.ms)
       log.warn(
-        { cursor },
-        'webhook events after the cursor are older than the event streams keep (15 minutes): those were not delivered',
+        { cursor, gapMinutes: Math.round((oldest.ms - saved.ms) / 60_000) },
+        'webhook dispatch resumes from the oldest event the streams keep: events before it were not delivered',
       );
-    if (cursor === undefined) await coordinator.webhooks.setCursor(startCursor(subscription));
+    const subscription = await events.subscribe({ after });
     const stop = (): void => subscription.close();
     held.addEventListener('abort', stop, { once: true });
     try {
@@ -166,9 +170,4 @@ export class WebhookDispatcher {
     if (jobs.length > 0) await queue.addBulk(jobs);
     this.#options.onQueued?.(batch.length, jobs.length);
   }
-}
-
-/** The cursor of a dispatcher that finds none: just before the feed's start, so nothing from now on is missed. */
-function startCursor(subscription: EventSubscription): string {
-  return `${subscription.joinedAt}-0-0`;
 }

@@ -94,16 +94,18 @@ export class WebhookStore {
     return Number(await wrap(this.#context.redis.get(this.#context.keys.webhooks().version)));
   }
 
-  /** Records a delivery attempt (newest first, the last {@link DELIVERY_LOG_LENGTH} kept), if the endpoint still exists. */
-  async record(webhookId: string, attempt: DeliveryAttempt): Promise<void> {
-    const key = this.#context.keys.webhookLog(webhookId);
-    await wrap(
-      this.#context.redis
-        .multi()
-        .lpush(key, JSON.stringify(attempt))
-        .ltrim(key, 0, DELIVERY_LOG_LENGTH - 1)
-        .exec(),
+  /**
+   * Records a delivery attempt (newest first, the last {@link DELIVERY_LOG_LENGTH} kept) while the
+   * endpoint exists; false when it no longer does. One script.
+   */
+  async record(webhookId: string, attempt: DeliveryAttempt): Promise<boolean> {
+    const keys = this.#context.keys.webhooks();
+    const reply = await this.#context.scripts.run(
+      'recordDelivery',
+      [keys.endpoints, this.#context.keys.webhookLog(webhookId)],
+      [webhookId, JSON.stringify(attempt), DELIVERY_LOG_LENGTH],
     );
+    return Number(reply[1]) === 1;
   }
 
   /** The endpoint's attempts, newest first; undefined when there is no such endpoint. */

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, Gauge } from 'prom-client';
 import { deliver, type DeliveryOutcome } from '../../webhooks/deliverer.js';
-import { DELIVERY_QUEUE, type DeliveryJob } from '../../webhooks/delivery-job.js';
+import { DELIVERY_ATTEMPTS, DELIVERY_QUEUE, type DeliveryJob } from '../../webhooks/delivery-job.js';
 import { WebhookDispatcher } from '../../webhooks/dispatcher.js';
 import { SecretBox } from '../../webhooks/secret-box.js';
 
@@ -32,7 +32,7 @@ const DELIVERY_CONCURRENCY = 50;
 export const webhooksPlugin = fp(
   async (app: FastifyInstance) => {
     const { config, coordinator } = app;
-    const secrets = new SecretBox(config.webhookSecretKey ?? config.apiKeys);
+    const secrets = new SecretBox(config.webhookSecretKey === undefined ? config.apiKeys : [config.webhookSecretKey]);
     const prefix = coordinator.keys.webhooks().queuePrefix;
     const queueRedis = createRedis(config, 'blocking', { logger: app.log, name: 'cq-api-webhooks' });
     const queue = new Queue<DeliveryJob>(DELIVERY_QUEUE, { connection: queueRedis, prefix });
@@ -79,7 +79,16 @@ export const webhooksPlugin = fp(
     const worker = new Worker<DeliveryJob>(
       DELIVERY_QUEUE,
       (job) => deliver(job, { coordinator, secrets, allowPrivate: config.webhookAllowPrivate, log, onOutcome: count }),
-      { connection: workerRedis, prefix, concurrency: DELIVERY_CONCURRENCY, autorun: false, runRetryDelay: 1000 },
+      {
+        connection: workerRedis,
+        prefix,
+        concurrency: DELIVERY_CONCURRENCY,
+        autorun: false,
+        runRetryDelay: 1000,
+        // An attempt in a process that died is retried, however often that happens (BullMQ's default
+        // of one would fail the delivery after a second crash, unlogged).
+        maxStalledCount: DELIVERY_ATTEMPTS,
+      },
     );
     worker.on('error', (err) => log.debug({ err }, 'webhook worker error'));
     const dispatcher = new WebhookDispatcher({ coordinator, events: app.events, queue, log });

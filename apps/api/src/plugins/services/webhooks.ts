@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { closeRedis, withTimeout } from '@cq/coordinator';
 import { createRedis } from '@cq/service-kit';
 import { Queue, Worker } from 'bullmq';
@@ -101,7 +102,11 @@ export const webhooksPlugin = fp(
       await dispatcher.close();
     });
     app.addHook('onClose', async () => {
-      await worker.close();
+      // Attempts in flight get 3 s to finish; any still running then is left to its lock: another
+      // process retries it once the lock runs out (at least once, so it may arrive twice).
+      const closed = worker.close();
+      if ((await Promise.race([closed.then(() => true), sleep(3000).then(() => false)])) === false)
+        await worker.close(true);
       await queue.close();
       await closeRedis(workerRedis);
       await closeRedis(queueRedis);

@@ -7,6 +7,7 @@ import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fa
 import type { Logger } from 'pino';
 import type { EventFeedOptions } from '@cq/coordinator';
 import type { ApiConfig } from './config.js';
+import type { Resolver } from './webhooks/address-guard.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { errorBody } from './http-errors.js';
 import { metricsPlugin } from './plugins/metrics.js';
@@ -70,6 +71,11 @@ export interface BuildAppOptions {
   defaultMetrics?: boolean;
   /** Options of the event feed behind the SSE routes (tests bound its reader queue). */
   eventFeed?: EventFeedOptions;
+  /**
+   * Name resolution of webhook hosts, at creation and at every delivery attempt (tests make a name
+   * resolve elsewhere between the two). @defaultValue the system resolver (`dns.promises.lookup`, all addresses)
+   */
+  webhookResolve?: Resolver;
 }
 
 // From ESM the default import is the package's module.exports: the plugin wrapped by fastify-plugin, so
@@ -125,6 +131,7 @@ export async function buildApp(options: BuildAppOptions) {
     config: options.config,
     sweep: options.sweep ?? true,
     ...(options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed }),
+    ...(options.webhookResolve === undefined ? {} : { webhookResolve: options.webhookResolve }),
   });
   await app.register(swagger, {
     openapi: {

@@ -43,7 +43,10 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request, reply) => {
       const { url, events } = request.body;
-      const checked = await checkWebhookUrl(url, { allowPrivate: app.config.webhookAllowPrivate });
+      const checked = await checkWebhookUrl(url, {
+        allowPrivate: app.config.webhookAllowPrivate,
+        resolve: app.webhooks.resolve,
+      });
       if (!checked.ok) throw new HttpError('webhook_url_forbidden', `The webhook URL is refused: ${checked.reason}.`);
       const secret = webhookSecret();
       const webhook = await webhooks.create({

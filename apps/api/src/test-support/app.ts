@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { afterAll, inject } from 'vitest';
 import { buildApp, type ApiApp } from '../app.js';
 import { loadApiConfig, type ApiConfig } from '../config.js';
+import type { Resolver } from '../webhooks/address-guard.js';
 
 /** The key every test API accepts. */
 export const TEST_API_KEY = 'test-key-0123456789abcdef';
@@ -27,7 +28,7 @@ export interface TestApi {
 /** Starts an API with `env` over the test defaults; it is closed and its keys removed after the file's tests. */
 export async function startTestApi(
   env: Record<string, string> = {},
-  options: { redisUrl?: string; sweep?: boolean; eventFeed?: EventFeedOptions } = {},
+  options: { redisUrl?: string; sweep?: boolean; eventFeed?: EventFeedOptions; webhookResolve?: Resolver } = {},
 ): Promise<TestApi> {
   const redisUrl = options.redisUrl ?? inject('redisUrl');
   const config = loadApiConfig({
@@ -55,6 +56,7 @@ export async function startTestApi(
     sweep: options.sweep ?? false,
     defaultMetrics: false,
     ...(options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed }),
+    ...(options.webhookResolve === undefined ? {} : { webhookResolve: options.webhookResolve }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

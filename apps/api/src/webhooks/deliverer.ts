@@ -1,7 +1,7 @@
 import type { Coordinator, DeliveryAttempt } from '@cq/coordinator';
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import { checkWebhookUrl } from './address-guard.js';
+import { checkWebhookUrl, type Resolver } from './address-guard.js';
 import { ATTEMPT_TIMEOUT_MS, DELIVERY_ATTEMPTS, retryDelayMs, type DeliveryJob } from './delivery-job.js';
 import { postWebhook } from './post-webhook.js';
 import type { SecretBox } from './secret-box.js';
@@ -15,6 +15,8 @@ export interface DelivererDeps {
   readonly coordinator: Coordinator;
   readonly secrets: SecretBox;
   readonly allowPrivate: boolean;
+  /** Name resolution for the address check and the connection. @defaultValue the system resolver */
+  readonly resolve?: Resolver;
   readonly log: Logger;
   readonly onOutcome?: (outcome: DeliveryOutcome) => void;
 }
@@ -54,7 +56,7 @@ export async function deliver(job: Job<DeliveryJob>, deps: DelivererDeps): Promi
     deps.onOutcome?.('gave_up');
     throw new UnrecoverableError((err as Error).message);
   }
-  const checked = await checkWebhookUrl(webhook.url, { allowPrivate: deps.allowPrivate });
+  const checked = await checkWebhookUrl(webhook.url, { allowPrivate: deps.allowPrivate, resolve: deps.resolve });
   const timestamp = Math.floor(Date.now() / 1000);
   const result = checked.ok
     ? await postWebhook({
@@ -67,6 +69,7 @@ export async function deliver(job: Job<DeliveryJob>, deps: DelivererDeps): Promi
         },
         timeoutMs: ATTEMPT_TIMEOUT_MS,
         allowPrivate: deps.allowPrivate,
+        resolve: deps.resolve,
       })
     : { error: checked.reason };
   const delivered = 'status' in result && result.status >= 200 && result.status < 300;

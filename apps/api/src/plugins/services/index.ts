@@ -2,6 +2,7 @@ import type { EventFeedOptions } from '@cq/coordinator';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ApiConfig } from '../../config.js';
+import type { Resolver } from '../../webhooks/address-guard.js';
 import { coordinatorPlugin } from './coordinator.js';
 import { eventFeedPlugin } from './event-feed.js';
 import { outputFeedPlugin } from './output-feed.js';
@@ -27,6 +28,8 @@ export interface ServicesOptions {
   sweep?: boolean;
   /** Options of the event feed. */
   eventFeed?: EventFeedOptions;
+  /** Name resolution of webhook hosts. @defaultValue the system resolver */
+  webhookResolve?: Resolver;
 }
 
 /** The API's configuration, as `app.config`. */
@@ -55,7 +58,7 @@ export const servicesPlugin = fp(
     await app.register(statsPlugin);
     await app.register(eventFeedPlugin, options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed });
     await app.register(outputFeedPlugin);
-    await app.register(webhooksPlugin);
+    await app.register(webhooksPlugin, options.webhookResolve === undefined ? {} : { resolve: options.webhookResolve });
   },
   { name: 'services', fastify: '5.x', dependencies: ['metrics'] },
 );

@@ -9,11 +9,20 @@ import { deliver, type DeliveryOutcome } from '../../webhooks/deliverer.js';
 import { DELIVERY_ATTEMPTS, DELIVERY_QUEUE, type DeliveryJob } from '../../webhooks/delivery-job.js';
 import { WebhookDispatcher } from '../../webhooks/dispatcher.js';
 import { SecretBox } from '../../webhooks/secret-box.js';
+import { resolveAll, type Resolver } from '../../webhooks/address-guard.js';
 
 /** The webhooks of this process: the secret sealing, the delivery queue, its worker and the dispatcher. */
 export interface WebhookService {
   readonly secrets: SecretBox;
   readonly queue: Queue<DeliveryJob>;
+  /** How webhook hosts are resolved, at creation and at each delivery attempt. */
+  readonly resolve: Resolver;
+}
+
+/** Options of {@link webhooksPlugin}. */
+export interface WebhooksPluginOptions {
+  /** Name resolution of webhook hosts. @defaultValue {@link resolveAll} (the system resolver) */
+  resolve?: Resolver;
 }
 
 declare module 'fastify' {
@@ -31,8 +40,9 @@ const DELIVERY_CONCURRENCY = 50;
  * the queue's depth and the age of its oldest undelivered event.
  */
 export const webhooksPlugin = fp(
-  async (app: FastifyInstance) => {
+  async (app: FastifyInstance, options: WebhooksPluginOptions) => {
     const { config, coordinator } = app;
+    const resolve = options.resolve ?? resolveAll;
     const secrets = new SecretBox(config.webhookSecretKey === undefined ? config.apiKeys : [config.webhookSecretKey]);
     const prefix = coordinator.keys.webhooks().queuePrefix;
     const queueRedis = createRedis(config, 'blocking', { logger: app.log, name: 'cq-api-webhooks' });
@@ -79,7 +89,15 @@ export const webhooksPlugin = fp(
     const log = app.log.child({ component: 'webhooks' });
     const worker = new Worker<DeliveryJob>(
       DELIVERY_QUEUE,
-      (job) => deliver(job, { coordinator, secrets, allowPrivate: config.webhookAllowPrivate, log, onOutcome: count }),
+      (job) =>
+        deliver(job, {
+          coordinator,
+          secrets,
+          allowPrivate: config.webhookAllowPrivate,
+          resolve,
+          log,
+          onOutcome: count,
+        }),
       {
         connection: workerRedis,
         prefix,
@@ -93,7 +111,7 @@ export const webhooksPlugin = fp(
     );
     worker.on('error', (err) => log.debug({ err }, 'webhook worker error'));
     const dispatcher = new WebhookDispatcher({ coordinator, events: app.events, queue, log });
-    app.decorate('webhooks', { secrets, queue });
+    app.decorate('webhooks', { secrets, queue, resolve });
     app.addHook('onReady', async () => {
       void worker.run().catch((err: unknown) => log.error({ err }, 'webhook worker stopped'));
       dispatcher.start();

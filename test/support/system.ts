@@ -20,6 +20,8 @@ export interface System {
   connect(): ReturnType<typeof connect>;
   observerFile: string;
   workerEnv: Record<string, string>;
+  /** Starts another API process on the same Redis, prefix and settings; `env` is added to them. */
+  addApi(env?: Record<string, string>): Promise<Started & { baseUrl: string; client: CoordinatorClient }>;
   /** Starts another worker host; `env` is added to the system's worker environment. */
   addWorker(id: string, env?: Record<string, string>, options?: StartOptions): Promise<Started>;
   /** Waits until the user's newest history entry is `sessionId`, and returns it. */
@@ -47,7 +49,7 @@ export async function startSystem(
   const keyPrefix = randomPrefix();
   const observerFile = join(mkdtempSync(join(tmpdir(), 'cq-observer-')), 'heartbeats.log');
   const common = { ...targetEnv(target), KEY_PREFIX: keyPrefix };
-  const api = await startApi({
+  const apiEnv = {
     ...common,
     API_KEYS: API_KEY,
     TOKEN_LIMIT: '100000',
@@ -57,7 +59,8 @@ export async function startSystem(
     // Idle sessions on in every system (the fault tests run with it): a 10-minute timeout none reaches.
     IDLE_TIMEOUT_MS: '600000',
     ...options.apiEnv,
-  });
+  };
+  const api = await startApi(apiEnv);
   const workerEnv = {
     ...common,
     // exec: the session program itself leads its process group, so its own exit code is reported.
@@ -94,6 +97,12 @@ export async function startSystem(
     observerFile,
     workerEnv,
     addWorker,
+    async addApi(env = {}) {
+      const another = await startApi({ ...apiEnv, ...env });
+      return Object.assign(another, {
+        client: new CoordinatorClient({ baseUrl: another.baseUrl, apiKey: API_KEY }),
+      });
+    },
     async ended(userId, sessionId, timeoutMs = 15_000) {
       let entry: EndedSession | undefined;
       await until(

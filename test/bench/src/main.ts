@@ -22,6 +22,7 @@ import { benchRedis, redisBenchmark } from './redis.js';
 import { benchEventLatency, benchEventScripts } from './events.js';
 import { benchAdmission, benchSessions } from './sessions.js';
 import { benchOutput } from './output.js';
+import { benchWebhooks } from './webhooks.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
@@ -35,6 +36,7 @@ const SECTIONS = [
   'sessions',
   'events',
   'output',
+  'webhooks',
   'memory',
   'replication',
 ] as const;
@@ -632,6 +634,31 @@ try {
       true,
     );
     results['output'] = output;
+  }
+
+  // 4e. Webhooks ------------------------------------------------------------------------------------
+  if (wanted('webhooks')) {
+    out('## Webhooks: a session event → its webhook POST at a receiver on 127.0.0.1 (real HTTP)');
+    out();
+    const hooks = await benchWebhooks(server.url, quick);
+    out(
+      `${hooks.sessions} sessions per row, one spawned every ${hooks.everyMs} ms, four events each (containment: ${hooks.containment}); ` +
+        'the API with its defaults and WEBHOOK_ALLOW_PRIVATE=true, one worker host. Latency from the moment the benchmark saw ' +
+        'the event on GET /v1/events to its receipt; ours and the limit run side by side over the same events.',
+    );
+    out();
+    out(
+      "| path | webhooks | events | deliveries | missing | duplicates | p50 ms | p99 ms | max ms | p50 ours ÷ limit | p99 ours ÷ limit | p50 / p99 ms from the event's `at` |",
+    );
+    out('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const row of hooks.rows) {
+      const limit = hooks.rows.find((r) => r.case.startsWith('limit') && r.webhooks === row.webhooks)!;
+      out(
+        `| ${row.case} | ${row.webhooks} | ${row.events} | ${row.n} | ${row.missing} | ${row.duplicates} | ${fmt(row.p50, 2)} | ${fmt(row.p99, 2)} | ${fmt(row.max, 2)} | ${ratio(row.p50, limit.p50)} | ${ratio(row.p99, limit.p99)} | ${fmt(row.p50FromAt, 1)} / ${fmt(row.p99FromAt, 1)} |`,
+      );
+    }
+    out();
+    results['webhooks'] = hooks;
   }
 
   // 5. Memory and growth ------------------------------------------------------------------------

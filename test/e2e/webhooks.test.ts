@@ -124,14 +124,21 @@ describe('webhooks end to end (a real receiver on 127.0.0.1, WEBHOOK_ALLOW_PRIVA
     const admission = await client.spawn(
       (await client.issueToken({ userId: 'hook-hang', metadata: { durationMs: 100 } })).token,
     );
-    await until(() => ofSession(receiver.at('/hang'), admission.sessionId).length === 2, 40_000, 'the retry');
+    // At least the retry (on a starved machine the retry may time out too, and a third come).
+    await until(() => ofSession(receiver.at('/hang'), admission.sessionId).length >= 2, 40_000, 'the retry');
     const got = ofSession(receiver.at('/hang'), admission.sessionId);
     expect(got[1]!.at - got[0]!.at).toBeGreaterThanOrEqual(10_000);
-    await until(async () => (await client.deliveries(hook.id)).length === 2, 10_000, 'both attempts logged');
+    await until(
+      async () => (await client.deliveries(hook.id)).some((a) => a.status === 200),
+      30_000,
+      'the delivered attempt logged',
+    );
     const log = await client.deliveries(hook.id);
-    expect(log[1]).toMatchObject({ attempt: 1 });
-    expect(log[1]!.error).toMatch(/timed out/);
-    expect(log[0]).toMatchObject({ attempt: 2, status: 200 });
+    const first = log.find((a) => a.attempt === 1)!;
+    expect(first.error).toMatch(/timed out/);
+    expect(first.status).toBeUndefined();
+    expect(log[0]).toMatchObject({ status: 200 });
+    expect(log[0]!.attempt).toBeGreaterThanOrEqual(2);
     await client.deleteWebhook(hook.id);
   }, 60_000);
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { Keys } from '@cq/coordinator';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { watchLease } from '../support/lease-watch.js';
-import { ROOT, alive, sessionPids, startNode, until, type Started } from '../support/processes.js';
+import { ROOT, alive, sessionPids, startNode, until, type Started, rss } from '../support/processes.js';
 import { allLines } from '../support/output.js';
 import { startSystem, type System } from '../support/system.js';
 
@@ -45,15 +45,6 @@ function statField(pid: number, n: number): number | undefined {
 }
 
 /** Resident memory of a process, bytes (0 once it is gone). */
-function rss(pid: number): number {
-  try {
-    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return match === null ? 0 : Number(match[1]) * 1024;
-  } catch {
-    return 0;
-  }
-}
-
 /** The session's output lines (through the API) once one of them matches `done`. */
 async function outputUntil(
   system: System,

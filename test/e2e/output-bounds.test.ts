@@ -1,23 +1,14 @@
 // Bounds on session output with real hosts (standalone Redis: a proxy cuts one host off, MEMORY USAGE
 // reads a stream's size): retention, a flood, a host cut off from Redis.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NoSessionError } from '@cq/client';
 import { afterAll, describe, expect, it } from 'vitest';
-import { until, type Started } from '../support/processes.js';
+import { until, type Started, rss } from '../support/processes.js';
 import { allLines, percentile, spawnWith } from '../support/output.js';
 import { startSystem } from '../support/system.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
-
-function rss(pid: number): number {
-  try {
-    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return match === null ? 0 : Number(match[1]) * 1024;
-  } catch {
-    return 0;
-  }
-}
 
 describe('bounds on output', () => {
   it('past its retention a session output is 404', async () => {

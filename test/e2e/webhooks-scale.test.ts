@@ -3,7 +3,7 @@ import { Keys } from '@cq/coordinator';
 import { afterAll, describe, expect, it } from 'vitest';
 import { until, type Started } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
-import { startReceiver, type Received } from '../support/webhook-receiver.js';
+import { startReceiver, type Received, deliveryQueueIdle } from '../support/webhook-receiver.js';
 
 // Done-when 3 of issue 24: 1,000 sessions of 100 users over 3 API processes and a receiver that answers
 // 200 at once: every event delivered, none twice; then 1,000 more while two of the three API processes
@@ -112,17 +112,7 @@ describe('webhooks at scale: 3 API processes, 100 users, a receiver answering 20
     return ids;
   }
 
-  /** True when the delivery queue has nothing waiting, delayed for a retry, or being delivered. */
-  const queueIdle = async (): Promise<boolean> => {
-    const q = `${system.keyPrefix}:{webhooks}:q:webhook-deliveries`;
-    const [wait, active, delayed, prioritized] = await Promise.all([
-      redis.llen(`${q}:wait`),
-      redis.llen(`${q}:active`),
-      redis.zcard(`${q}:delayed`),
-      redis.zcard(`${q}:prioritized`),
-    ]);
-    return wait + active + delayed + prioritized === 0;
-  };
+  const queueIdle = (): Promise<boolean> => deliveryQueueIdle(redis, system.keyPrefix);
 
   /** What the delivery queue kept of one event's job (completed jobs are kept an hour). */
   interface Attempts {

@@ -3,7 +3,7 @@ import { NoWebhookError } from '@cq/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { until } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
-import { signatureValid, startReceiver, type Received } from '../support/webhook-receiver.js';
+import { signatureValid, startReceiver, type Received, deliveryQueueIdle } from '../support/webhook-receiver.js';
 
 describe('webhooks end to end (a real receiver on 127.0.0.1, WEBHOOK_ALLOW_PRIVATE=true)', async () => {
   const system = await startSystem({ apiEnv: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
@@ -34,17 +34,7 @@ describe('webhooks end to end (a real receiver on 127.0.0.1, WEBHOOK_ALLOW_PRIVA
 
   const redis = system.connect();
   afterAll(() => redis.disconnect());
-  /** True when the delivery queue has nothing waiting, delayed for a retry, or being delivered. */
-  const queueIdle = async (): Promise<boolean> => {
-    const q = `${system.keyPrefix}:{webhooks}:q:webhook-deliveries`;
-    const [wait, active, delayed, prioritized] = await Promise.all([
-      redis.llen(`${q}:wait`),
-      redis.llen(`${q}:active`),
-      redis.zcard(`${q}:delayed`),
-      redis.zcard(`${q}:prioritized`),
-    ]);
-    return wait + active + delayed + prioritized === 0;
-  };
+  const queueIdle = (): Promise<boolean> => deliveryQueueIdle(redis, system.keyPrefix);
 
   const ofSession = (requests: Received[], sessionId: string): Received[] =>
     requests.filter((r) => (JSON.parse(r.body) as { sessionId: string }).sessionId === sessionId);

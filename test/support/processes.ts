@@ -197,3 +197,13 @@ export function sessionPids(userId: string, fence?: number): number[] {
   }
   return pids;
 }
+
+/** The resident memory of a process, bytes (0 once it is gone), from /proc. */
+export function rss(pid: number): number {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match === null ? 0 : Number(match[1]) * 1024;
+  } catch {
+    return 0;
+  }
+}

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Cluster, Redis } from 'ioredis';
 
 /** One request a receiver got. */
 export interface Received {
@@ -77,4 +78,19 @@ export function signatureValid(secret: string, request: Received): boolean {
   return String(request.headers['webhook-signature'])
     .split(' ')
     .some((signature) => signature === `v1,${expected}`);
+}
+
+/** True when the system's webhook delivery queue has nothing waiting, delayed for a retry, or being delivered. */
+export async function deliveryQueueIdle(
+  redis: Pick<Redis, 'llen' | 'zcard'> | Cluster,
+  keyPrefix: string,
+): Promise<boolean> {
+  const q = `${keyPrefix}:{webhooks}:q:webhook-deliveries`;
+  const [wait, active, delayed, prioritized] = await Promise.all([
+    redis.llen(`${q}:wait`),
+    redis.llen(`${q}:active`),
+    redis.zcard(`${q}:delayed`),
+    redis.zcard(`${q}:prioritized`),
+  ]);
+  return wait + active + delayed + prioritized === 0;
 }

@@ -10,6 +10,7 @@ const onBothTargets = [
   'e2e/events.test.ts',
   'e2e/output.test.ts',
   'e2e/idle.test.ts',
+  'e2e/sweep-turns.test.ts',
 ];
 
 export default defineConfig({

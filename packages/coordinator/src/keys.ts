@@ -192,6 +192,11 @@ export class Keys {
     return `${this.prefix}:{webhooks}:log:${webhookId}`;
   }
 
+  /** Whose turn it is to sweep (string: the sweeper's id, expiring after one interval). */
+  sweepTurn(): string {
+    return `${this.prefix}:{sweep}:turn`;
+  }
+
   /** The key of a stand-alone rate limiter `name` for the caller `id`. */
   limiter(name: string, id: string): string {
     assertName(name, 'limiter name');

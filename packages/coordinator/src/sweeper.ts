@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Context } from './context.js';
 import { fanOut, type Command } from './fan-out.js';
 import type { SessionStore } from './sessions.js';
@@ -22,6 +23,13 @@ export interface SweeperOptions {
    * @defaultValue 100
    */
   perSlot?: number;
+  /**
+   * Take turns with the other sweepers of the deployment: before each sweep, `SET <prefix>:{sweep}:turn
+   * NX PX intervalMs`; only the sweeper that sets it sweeps, so the deployment sweeps about once per
+   * interval however many API processes run, and when the one sweeping dies another takes the next
+   * turn. false: sweep every interval regardless. @defaultValue true
+   */
+  takeTurns?: boolean;
   /** Called when a sweep fails (Redis unreachable); the sweeper goes on at the next interval. */
   onError?: (err: unknown) => void;
   /** Called after each sweep that ended sessions. */
@@ -40,7 +48,8 @@ export interface SweepResult {
  * Ends as `lost` the pending sessions nobody claimed in time and the running sessions whose lease
  * expired, even when nobody asks about those users. It reads the live-session index (one sorted set per
  * cluster slot, scored by due time), never the keyspace, and re-checks each due user in one atomic
- * script, so any number of API processes may sweep at once.
+ * script, so any number of API processes may sweep at once; by default they take turns, so the
+ * deployment reads the index about once per interval, not once per process.
  */
 export class Sweeper {
   readonly #context: Context;
@@ -49,11 +58,13 @@ export class Sweeper {
     Pick<SweeperOptions, 'onError' | 'onSwept'>;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
+  #sweeps = 0;
+  readonly #id = randomUUID();
 
   constructor(context: Context, sessions: SessionStore, options: SweeperOptions = {}) {
     this.#context = context;
     this.#sessions = sessions;
-    this.#options = { intervalMs: 5000, batchSize: 2048, perSlot: 100, ...options };
+    this.#options = { intervalMs: 5000, batchSize: 2048, perSlot: 100, takeTurns: true, ...options };
   }
 
   /** Finds the users due now in every slot's live index. */
@@ -87,14 +98,49 @@ export class Sweeper {
     return result;
   }
 
-  /** Sweeps every `intervalMs` until {@link Sweeper.stop}. */
+  /** This sweeper's id: the value of the turn key while it is its turn. */
+  get id(): string {
+    return this.#id;
+  }
+
+  /** Sweeps made by this sweeper (turns it took). */
+  get sweeps(): number {
+    return this.#sweeps;
+  }
+
+  /** True when this sweeper took the turn to sweep now (always, without {@link SweeperOptions.takeTurns}). */
+  async #myTurn(): Promise<boolean> {
+    if (!this.#options.takeTurns) return true;
+    const { redis, keys } = this.#context;
+    try {
+      // The turn lasts a little less than an interval, so the next interval's first sweeper gets it.
+      const ttl = Math.max(1, this.#options.intervalMs - 50);
+      return (await redis.set(keys.sweepTurn(), this.#id, 'PX', ttl, 'NX')) === 'OK';
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+  }
+
+  /** Sweeps every `intervalMs` (when it is this sweeper's turn) until {@link Sweeper.stop}. */
   start(): void {
     if (this.#timer !== undefined) return;
     const loop = (): void => {
-      this.#running = this.sweepOnce()
-        .catch((err: unknown) => this.#options.onError?.(err))
-        .finally(() => {
-          if (this.#timer !== undefined) this.#timer = setTimeout(loop, this.#options.intervalMs);
+      this.#running = this.#myTurn()
+        .then((mine) => {
+          if (!mine) return undefined;
+          this.#sweeps++;
+          return this.sweepOnce();
+        })
+        .then((swept) => swept !== undefined)
+        .catch((err: unknown) => {
+          this.#options.onError?.(err);
+          return true;
+        })
+        .then((mine) => {
+          // Not this sweeper's turn: look again in half an interval, so the turn of one that died is
+          // taken at most half an interval after it ran out.
+          const next = mine ? this.#options.intervalMs : Math.ceil(this.#options.intervalMs / 2);
+          if (this.#timer !== undefined) this.#timer = setTimeout(loop, next);
         });
     };
     this.#timer = setTimeout(loop, this.#options.intervalMs);

@@ -66,9 +66,11 @@ export class WebhookDispatcher {
     const signal = this.#closing.signal;
     while (!signal.aborted) {
       try {
-        // Without a webhook there is nothing to dispatch: look again each second (one GET).
+        // Without a webhook there is nothing to dispatch: look again in 5 s (one GET per process). A
+        // webhook created meanwhile misses nothing: the dispatcher starts from its cursor, or without
+        // one from the oldest event kept, and sends a webhook only what came after it.
         if (!(await this.#anyWebhook())) {
-          await sleep(1000, undefined, { signal }).catch(() => {});
+          await sleep(5000, undefined, { signal }).catch(() => {});
           continue;
         }
         const outcome = await coordinator.leases.acquire(LEASE, { leaseMs, maxLifetimeMs: 3_600_000 });

@@ -24,7 +24,12 @@ export const sweeperPlugin = fp(
     });
     app.decorate('sweeper', sweeper);
     app.addHook('onReady', async () => {
-      if (options.sweep !== false) sweeper.start();
+      if (options.sweep === false) return;
+      sweeper.start();
+      app.log.info(
+        { sweeperId: sweeper.id, intervalMs: app.config.sweepIntervalMs },
+        'sweeping for overdue sessions in turns with the other API processes',
+      );
     });
     app.addHook('onClose', async () => sweeper.stop());
   },

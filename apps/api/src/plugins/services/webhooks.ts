@@ -104,6 +104,9 @@ export const webhooksPlugin = fp(
         concurrency: DELIVERY_CONCURRENCY,
         autorun: false,
         runRetryDelay: 1000,
+        // An idle worker waits 30 s per blocking poll (a new job wakes it at once), so idle API
+        // processes cost Redis next to nothing (BullMQ's default, 5 s, is a command per 5 s each).
+        drainDelay: 30,
         // An attempt in a process that died is retried, however often that happens (BullMQ's default
         // of one would fail the delivery after a second crash, unlogged).
         maxStalledCount: DELIVERY_ATTEMPTS,

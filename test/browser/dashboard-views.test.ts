@@ -170,9 +170,10 @@ describe('the dashboard: events on opening, the chart, a session output, the web
   it("a selected session's output is shown beside the tables, stream and time marked, followed live until it ends", async () => {
     const { context, page, errors } = await openPage();
     const admitted = await system.client.spawn(
-      (await system.client.issueToken({ userId: 'out-ann', metadata: { lines: 30, intervalMs: 150 } })).token,
+      (await system.client.issueToken({ userId: 'out-ann', metadata: { lines: 30, intervalMs: 400 } })).token,
     );
     const row = page.locator('#live tbody tr[data-user="out-ann"]');
+    // The session prints for 12 s: the row shows it running well before it ends, however slow the page's refresh.
     await row.locator('td.state', { hasText: 'running' }).waitFor({ timeout: 10_000 });
     await row.click();
     expect(await row.getAttribute('aria-selected')).toBe('true');
@@ -194,7 +195,7 @@ describe('the dashboard: events on opening, the chart, a session output, the web
     expect(await page.locator('#output-error').isHidden()).toBe(true);
 
     // It ends: the panel has every line, in order, each with its stream and time, and says it ended.
-    await state.filter({ hasText: /^completed · ended/ }).waitFor({ timeout: 15_000 });
+    await state.filter({ hasText: /^completed · ended/ }).waitFor({ timeout: 25_000 });
     const expected = [
       ...Array.from({ length: 30 }, (_, n) => (n % 2 === 0 ? `stdout out ${n}` : `stderr err ${n}`)),
       'stdout done',

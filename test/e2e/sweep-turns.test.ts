@@ -43,7 +43,9 @@ describe('sweeping in turns', () => {
       LEASE_MS + SWEEP_INTERVAL_MS + 5000,
       'the session ended',
     );
-    console.info(`sweeper and host SIGKILLed: the session ended ${ended!.state} ${Date.parse(ended!.endedAt) - killedAt} ms later`);
+    console.info(
+      `sweeper and host SIGKILLed: the session ended ${ended!.state} ${Date.parse(ended!.endedAt) - killedAt} ms later`,
+    );
     expect(ended!.state).toBe('lost');
     expect(Date.parse(ended!.endedAt) - killedAt).toBeLessThanOrEqual(LEASE_MS + SWEEP_INTERVAL_MS + 2000);
   }, 60_000);

@@ -19,6 +19,10 @@ export async function watchClient(
   const seen: Seen[] = [];
   const watcher = new Redis(url);
   const monitor = await watcher.monitor();
+  // A MONITOR line that arrives while the connection closes (its status no longer "monitoring") is taken
+  // by ioredis for a reply with no command waiting, and emitted as an error: the observer's teardown,
+  // not the system's doing. (Busy systems, e.g. with blocking queue workers, make it likely.)
+  monitor.on('error', () => {});
   let marker = 0;
   const markers = new Map<string, () => void>();
   monitor.on('monitor', (_time: string, args: string[], source: string) => {

@@ -246,7 +246,9 @@ describe('readiness on SESSION_NOTIFY_FD (fd 3)', () => {
   }, 30_000);
 
   it('activity on the notify fd reaches the host as the instant it happened, on its own clock', async () => {
-    // Active, then quiet for 300 ms, then active again: two reports, 300 ms or more apart.
+    // Active, then quiet for 300 ms, then active again: two reports, in order. Each is the instant the
+    // runtime read the line, so the first may be late on a busy machine; the second cannot come before
+    // the session's 300 ms of quiet have passed since the launch.
     const l = await launcher(`echo '{"active": true}' >&3; sleep 0.3; echo '{"active": true}' >&3; sleep 0.2`);
     const seen: number[] = [];
     const before = performance.now();
@@ -254,7 +256,8 @@ describe('readiness on SESSION_NOTIFY_FD (fd 3)', () => {
     await handle.exited;
     expect(seen).toHaveLength(2);
     expect(seen[0]!).toBeGreaterThanOrEqual(before);
-    expect(seen[1]! - seen[0]!).toBeGreaterThanOrEqual(300);
+    expect(seen[1]!).toBeGreaterThan(seen[0]!);
+    expect(seen[1]! - before).toBeGreaterThanOrEqual(300);
     expect(seen[1]!).toBeLessThanOrEqual(performance.now());
   });
 

@@ -77,6 +77,7 @@ function userland(url: string): string | undefined {
     return FEATURES.find(([, re]) => re.test(pkg))?.[0] ?? `other package: ${pkg}`;
   }
   if (/\/packages\/coordinator\/dist\/sweeper\.js$/.test(url)) return SWEEP;
+  if (/\/test\/bench\/dist\//.test(url)) return "the limit's route code (test/bench minimal-routes.js)";
   const ours = /\/(apps\/[^/]+|packages\/[^/]+)\/dist\//.exec(url);
   if (ours !== null) return `ours: ${ours[1]!.replace(/^packages\//, '@cq/')}`;
   if (url.startsWith('file://') || url.startsWith('/')) return 'other script';

@@ -45,6 +45,8 @@ export interface PairedRow {
 export interface EdgePath {
   name: string;
   target: number;
+  /** The status class every answer of this path should have (ours and the limit alike). */
+  expect: '2xx' | '4xx';
   rows: PairedRow[];
 }
 
@@ -166,6 +168,7 @@ interface PathSpec {
   name: string;
   short: string;
   target: number;
+  expect: '2xx' | '4xx';
   /** A fresh request spec (set up just before the run: a throttle or a pending session lasts seconds). */
   spec(base: string, ours: boolean, seconds: number): Promise<LoadSpec>;
 }
@@ -207,6 +210,7 @@ export async function benchHttpEdge(options: {
       name: 'POST /v1/spawn, invalid token (403)',
       short: '403',
       target: 0.8,
+      expect: '4xx',
       spec: async (base, ours, s) => spec(`${base}${ours ? '/v1/spawn' : '/minimal/spawn'}`, invalidToken, {}, s),
     },
     {
@@ -215,6 +219,7 @@ export async function benchHttpEdge(options: {
       name: 'POST /v1/spawn, throttled (429)',
       short: '429',
       target: 0.8,
+      expect: '4xx',
       spec: async (base, ours, s) => {
         const userId = `throttled-${users++}`;
         const first = await issue(userId);
@@ -229,6 +234,7 @@ export async function benchHttpEdge(options: {
       name: 'POST /v1/spawn, live session (409)',
       short: '409',
       target: 0.8,
+      expect: '4xx',
       spec: async (base, ours, s) => {
         const userId = `live-${users++}`;
         const first = await issue(userId);
@@ -241,6 +247,7 @@ export async function benchHttpEdge(options: {
       name: 'POST /v1/tokens (201)',
       short: 'tokens',
       target: 0.8,
+      expect: '2xx',
       spec: async (base, ours, s) =>
         spec(
           `${base}${ours ? '/v1/tokens' : '/minimal/tokens'}`,
@@ -272,7 +279,7 @@ export async function benchHttpEdge(options: {
   const result: HttpEdgeBench = {
     logLevel: config.logLevel,
     bare: undefined as unknown as LoadResult,
-    paths: paths.map((p) => ({ name: p.name, target: p.target, rows: [] })),
+    paths: paths.map((p) => ({ name: p.name, target: p.target, expect: p.expect, rows: [] })),
     profile: undefined as unknown as EdgeProfile,
   };
   try {

@@ -19,6 +19,7 @@ bare.post('/bare', async () => ({}));
 // The limit: the same work as our paths, done minimally. Spawn: parse the JSON body, check the token's
 // form, SHA-256 its secret, build the user's keys, one EVALSHA of our admit script, answer its JSON.
 // Tokens: parse the body, check the user id, 32 random bytes, SHA-256, one EVALSHA of issueToken, 201.
+// The arguments are the scripts' own (see their headers in lua/): a script that takes one more answers an error.
 const scriptRedis = new Redis(redisUrl);
 const scripts = loadScripts();
 const shaOf = async (name: string): Promise<string> =>
@@ -93,6 +94,7 @@ bare.post('/minimal/tokens', async (request, reply) => {
     '{}',
     policy.tokenLimit,
     policy.tokenWindowMs,
+    policy.idleTimeoutMs,
   )) as unknown[];
   if (Number(answer[0]) !== 1) return reply.code(429).send({ error: { code: 'throttled', message: 'Later.' } });
   return reply.code(201).send({

@@ -2,16 +2,12 @@
 // user would pick instead, on one redis-server of our own, in one run. Prints Markdown; writes
 // bench-results.json (with --only, of those sections alone).
 import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { Coordinator, loadScripts } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
 import { SPAWN_JOB, spawnJobId, spawnJobOptions, spawnQueueShards } from '@cq/spawn-handoff';
 import { WorkerHost, loadWorkerConfig, type SessionLauncher } from '@cq/worker';
-import autocannon from 'autocannon';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
@@ -23,6 +19,7 @@ import { benchEventLatency, benchEventScripts } from './events.js';
 import { benchAdmission, benchSessions } from './sessions.js';
 import { benchOutput } from './output.js';
 import { benchWebhooks } from './webhooks.js';
+import { benchHttpEdge } from './http-edge.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
@@ -51,6 +48,7 @@ const wanted = (section: (typeof SECTIONS)[number]): boolean => only === undefin
 const RUNS = quick ? 1 : 3;
 const SECONDS = quick ? 1 : 4;
 const KEYS = 100_000;
+const CONNECTIONS_HTTP = 50;
 const out = (line = ''): void => void process.stdout.write(`${line}\n`);
 const fmt = (n: number, digits = 0): string =>
   Number.isFinite(n)
@@ -198,137 +196,87 @@ try {
     out();
   }
 
-  // 3. HTTP admission ---------------------------------------------------------------------------
+  // 3. HTTP edge -------------------------------------------------------------------------------
   if (wanted('http')) {
-    out(`## HTTP (autocannon, 50 connections, ${quick ? 2 : 6} s per route, median of ${RUNS})`);
+    const seconds = quick ? 2 : 6;
+    const profileSeconds = quick ? 2 : 5;
+    out(
+      `## HTTP edge: the built API as deployed beside the same work done minimally (autocannon, ${CONNECTIONS_HTTP} connections, ${seconds} s per run, median of ${RUNS} pairs)`,
+    );
     out();
-    const child = spawn(process.execPath, [fileURLToPath(new URL('./http-servers.js', import.meta.url))], {
-      env: { PATH: process.env['PATH'] ?? '', REDIS_URL: server.url },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
-    const servers = JSON.parse(line) as {
-      apiUrl: string;
-      bareUrl: string;
-      throttledToken: string;
-      liveToken: string;
-      apiKey: string;
-    };
-    const cannon = async (
-      url: string,
-      body: string,
-      headers: Record<string, string>,
-      randomUser = false,
-      seconds = quick ? 2 : 6,
-    ): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
-      const result = await autocannon({
-        url,
-        method: 'POST',
-        connections: 50,
-        duration: seconds,
-        headers: { 'content-type': 'application/json', ...headers },
-        body,
-        ...(randomUser
-          ? {
-              requests: [
-                {
-                  setupRequest: (req: autocannon.Request) => ({
-                    ...req,
-                    body: JSON.stringify({ userId: `bench-${Math.floor(Math.random() * 1e9)}` }),
-                  }),
-                },
-              ],
-            }
-          : {}),
-      });
-      const statuses: Record<string, number> = {
-        '2xx': result['2xx'],
-        '4xx': result['4xx'],
-        '5xx': result['5xx'],
-        errors: result.errors,
-      };
-      return { rps: result.requests.average, p99: result.latency.p99, statuses };
-    };
-    type Cannon = (seconds?: number) => Promise<{ rps: number; p99: number; statuses: Record<string, number> }>;
-    const invalidToken = JSON.stringify({
-      token: `v1.${Buffer.from('bench-user').toString('base64url')}.${'A'.repeat(43)}`,
-    });
-    const auth = { authorization: `Bearer ${servers.apiKey}` };
-    // Each path of ours beside the limit: a minimal Fastify route doing the same work in the same kind of process.
-    const paths: Array<{ name: string; ours: Cannon; limit: Cannon; target: number }> = [
-      {
-        name: 'POST /v1/spawn, invalid token (403)',
-        ours: (t) => cannon(`${servers.apiUrl}/v1/spawn`, invalidToken, {}, false, t),
-        limit: (t) => cannon(`${servers.bareUrl}/minimal/spawn`, invalidToken, {}, false, t),
-        target: 0.8,
-      },
-      {
-        name: 'POST /v1/spawn, throttled (429)',
-        ours: (t) =>
-          cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.throttledToken }), {}, false, t),
-        limit: (t) =>
-          cannon(`${servers.bareUrl}/minimal/spawn`, JSON.stringify({ token: servers.throttledToken }), {}, false, t),
-        target: 0.8,
-      },
-      {
-        name: 'POST /v1/spawn, live session (409)',
-        ours: (t) => cannon(`${servers.apiUrl}/v1/spawn`, JSON.stringify({ token: servers.liveToken }), {}, false, t),
-        limit: (t) =>
-          cannon(`${servers.bareUrl}/minimal/spawn`, JSON.stringify({ token: servers.liveToken }), {}, false, t),
-        target: 0.7,
-      },
-      {
-        name: 'POST /v1/tokens (201)',
-        ours: (t) => cannon(`${servers.apiUrl}/v1/tokens`, '', auth, true, t),
-        limit: (t) => cannon(`${servers.bareUrl}/minimal/tokens`, '', auth, true, t),
-        target: 0.7,
-      },
-    ];
-    const medianRun = async (run: Cannon): Promise<{ rps: number; p99: number; statuses: Record<string, number> }> => {
-      const runs = [];
-      for (let i = 0; i < RUNS; i++) runs.push(await run());
-      runs.sort((a, b) => a.rps - b.rps);
-      return runs[Math.floor(runs.length / 2)]!;
-    };
-    const answers = (r: { statuses: Record<string, number> }): string =>
-      Object.entries(r.statuses)
+    const edge = await benchHttpEdge({ runs: RUNS, seconds, profileSeconds });
+    out(
+      `Each process on its own: \`node apps/api/dist/main.js\` with its defaults (LOG_LEVEL=${edge.logLevel}, logs to a pipe; ` +
+        'the sweep, the metrics, load shedding and the capacity check on) on a real port of 127.0.0.1; the limit, a minimal ' +
+        'Fastify + ioredis process doing the same work (one EVALSHA of the same script per request); the load generator ' +
+        "a third process; one Redis of the section's own, emptied before each API variant. Ours and the limit alternate " +
+        "(limit, ours, ...) after a warm-up; the ratio is the median of the pairs' ratios.",
+    );
+    out();
+    out('| path | server | req/s | p99 ms | vs the limit (same pairs) | vs bare route | answers |');
+    out('| --- | --- | ---: | ---: | ---: | ---: | --- |');
+    // Every answer of a path should be of its status class, ours and the limit's alike: a route that
+    // answers otherwise measures something else, and says so.
+    const answers = (statuses: Record<string, number>, expect?: string): string =>
+      Object.entries(statuses)
         .filter(([, n]) => n > 0)
         .map(([k, n]) => `${k}: ${fmt(n)}`)
-        .join(', ');
-    const bareRun = await medianRun(() => cannon(`${servers.bareUrl}/bare`, JSON.stringify({ token: 'x' }), {}));
-    const bareRps = bareRun.rps;
-    out('| route | req/s | p99 ms | vs the same work done minimally | vs bare route | answers |');
-    out('| --- | ---: | ---: | ---: | ---: | --- |');
+        .join(', ') +
+      (expect !== undefined && Object.entries(statuses).some(([k, n]) => k !== expect && n > 0)
+        ? ` **(not all ${expect}: not comparable)**`
+        : '');
+    const bareRps = edge.bare.rps;
     out(
-      `| bare Fastify route answering {} | ${fmt(bareRps)} | ${fmt(bareRun.p99, 1)} | – | 1.00× | ${answers(bareRun)} |`,
+      `| – | bare Fastify route answering {} (limit process) | ${fmt(bareRps)} | ${fmt(edge.bare.p99, 1)} | – | 1.00× | ${answers(edge.bare.statuses)} |`,
     );
-    const httpRows: Record<string, unknown> = { 'bare Fastify route answering {}': bareRun };
-    // Ours and its limit alternate (limit, ours, limit, ours, ...) after a warm-up of each, and the
-    // ratio is the median of the pairs' ratios: on 2 shared cores, runs far apart differ by ±40%.
-    for (const path of paths) {
-      await path.limit(1);
-      await path.ours(1);
-      const pairs: Array<{ ours: Awaited<ReturnType<Cannon>>; limit: Awaited<ReturnType<Cannon>> }> = [];
-      for (let i = 0; i < RUNS; i++) pairs.push({ limit: await path.limit(), ours: await path.ours() });
-      const byRatio = [...pairs].sort((a, b) => a.ours.rps / a.limit.rps - b.ours.rps / b.limit.rps);
-      const { ours, limit } = byRatio[Math.floor(byRatio.length / 2)]!;
-      out(
-        `| ${path.name} | ${fmt(ours.rps)} | ${fmt(ours.p99, 1)} | ${ratio(ours.rps, limit.rps)} | ${ratio(ours.rps, bareRps)} | ${answers(ours)} |`,
-      );
-      out(
-        `| limit: the same work in a minimal route | ${fmt(limit.rps)} | ${fmt(limit.p99, 1)} | 1.00× | ${ratio(limit.rps, bareRps)} | ${answers(limit)} |`,
-      );
-      httpRows[path.name] = {
-        ...ours,
-        limit,
-        pairRatios: pairs.map((p) => p.ours.rps / p.limit.rps),
-      };
-      target(`${path.name} ≥ ${path.target}× the same work done minimally`, ours.rps / limit.rps, path.target);
+    for (const path of edge.paths) {
+      for (const row of path.rows) {
+        const label = row.headline ? `**${row.variant}**` : `secondary: ${row.variant}`;
+        out(
+          `| ${path.name} | ${label} | ${fmt(row.ours.rps)} | ${fmt(row.ours.p99, 1)} | ${ratio(row.ours.rps, row.limit.rps)} | ${ratio(row.ours.rps, bareRps)} | ${answers(row.ours.statuses, path.expect)} |`,
+        );
+        if (row.headline) {
+          out(
+            `| ${path.name} | limit: minimal Fastify + ioredis, one EVALSHA (its own process) | ${fmt(row.limit.rps)} | ${fmt(row.limit.p99, 1)} | 1.00× | ${ratio(row.limit.rps, bareRps)} | ${answers(row.limit.statuses, path.expect)} |`,
+          );
+          target(
+            `${path.name}, main.js as deployed ≥ ${path.target}× the same work done minimally`,
+            row.ratio,
+            path.target,
+          );
+        }
+      }
     }
-    results['http'] = httpRows;
-    child.kill('SIGTERM');
-    await once(child, 'exit');
     out();
+    const { profile } = edge;
+    out(
+      `Where the difference goes: \`node --cpu-prof\` of main.js (defaults) and of the limit, each loaded ${profile.seconds} s on ${profile.paths.join(' then ')}; ` +
+        `busy CPU per request answered (idle left out), each sample charged to the innermost library or application frame of its stack. ` +
+        `main.js ${fmt(profile.ours.rps)} req/s under the profiler, ${fmt((profile.ours.breakdown.busyMs * 1000) / profile.ours.requests, 1)} µs of CPU per request; ` +
+        `the limit ${fmt(profile.limit.rps)} req/s, ${fmt((profile.limit.breakdown.busyMs * 1000) / profile.limit.requests, 1)} µs.` +
+        (profile.ours.breakdown.windowed && profile.limit.breakdown.windowed
+          ? ''
+          : ' (Whole profiles: the load window could not be applied.)'),
+    );
+    out();
+    out('| where | main.js µs/request | limit µs/request | difference µs | share of main.js CPU |');
+    out('| --- | ---: | ---: | ---: | ---: |');
+    for (const row of profile.perRequest) {
+      const share = profile.ours.breakdown.categories.find((c) => c.category === row.category)?.share ?? 0;
+      if (row.oursUs < 0.05 && row.limitUs < 0.05) continue;
+      out(
+        `| ${row.category} | ${fmt(row.oursUs, 1)} | ${fmt(row.limitUs, 1)} | ${fmt(row.differenceUs, 1)} | ${fmt(share * 100, 1)}% |`,
+      );
+    }
+    out();
+    out('Top self time in main.js (not lifted to the calling library):');
+    out();
+    out('| function | where | share |');
+    out('| --- | --- | ---: |');
+    for (const f of profile.ours.breakdown.topFunctions.slice(0, 12))
+      out(`| ${f.fn} | ${f.where || '–'} | ${fmt(f.share * 100, 1)}% |`);
+    out();
+    results['http'] = edge;
   }
 
   // 4. Pipeline ---------------------------------------------------------------------------------

@@ -1,32 +1,17 @@
-// Child process of the HTTP benchmark: the real API (buildApp), a bare Fastify route answering {}, and
-// minimal Fastify routes doing the same work as our spawn and token paths (the limit), side by side in
-// the same kind of process. Prints one JSON line with their URLs and test tokens.
+// Child process of the HTTP benchmark: the limit, a process of its own beside the API's. A bare Fastify
+// route answering {}, and minimal Fastify + ioredis routes doing the same work as our spawn and token
+// paths: one EVALSHA of the same Lua script per request. The API's configuration (its defaults, with
+// the environment's REDIS_URL and API_KEYS) gives the key prefix and the policy. Prints one JSON line
+// {"url"} once it listens.
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { buildApp, loadApiConfig } from '@cq/api';
-import { Coordinator, Keys, loadScripts } from '@cq/coordinator';
-import { createLogger } from '@cq/service-kit';
+import { loadApiConfig } from '@cq/api';
+import { Keys, loadScripts } from '@cq/coordinator';
 import Fastify from 'fastify';
 import { Redis } from 'ioredis';
 
-const redisUrl = process.env['REDIS_URL']!;
-const keyPrefix = 'benchhttp';
-const apiKey = 'bench-key-0123456789abcdef';
-const config = loadApiConfig({
-  REDIS_URL: redisUrl,
-  KEY_PREFIX: keyPrefix,
-  API_KEYS: apiKey,
-  TOKEN_LIMIT: '1000000',
-  SPAWN_INTERVAL_MS: '3600000',
-  LOG_LEVEL: 'silent',
-  PORT: '0',
-});
-const api = await buildApp({
-  config,
-  logger: createLogger({ level: 'silent', name: 'bench-api' }),
-  sweep: false,
-  defaultMetrics: false,
-});
-await api.listen({ host: '127.0.0.1', port: 0 });
+const config = loadApiConfig(process.env);
+const redisUrl = config.redisUrl;
+const apiKey = config.apiKeys[0]!;
 
 const bare = Fastify({ logger: false, bodyLimit: 64 * 1024 });
 bare.post('/bare', async () => ({}));
@@ -34,13 +19,14 @@ bare.post('/bare', async () => ({}));
 // The limit: the same work as our paths, done minimally. Spawn: parse the JSON body, check the token's
 // form, SHA-256 its secret, build the user's keys, one EVALSHA of our admit script, answer its JSON.
 // Tokens: parse the body, check the user id, 32 random bytes, SHA-256, one EVALSHA of issueToken, 201.
+// The arguments are the scripts' own (see their headers in lua/): a script that takes one more answers an error.
 const scriptRedis = new Redis(redisUrl);
 const scripts = loadScripts();
 const shaOf = async (name: string): Promise<string> =>
   (await scriptRedis.script('LOAD', scripts.get(name as never)!.lua)) as string;
 const admitSha = await shaOf('admit');
 const issueSha = await shaOf('issueToken');
-const keys = new Keys(keyPrefix);
+const keys = new Keys(config.keyPrefix);
 const TOKEN = /^v1\.([A-Za-z0-9_-]{1,172})\.([A-Za-z0-9_-]{43})$/;
 const USER = /^[A-Za-z0-9._:@-]{1,128}$/;
 const { policy } = config;
@@ -108,6 +94,7 @@ bare.post('/minimal/tokens', async (request, reply) => {
     '{}',
     policy.tokenLimit,
     policy.tokenWindowMs,
+    policy.idleTimeoutMs,
   )) as unknown[];
   if (Number(answer[0]) !== 1) return reply.code(429).send({ error: { code: 'throttled', message: 'Later.' } });
   return reply.code(201).send({
@@ -118,28 +105,10 @@ bare.post('/minimal/tokens', async (request, reply) => {
 });
 await bare.listen({ host: '127.0.0.1', port: 0 });
 
-// A user whose spawn throttle is closed and who has no live session: every spawn with this token is 429.
-const redis = new Redis(redisUrl);
-const coordinator = new Coordinator({ redis, keyPrefix, policy: config.policy });
-const first = await coordinator.tokens.issue('throttled-user');
-const second = await coordinator.tokens.issue('throttled-user');
-if (first.outcome !== 'issued' || second.outcome !== 'issued') throw new Error('could not issue bench tokens');
-await coordinator.sessions.admit(first.token);
-await coordinator.sessions.requestStop('throttled-user');
-// A user with a live (pending) session: every spawn with this valid token is 409, and it stays unused.
-const live = await coordinator.tokens.issue('live-user');
-const existing = await coordinator.tokens.issue('live-user');
-if (live.outcome !== 'issued' || existing.outcome !== 'issued') throw new Error('could not issue bench tokens');
-await coordinator.sessions.admit(live.token);
-redis.disconnect();
-
-const url = (server: { server: { address(): unknown } }): string =>
-  `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
-process.stdout.write(
-  `${JSON.stringify({ apiUrl: url(api), bareUrl: url(bare), throttledToken: second.token, liveToken: existing.token, apiKey })}\n`,
-);
+const { port } = bare.server.address() as { port: number };
+process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${port}` })}\n`);
 process.on('SIGTERM', () => {
-  void Promise.all([api.close(), bare.close()]).then(() => {
+  void bare.close().then(() => {
     scriptRedis.disconnect();
     process.exit(0);
   });

@@ -198,8 +198,9 @@ try {
 
   // 3. HTTP edge -------------------------------------------------------------------------------
   if (wanted('http')) {
-    const seconds = quick ? 2 : 6;
-    const profileSeconds = quick ? 2 : 5;
+    // --quick (CI's smoke run) keeps this section short: a second a run and a second a profile.
+    const seconds = quick ? 1 : 6;
+    const profileSeconds = quick ? 1 : 5;
     out(
       `## HTTP edge: the built API as deployed beside the same work done minimally (autocannon, ${CONNECTIONS_HTTP} connections, ${seconds} s per run, median of ${RUNS} pairs)`,
     );

@@ -15,6 +15,7 @@ const dirs = workspaces.flatMap((pattern) =>
           .map((d) => join(pattern.slice(0, -2), d.name))
     : [pattern],
 );
+const firstLines = (text = '') => text.split('\n').slice(0, 6).join('\n    ').slice(0, 1200);
 let passed = 0;
 let failed = 0;
 let skipped = 0;
@@ -30,6 +31,14 @@ for (const dir of dirs) {
   ).length;
   failed += unloaded;
   skipped += json.numPendingTests + json.numTodoTests;
+  // Name what failed, with the first lines of its message, so a CI log that keeps only its tail still says why.
+  for (const file of json.testResults.filter((f) => f.status === 'failed')) {
+    const name = file.name.slice(file.name.indexOf(dir));
+    const failures = file.assertionResults.filter((t) => t.status === 'failed');
+    if (failures.length === 0) console.log(`  FAILED TO LOAD ${name}: ${firstLines(file.message)}`);
+    for (const test of failures)
+      console.log(`  FAILED ${name} > ${test.fullName}: ${firstLines(test.failureMessages.join('\n'))}`);
+  }
   console.log(
     `${dir}: ${json.numPassedTests} passed, ${json.numFailedTests + unloaded} failed${unloaded > 0 ? ` (${unloaded} files did not load)` : ''}`,
   );

@@ -50,7 +50,7 @@ export * from './output/index.js';
 export * from './webhooks/index.js';
 export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
 export * from './session-types.js';
-export { Sweeper, type SweeperOptions, type SweepResult } from './sweeper.js';
+export { Sweeper, type FullScan, type SweeperOptions, type SweepResult } from './sweeper.js';
 export { USER_ID_PATTERN, assertUserId } from './validate.js';
 export {
   WorkerRegistry,

@@ -32,6 +32,7 @@ export const scriptNames = [
   'readOutput',
   'slidingWindow',
   'sweepSession',
+  'renewSweepTurn',
 ] as const;
 
 /** Name of a coordinator script. */

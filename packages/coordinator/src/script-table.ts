@@ -60,5 +60,6 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   requestStop: { keys: 6, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
   reserveSlot: { keys: 3, args: 3, replies: [ScriptCode.Ok, ScriptCode.NoCapacity] },
   slidingWindow: { keys: 1, args: 2, replies: [] },
+  renewSweepTurn: { keys: 1, args: 2, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },
   sweepSession: { keys: 6, args: 2, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
 };

@@ -1,15 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from './context.js';
+import { ScriptCode, replyCode } from './errors.js';
+import { ChannelSubscriber } from './events/channel-subscriber.js';
+import { decodeMessage } from './events/codec.js';
 import { fanOut, type Command } from './fan-out.js';
 import type { SessionStore } from './sessions.js';
 import { wrapRedisError } from './redis-errors.js';
+import { SLOT_COUNT } from './slots.js';
 
 /** Options of {@link Sweeper}. */
 export interface SweeperOptions {
   /**
-   * Milliseconds between sweeps. A sweep reads all 16384 index indexes (one per cluster slot): about
-   * 3 ms of Redis time and 100 ms of client CPU, so it runs every few seconds; admissions and stop
-   * requests end an overdue session of their own user at once anyway.
+   * Milliseconds between sweeps. Admissions and stop requests end an overdue session of their own
+   * user at once anyway; the sweep ends those nobody asks about.
    * @defaultValue 5000
    */
   intervalMs?: number;
@@ -24,16 +27,36 @@ export interface SweeperOptions {
    */
   perSlot?: number;
   /**
-   * Take turns with the other sweepers of the deployment: before each sweep, `SET <prefix>:{sweep}:turn
-   * NX PX intervalMs`; only the sweeper that sets it sweeps, so the deployment sweeps about once per
-   * interval however many API processes run, and when the one sweeping dies another takes the next
-   * turn. false: sweep every interval regardless. @defaultValue true
+   * Slots read per sweep beyond those the sweeper knows hold live sessions, in turn, so that every
+   * slot is read at least once per `16384 / scanSlotsPerSweep` sweeps (11 minutes at the defaults)
+   * even if a message of the event channel was lost. Each costs one command per sweep.
+   * @defaultValue 128
+   */
+  scanSlotsPerSweep?: number;
+  /**
+   * Take turns with the other sweepers of the deployment: one sweeper holds the turn and keeps it by
+   * renewing it each sweep; the others try to take it once per interval (one `SET NX PX`), so the
+   * deployment sweeps once per interval however many API processes run, and when the holder dies
+   * another takes over within 2.5 intervals of its last sweep. false: sweep every interval regardless.
+   * @defaultValue true
    */
   takeTurns?: boolean;
   /** Called when a sweep fails (Redis unreachable); the sweeper goes on at the next interval. */
   onError?: (err: unknown) => void;
   /** Called after each sweep that ended sessions. */
   onSwept?: (result: SweepResult) => void;
+  /** Called after each sweep that read every slot (the turn taken, or the event subscription lost). */
+  onFullScan?: (scan: FullScan) => void;
+}
+
+/** A sweep that read every slot. */
+export interface FullScan {
+  /** How long reading the 16384 indexes took, ms. */
+  readonly ms: number;
+  /** Slots found holding live sessions. */
+  readonly liveSlots: number;
+  /** Full scans this sweeper has made, this one included. */
+  readonly count: number;
 }
 
 /** What one sweep did. */
@@ -44,112 +67,286 @@ export interface SweepResult {
   readonly lost: number;
 }
 
+/** What reading some slots' live indexes found. */
+interface SlotReading {
+  readonly due: string[];
+  /** Slots whose index was empty when read. */
+  readonly empty: number[];
+  /** Slots whose index held a session. */
+  readonly live: number[];
+}
+
 /**
  * Ends as `lost` the pending sessions nobody claimed in time and the running sessions whose lease
  * expired, even when nobody asks about those users. It reads the live-session index (one sorted set per
  * cluster slot, scored by due time), never the keyspace, and re-checks each due user in one atomic
- * script, so any number of API processes may sweep at once; by default they take turns, so the
- * deployment reads the index about once per interval, not once per process.
+ * script, so any number of API processes may sweep at once.
+ *
+ * By default they take turns, and the one holding the turn reads only the slots that hold live
+ * sessions: it reads all 16384 slots once when it takes the turn, after subscribing to the event
+ * channel, and from then on learns of every new session from its `pending` event (every entry of a
+ * live index starts with one); a slot found empty is forgotten until its next event. A lost
+ * subscription means messages may have been missed: the sweeper subscribes again and reads every slot
+ * again. A few more slots are read each sweep, in turn, as a net under that. So an idle deployment
+ * costs Redis a few commands per sweep, not 16384, and API processes that do not hold the turn cost
+ * one command per turn's time to live.
  */
 export class Sweeper {
   readonly #context: Context;
   readonly #sessions: SessionStore;
-  readonly #options: Required<Omit<SweeperOptions, 'onError' | 'onSwept'>> &
-    Pick<SweeperOptions, 'onError' | 'onSwept'>;
+  readonly #options: Required<Omit<SweeperOptions, 'onError' | 'onSwept' | 'onFullScan'>> &
+    Pick<SweeperOptions, 'onError' | 'onSwept' | 'onFullScan'>;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
   #sweeps = 0;
+  #fullScans = 0;
   readonly #id = randomUUID();
+  /** Slots that may hold live sessions, as this sweeper knows them while it holds the turn. */
+  readonly #live = new Set<number>();
+  /** Events seen per slot: a slot read empty is forgotten only when no event of it came meanwhile. */
+  readonly #seen = new Uint32Array(SLOT_COUNT);
+  /** True while this sweeper holds the turn (as far as it knows: its renewal says for sure). */
+  #holding = false;
+  /** The event channel, while this sweeper holds the turn. */
+  #subscriber: ChannelSubscriber | undefined;
+  /** True while {@link Sweeper.#live} is complete: every slot was read since the subscription opened. */
+  #known = false;
+  /** Bumped when the subscription is lost: a full read that began before proves nothing. */
+  #epoch = 0;
+  /** The next slot the rolling read takes. */
+  #cursor = 0;
 
   constructor(context: Context, sessions: SessionStore, options: SweeperOptions = {}) {
     this.#context = context;
     this.#sessions = sessions;
-    this.#options = { intervalMs: 5000, batchSize: 2048, perSlot: 100, takeTurns: true, ...options };
+    this.#options = {
+      intervalMs: 5000,
+      batchSize: 2048,
+      perSlot: 100,
+      scanSlotsPerSweep: 128,
+      takeTurns: true,
+      ...options,
+    };
   }
 
   /** Finds the users due now in every slot's live index. */
   async dueUsers(): Promise<string[]> {
-    const { redis, keys } = this.#context;
-    const indexes = keys.allLiveIndexes();
-    const due: string[] = [];
-    try {
-      const [seconds, micros] = await redis.time();
-      const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-      for (let i = 0; i < indexes.length; i += this.#options.batchSize) {
-        const batch = indexes.slice(i, i + this.#options.batchSize);
-        const replies = await fanOut(
-          redis,
-          batch.map((index): Command => ['zrangebyscore', index, '-inf', now, 'LIMIT', 0, this.#options.perSlot]),
-        );
-        for (const users of replies) due.push(...(users as string[]));
-      }
-    } catch (err) {
-      throw wrapRedisError(err);
-    }
-    return due;
+    return (await this.#read(allSlots())).due;
   }
 
-  /** One sweep over the whole index. */
+  /** One sweep over the whole index (without the turn: for a one-off sweep or a test). */
   async sweepOnce(): Promise<SweepResult> {
-    const due = await this.dueUsers();
-    const ended = await Promise.all(due.map((userId) => this.#sessions.sweepUser(userId)));
-    const result = { due: due.length, lost: ended.filter(Boolean).length };
-    if (result.lost > 0) this.#options.onSwept?.(result);
-    return result;
+    return this.#end(await this.dueUsers());
   }
 
-  /** This sweeper's id: the value of the turn key while it is its turn. */
+  /** This sweeper's id: the value of the turn key while it holds the turn. */
   get id(): string {
     return this.#id;
   }
 
-  /** Sweeps made by this sweeper (turns it took). */
+  /** Sweeps this sweeper has made (turns it took). */
   get sweeps(): number {
     return this.#sweeps;
   }
 
-  /** True when this sweeper took the turn to sweep now (always, without {@link SweeperOptions.takeTurns}). */
-  async #myTurn(): Promise<boolean> {
-    if (!this.#options.takeTurns) return true;
-    const { redis, keys } = this.#context;
-    try {
-      // The turn lasts a little less than an interval, so the next interval's first sweeper gets it.
-      const ttl = Math.max(1, this.#options.intervalMs - 50);
-      return (await redis.set(keys.sweepTurn(), this.#id, 'PX', ttl, 'NX')) === 'OK';
-    } catch (err) {
-      throw wrapRedisError(err);
-    }
+  /** Sweeps that read every slot (taking the turn over, or after the event subscription was lost). */
+  get fullScans(): number {
+    return this.#fullScans;
   }
 
-  /** Sweeps every `intervalMs` (when it is this sweeper's turn) until {@link Sweeper.stop}. */
+  /** Slots this sweeper currently reads each sweep because they may hold live sessions. */
+  get trackedSlots(): number {
+    return this.#live.size;
+  }
+
+  /** Sweeps every `intervalMs` (while it holds the turn) until {@link Sweeper.stop}. */
   start(): void {
     if (this.#timer !== undefined) return;
     const loop = (): void => {
-      this.#running = this.#myTurn()
-        .then((mine) => {
-          if (!mine) return undefined;
-          this.#sweeps++;
-          return this.sweepOnce();
-        })
-        .then((swept) => swept !== undefined)
+      this.#running = this.#turn()
         .catch((err: unknown) => {
           this.#options.onError?.(err);
-          return true;
+          return this.#options.intervalMs;
         })
-        .then((mine) => {
-          // Not this sweeper's turn: look again in half an interval, so the turn of one that died is
-          // taken at most half an interval after it ran out.
-          const next = mine ? this.#options.intervalMs : Math.ceil(this.#options.intervalMs / 2);
+        .then((next) => {
           if (this.#timer !== undefined) this.#timer = setTimeout(loop, next);
         });
     };
     this.#timer = setTimeout(loop, this.#options.intervalMs);
   }
 
-  /** Stops sweeping and waits for a sweep in progress. */
+  /** Stops sweeping, waits for a sweep in progress, and gives the turn up, so another takes it at once. */
   async stop(): Promise<void> {
+    if (this.#timer === undefined) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#running;
+    // The holder gives the turn up (expires it in 1 ms), so another process takes it at its next try.
+    if (this.#holding)
+      await this.#context.scripts
+        .run('renewSweepTurn', [this.#context.keys.sweepTurn()], [this.#id, 1])
+        .catch(() => undefined);
+    this.#resign();
   }
+
+  /** One turn: sweeps if this sweeper holds the turn (keeping it, or taking it); answers when to look again, ms. */
+  async #turn(): Promise<number> {
+    const { intervalMs } = this.#options;
+    if (this.#options.takeTurns && !(await this.#holdTurn())) return intervalMs;
+    await this.#sweepTracked();
+    this.#sweeps++;
+    return intervalMs;
+  }
+
+  /**
+   * True when this sweeper holds the turn: it renews the turn it holds (`lua/renewSweepTurn-1.lua`),
+   * or takes it with `SET NX PX` once nobody holds it (one command per interval while another does).
+   * The turn lasts 1.5 intervals (at least one more second), so a holder late by less than that keeps
+   * it, and one that died is replaced at most 2.5 intervals after its last sweep.
+   */
+  async #holdTurn(): Promise<boolean> {
+    const { scripts, keys, redis } = this.#context;
+    const { intervalMs } = this.#options;
+    const ttlMs = Math.max(intervalMs + 1000, Math.ceil(intervalMs * 1.5));
+    if (this.#holding) {
+      const reply = await scripts.run('renewSweepTurn', [keys.sweepTurn()], [this.#id, ttlMs]);
+      if (replyCode(reply) === ScriptCode.Ok) return true;
+      this.#resign(); // lost it (this process stalled past its turn): what it knew may be stale
+    }
+    let taken: string | null;
+    try {
+      taken = await redis.set(keys.sweepTurn(), this.#id, 'PX', ttlMs, 'NX');
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+    if (taken !== 'OK') return false;
+    this.#holding = true;
+    return true;
+  }
+
+  /**
+   * Sweeps the slots known to hold live sessions (all of them when that is not known yet), and the
+   * next few of the rolling read.
+   */
+  async #sweepTracked(): Promise<SweepResult> {
+    if (!this.#known) {
+      const epoch = await this.#subscribe();
+      const seen = this.#seen.slice();
+      const startedAt = performance.now();
+      const reading = await this.#read(allSlots());
+      this.#fullScans++;
+      this.#learn(reading, seen);
+      this.#options.onFullScan?.({
+        ms: Math.round(performance.now() - startedAt),
+        liveSlots: this.#live.size,
+        count: this.#fullScans,
+      });
+      if (epoch === this.#epoch) this.#known = true;
+      return this.#end(reading.due);
+    }
+    const rolling = Array.from(
+      { length: Math.min(this.#options.scanSlotsPerSweep, SLOT_COUNT) },
+      (_, i) => (this.#cursor + i) % SLOT_COUNT,
+    );
+    this.#cursor = (this.#cursor + rolling.length) % SLOT_COUNT;
+    const slots = [...new Set([...this.#live, ...rolling])];
+    const seen = this.#seen.slice();
+    const reading = await this.#read(slots);
+    this.#learn(reading, seen);
+    return this.#end(reading.due);
+  }
+
+  /** Keeps the slots found live; forgets those found empty, unless an event of theirs came since they were read. */
+  #learn(reading: SlotReading, seenBefore: Uint32Array): void {
+    for (const slot of reading.live) this.#live.add(slot);
+    for (const slot of reading.empty) if (seenBefore[slot] === this.#seen[slot]) this.#live.delete(slot);
+  }
+
+  /** Opens the event subscription (a new one), answering the epoch it opened in. */
+  async #subscribe(): Promise<number> {
+    this.#subscriber ??= new ChannelSubscriber(this.#context.redis, {
+      channels: [this.#context.keys.eventChannel()],
+      name: 'cq-sweep',
+      onMessage: (_channel, message) => {
+        const event = decodeMessage(message);
+        if (event === undefined) return;
+        const slot = event.position.slot;
+        this.#seen[slot] = this.#seen[slot]! + 1;
+        this.#live.add(slot);
+      },
+      onLost: () => {
+        this.#epoch++;
+        this.#known = false;
+      },
+      onError: () => {}, // a lost connection is reported by onLost; the next sweep opens another
+    });
+    // Every message from now on is seen: those a lost subscription missed are found by the full read.
+    this.#epoch++;
+    const epoch = this.#epoch;
+    try {
+      await this.#subscriber.open();
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+    return epoch;
+  }
+
+  /** Forgets the turn, what it knew and its subscription. */
+  #resign(): void {
+    this.#holding = false;
+    this.#subscriber?.drop();
+    this.#subscriber = undefined;
+    this.#known = false;
+    this.#live.clear();
+  }
+
+  /** Reads the given slots' live indexes: the first entry of each, then the due users of those with any due. */
+  async #read(slots: readonly number[]): Promise<SlotReading> {
+    const { redis, keys } = this.#context;
+    const { batchSize, perSlot } = this.#options;
+    const due: string[] = [];
+    const empty: number[] = [];
+    const live: number[] = [];
+    try {
+      const [seconds, micros] = await redis.time();
+      const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      for (let i = 0; i < slots.length; i += batchSize) {
+        const batch = slots.slice(i, i + batchSize);
+        const firsts = await fanOut(
+          redis,
+          batch.map((slot): Command => ['zrange', keys.liveIndex(slot), 0, 0, 'WITHSCORES']),
+        );
+        const dueSlots: number[] = [];
+        firsts.forEach((reply, j) => {
+          const [, score] = reply as string[];
+          if (score === undefined) return empty.push(batch[j]!);
+          live.push(batch[j]!);
+          if (Number(score) <= now) dueSlots.push(batch[j]!);
+        });
+        if (dueSlots.length === 0) continue;
+        const replies = await fanOut(
+          redis,
+          dueSlots.map((slot): Command => ['zrangebyscore', keys.liveIndex(slot), '-inf', now, 'LIMIT', 0, perSlot]),
+        );
+        for (const users of replies) due.push(...(users as string[]));
+      }
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+    return { due, empty, live };
+  }
+
+  async #end(due: readonly string[]): Promise<SweepResult> {
+    const ended = await Promise.all(due.map((userId) => this.#sessions.sweepUser(userId)));
+    const result = { due: due.length, lost: ended.filter(Boolean).length };
+    if (result.lost > 0) this.#options.onSwept?.(result);
+    return result;
+  }
+}
+
+let every: number[] | undefined;
+
+/** Every cluster slot, 0 to 16383. */
+function allSlots(): readonly number[] {
+  return (every ??= Array.from({ length: SLOT_COUNT }, (_, i) => i));
 }

@@ -54,6 +54,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
         events: events ?? [],
         sealedSecret: app.webhooks.secrets.seal(secret),
       });
+      app.webhooks.created();
       request.log.info({ webhookId: webhook.id, url: webhook.url }, 'webhook created');
       return reply.code(201).send({ ...view(webhook), secret });
     },

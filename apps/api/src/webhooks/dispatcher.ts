@@ -25,6 +25,13 @@ export interface DispatcherOptions {
   readonly log: Logger;
   /** The dispatch lease's time to live, ms: another process takes over within about this long. @defaultValue 5000 */
   readonly leaseMs?: number;
+  /**
+   * How often a process without a webhook looks for one, ms (one GET each); the process that creates a
+   * webhook looks at once ({@link WebhookDispatcher.nudge}). @defaultValue 10000
+   */
+  readonly pollMs?: number;
+  /** Told each time webhooks are found to exist (the process then starts delivering). */
+  readonly onWebhooks?: () => void;
   /** Told of each batch queued: events, deliveries. */
   readonly onQueued?: (events: number, deliveries: number) => void;
 }
@@ -44,6 +51,8 @@ export class WebhookDispatcher {
   #running: Promise<void> | undefined;
   #hooks: Webhook[] = [];
   #version = -1;
+  /** Aborted by {@link WebhookDispatcher.nudge}: ends the wait for a webhook. */
+  #wake = new AbortController();
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
@@ -52,6 +61,11 @@ export class WebhookDispatcher {
   /** Starts competing for the lease, and dispatching while it is held. */
   start(): void {
     this.#running ??= this.#loop();
+  }
+
+  /** Looks for webhooks now rather than at the next poll (a webhook was just created here). */
+  nudge(): void {
+    this.#wake.abort();
   }
 
   /** Stops dispatching and gives the lease back. */
@@ -66,13 +80,19 @@ export class WebhookDispatcher {
     const signal = this.#closing.signal;
     while (!signal.aborted) {
       try {
-        // Without a webhook there is nothing to dispatch: look again in 5 s (one GET per process). A
-        // webhook created meanwhile misses nothing: the dispatcher starts from its cursor, or without
-        // one from the oldest event kept, and sends a webhook only what came after it.
+        // Without a webhook there is nothing to dispatch: look again at the next poll (one GET per
+        // process), or at once when this process creates one. A webhook created meanwhile misses
+        // nothing: the dispatcher starts from its cursor, or without one from the oldest event kept,
+        // and sends a webhook only what came after it.
         if (!(await this.#anyWebhook())) {
-          await sleep(5000, undefined, { signal }).catch(() => {});
+          const wake = this.#wake.signal;
+          await sleep(this.#options.pollMs ?? 10_000, undefined, { signal: AbortSignal.any([signal, wake]) }).catch(
+            () => {},
+          );
+          if (wake.aborted) this.#wake = new AbortController();
           continue;
         }
+        this.#options.onWebhooks?.();
         const outcome = await coordinator.leases.acquire(LEASE, { leaseMs, maxLifetimeMs: 3_600_000 });
         if (!outcome.acquired) {
           await sleep(Math.min(leaseMs, Math.max(100, outcome.retryAfterMs)), undefined, { signal }).catch(() => {});

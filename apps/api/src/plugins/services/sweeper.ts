@@ -21,6 +21,13 @@ export const sweeperPlugin = fp(
       intervalMs: app.config.sweepIntervalMs,
       onError: (err) => app.log.debug({ err }, 'sweep failed; retrying at the next interval'),
       onSwept: (result) => app.log.info(result, 'sessions ended as lost'),
+      onFullScan: (scan) =>
+        app.log.info(
+          { sweeperId: sweeper.id, ms: scan.ms, liveSlots: scan.liveSlots, fullScans: scan.count },
+          scan.count === 1
+            ? 'took the sweeping turn: read every slot; from now on only those with live sessions'
+            : 'read every slot again (the turn was taken anew, or the event subscription was lost)',
+        ),
     });
     app.decorate('sweeper', sweeper);
     app.addHook('onReady', async () => {

@@ -17,6 +17,8 @@ export interface WebhookService {
   readonly queue: Queue<DeliveryJob>;
   /** How webhook hosts are resolved, at creation and at each delivery attempt. */
   readonly resolve: Resolver;
+  /** Tells this process a webhook was just created: it starts dispatching and delivering at once. */
+  created(): void;
 }
 
 /** Options of {@link webhooksPlugin}. */
@@ -35,8 +37,8 @@ declare module 'fastify' {
 const DELIVERY_CONCURRENCY = 50;
 
 /**
- * Webhooks: every API process delivers (a BullMQ worker on the delivery queue, 50 at once) and competes
- * for the dispatch lease (one process turns events into deliveries). Metrics: deliveries by outcome,
+ * Webhooks: every API process that has seen a webhook delivers (a BullMQ worker on the delivery queue,
+ * 50 at once) and competes for the dispatch lease (one process turns events into deliveries). Metrics: deliveries by outcome,
  * the queue's depth and the age of its oldest undelivered event.
  */
 export const webhooksPlugin = fp(
@@ -118,10 +120,23 @@ export const webhooksPlugin = fp(
       },
     );
     worker.on('error', (err) => log.debug({ err }, 'webhook worker error'));
-    const dispatcher = new WebhookDispatcher({ coordinator, events: app.events, queue, log });
-    app.decorate('webhooks', { secrets, queue, resolve });
-    app.addHook('onReady', async () => {
+    // The worker runs from the first time this process sees a webhook: a deployment without webhooks
+    // pays Redis nothing for the delivery queue (its blocking polls and stalled-job checks).
+    let delivering = false;
+    const startDelivering = (): void => {
+      if (delivering) return;
+      delivering = true;
       void worker.run().catch((err: unknown) => log.error({ err }, 'webhook worker stopped'));
+    };
+    const dispatcher = new WebhookDispatcher({
+      coordinator,
+      events: app.events,
+      queue,
+      log,
+      onWebhooks: startDelivering,
+    });
+    app.decorate('webhooks', { secrets, queue, resolve, created: () => dispatcher.nudge() });
+    app.addHook('onReady', async () => {
       dispatcher.start();
     });
     app.addHook('preClose', async () => {

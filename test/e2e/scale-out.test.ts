@@ -1,0 +1,132 @@
+import { startRedisServer } from '@cq/test-harness';
+import { Redis } from 'ioredis';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { until, type Started } from '../support/processes.js';
+import { startSystem, type System } from '../support/system.js';
+
+// What Redis pays per API process, judged by Redis itself: INFO commandstats counts every command,
+// those run inside scripts included. The system runs with its defaults (a sweep every 5 s) on a Redis
+// of its own.
+
+const SWEEP_INTERVAL_MS = 5000;
+
+/** Calls of every command during `during` (INFO commandstats after a reset), by command. */
+async function commandsDuring(redis: Redis, during: () => Promise<unknown>): Promise<Map<string, number>> {
+  await redis.config('RESETSTAT');
+  await during();
+  const info = await redis.info('commandstats');
+  const calls = new Map<string, number>();
+  for (const [, name, count] of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    if (!['config|resetstat', 'info', 'pttl'].includes(name!)) calls.set(name!, Number(count));
+  return calls;
+}
+
+const total = (calls: Map<string, number>): number => [...calls.values()].reduce((a, b) => a + b, 0);
+const top = (calls: Map<string, number>): string =>
+  [...calls.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 6)
+    .map(([name, n]) => `${name} ${n}`)
+    .join(', ');
+
+const waitMs = async (ms: number): Promise<void> => {
+  const startedAt = performance.now();
+  await until(() => performance.now() - startedAt >= ms, ms + 1000, `${ms} ms`);
+};
+
+/**
+ * Waits until the middle of a sweep interval: the turn holder renews the turn (its PTTL jumps back up)
+ * as each sweep begins, so a window of whole intervals started half an interval later holds exactly
+ * that many sweeps, whatever the phase (the test's own PTTL polls are left out of the counts).
+ */
+async function midInterval(redis: Redis, turnKey: string): Promise<void> {
+  let last = await redis.pttl(turnKey);
+  await until(
+    async () => {
+      const now = await redis.pttl(turnKey);
+      const renewed = now > last + 100;
+      last = now;
+      return renewed;
+    },
+    SWEEP_INTERVAL_MS * 3,
+    'a renewal of the sweeping turn',
+  );
+  await waitMs(SWEEP_INTERVAL_MS / 2);
+}
+
+describe('what Redis pays per API process', () => {
+  it('idle: one API process costs under 50 commands/s, ten at most 1.2× one; with 20 sessions/s and an SSE reader, ten at most 1.5× one', async () => {
+    const server = await startRedisServer();
+    onTestFinished(() => server.stop());
+    const redis = new Redis(server.url);
+    onTestFinished(() => redis.disconnect());
+    const system: System = await startSystem({
+      redisUrl: server.url,
+      workers: 2,
+      apiEnv: { SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS) },
+    });
+    const turnKey = `${system.keyPrefix}:{sweep}:turn`;
+    // It has taken the sweeping turn and read every slot once (it logs that).
+    await system.api.waitForLog((line) => line['fullScans'] === 1, 15_000);
+
+    // Idle windows of two whole intervals (10 s), each holding exactly two sweeps.
+    const idle = async (): Promise<Map<string, number>> => {
+      await midInterval(redis, turnKey);
+      return commandsDuring(redis, () => waitMs(2 * SWEEP_INTERVAL_MS));
+    };
+
+    // The same work in each flow window: 200 sessions of 100 users, 20 a second, each ending at once,
+    // followed by an SSE reader of every event on the first API process.
+    const stop = new AbortController();
+    onTestFinished(() => stop.abort());
+    let opened!: () => void;
+    const open = new Promise<void>((resolve) => (opened = resolve));
+    let completed = 0;
+    const reading = (async () => {
+      for await (const event of system.client.events({ signal: stop.signal, onOpen: () => opened() }))
+        if (event.type === 'completed') completed++;
+    })().catch(() => {});
+    await open;
+    let round = 0;
+    const flow = async (): Promise<void> => {
+      round++;
+      const sessions: Array<{ userId: string; sessionId: string }> = [];
+      const startedAt = performance.now();
+      for (let i = 0; i < 200; i++) {
+        await until(() => performance.now() - startedAt >= i * 50, 2000, 'the next spawn time');
+        const userId = `flow-${round}-${i % 100}`;
+        if (i >= 100) await system.ended(userId, sessions[i - 100]!.sessionId);
+        const admission = await system.client.spawn(
+          (await system.client.issueToken({ userId, metadata: { durationMs: 0 } })).token,
+        );
+        sessions.push({ userId, sessionId: admission.sessionId });
+      }
+      for (const { userId, sessionId } of sessions.slice(100)) await system.ended(userId, sessionId);
+      await until(() => performance.now() - startedAt >= 11_000, 12_000, 'the end of the window');
+    };
+
+    const idleOne = await idle();
+    const flowOne = await commandsDuring(redis, flow);
+    const more: Started[] = await Promise.all(Array.from({ length: 9 }, () => system.addApi()));
+    expect(more).toHaveLength(9);
+    const idleTen = await idle();
+    const flowTen = await commandsDuring(redis, flow);
+    stop.abort();
+    await reading;
+
+    const perSecond = (calls: Map<string, number>, ms: number): string => ((total(calls) * 1000) / ms).toFixed(1);
+    console.info(
+      `idle, commands/s (2 idle hosts included): 1 API process ${perSecond(idleOne, 10_000)} (${top(idleOne)}); ` +
+        `10 API processes ${perSecond(idleTen, 10_000)} (${top(idleTen)}); ratio ${(total(idleTen) / total(idleOne)).toFixed(2)}`,
+    );
+    console.info(
+      `20 sessions/s and one SSE reader, commands/s: 1 API process ${perSecond(flowOne, 11_000)} (${top(flowOne)}); ` +
+        `10 API processes ${perSecond(flowTen, 11_000)} (${top(flowTen)}); ratio ${(total(flowTen) / total(flowOne)).toFixed(2)}`,
+    );
+    // The API process and the hosts together: the API process alone costs less still.
+    expect(total(idleOne) / 10).toBeLessThan(50);
+    expect(total(idleTen)).toBeLessThanOrEqual(total(idleOne) * 1.2);
+    expect(completed).toBe(400);
+    expect(total(flowTen)).toBeLessThanOrEqual(total(flowOne) * 1.5);
+  }, 180_000);
+});

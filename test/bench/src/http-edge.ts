@@ -181,8 +181,10 @@ export async function benchHttpEdge(options: {
   runs: number;
   seconds: number;
   profileSeconds: number;
+  /** A smoke run (CI): the headline variant only, without warm-ups. */
+  quick?: boolean;
 }): Promise<HttpEdgeBench> {
-  const { runs, seconds, profileSeconds } = options;
+  const { runs, seconds, profileSeconds, quick = false } = options;
   const config = loadApiConfig({ API_KEYS: API_KEY });
   const redisServer = await benchRedis();
   const redis = new Redis(redisServer.url);
@@ -288,14 +290,16 @@ export async function benchHttpEdge(options: {
       bareRuns.push(await load(spec(`${minimal.url}/bare`, JSON.stringify({ token: 'x' }))));
     result.bare = bareRuns.sort((a, b) => a.rps - b.rps)[Math.floor(bareRuns.length / 2)]!;
 
-    for (const variant of variants) {
+    for (const variant of quick ? variants.filter((v) => v.headline) : variants) {
       // Each variant on an empty Redis (the tokens path leaves a key per token), alone with the limit.
       await redis.flushall();
       const server = await variant.start();
       try {
         for (const [i, path] of paths.entries()) {
-          await load(await path.spec(minimal.url, false, 1));
-          await load(await path.spec(server.url, true, 1));
+          if (!quick) {
+            await load(await path.spec(minimal.url, false, 1));
+            await load(await path.spec(server.url, true, 1));
+          }
           const pairs: Array<{ ours: LoadResult; limit: LoadResult }> = [];
           for (let run = 0; run < runs; run++) {
             const limit = await load(await path.spec(minimal.url, false, seconds));

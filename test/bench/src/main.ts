@@ -198,14 +198,15 @@ try {
 
   // 3. HTTP edge -------------------------------------------------------------------------------
   if (wanted('http')) {
-    // --quick (CI's smoke run) keeps this section short: a second a run and a second a profile.
+    // --quick (CI's smoke run) keeps this section short: the headline variant only, a second a run and a
+    // second a profile.
     const seconds = quick ? 1 : 6;
     const profileSeconds = quick ? 1 : 5;
     out(
       `## HTTP edge: the built API as deployed beside the same work done minimally (autocannon, ${CONNECTIONS_HTTP} connections, ${seconds} s per run, median of ${RUNS} pairs)`,
     );
     out();
-    const edge = await benchHttpEdge({ runs: RUNS, seconds, profileSeconds });
+    const edge = await benchHttpEdge({ runs: RUNS, seconds, profileSeconds, quick });
     out(
       `Each process on its own: \`node apps/api/dist/main.js\` with its defaults (LOG_LEVEL=${edge.logLevel}, logs to a pipe; ` +
         'the sweep, the metrics, load shedding and the capacity check on) on a real port of 127.0.0.1; the limit, a minimal ' +

@@ -1,4 +1,11 @@
-import { startRedisServer } from '@cq/test-harness';
+import {
+  commandsDuring,
+  midSweepInterval,
+  startRedisServer,
+  topCalls as top,
+  totalCalls as total,
+  windowOf as waitMs,
+} from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { until, type Started } from '../support/processes.js';
@@ -9,50 +16,6 @@ import { startSystem, type System } from '../support/system.js';
 // of its own.
 
 const SWEEP_INTERVAL_MS = 5000;
-
-/** Calls of every command during `during` (INFO commandstats after a reset), by command. */
-async function commandsDuring(redis: Redis, during: () => Promise<unknown>): Promise<Map<string, number>> {
-  await redis.config('RESETSTAT');
-  await during();
-  const info = await redis.info('commandstats');
-  const calls = new Map<string, number>();
-  for (const [, name, count] of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
-    if (!['config|resetstat', 'info', 'pttl'].includes(name!)) calls.set(name!, Number(count));
-  return calls;
-}
-
-const total = (calls: Map<string, number>): number => [...calls.values()].reduce((a, b) => a + b, 0);
-const top = (calls: Map<string, number>): string =>
-  [...calls.entries()]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, 6)
-    .map(([name, n]) => `${name} ${n}`)
-    .join(', ');
-
-const waitMs = async (ms: number): Promise<void> => {
-  const startedAt = performance.now();
-  await until(() => performance.now() - startedAt >= ms, ms + 1000, `${ms} ms`);
-};
-
-/**
- * Waits until the middle of a sweep interval: the turn holder renews the turn (its PTTL jumps back up)
- * as each sweep begins, so a window of whole intervals started half an interval later holds exactly
- * that many sweeps, whatever the phase (the test's own PTTL polls are left out of the counts).
- */
-async function midInterval(redis: Redis, turnKey: string): Promise<void> {
-  let last = await redis.pttl(turnKey);
-  await until(
-    async () => {
-      const now = await redis.pttl(turnKey);
-      const renewed = now > last + 100;
-      last = now;
-      return renewed;
-    },
-    SWEEP_INTERVAL_MS * 3,
-    'a renewal of the sweeping turn',
-  );
-  await waitMs(SWEEP_INTERVAL_MS / 2);
-}
 
 describe('what Redis pays per API process', () => {
   it('idle: one API process costs under 50 commands/s, ten at most 1.2× one; with 20 sessions/s and an SSE reader, ten at most 1.5× one', async () => {
@@ -71,7 +34,7 @@ describe('what Redis pays per API process', () => {
 
     // Idle windows of two whole intervals (10 s), each holding exactly two sweeps.
     const idle = async (): Promise<Map<string, number>> => {
-      await midInterval(redis, turnKey);
+      await midSweepInterval(redis, turnKey, SWEEP_INTERVAL_MS);
       return commandsDuring(redis, () => waitMs(2 * SWEEP_INTERVAL_MS));
     };
 

@@ -2,7 +2,7 @@
 export { Coordinator, type CoordinatorOptions } from './coordinator.js';
 export { defaultPolicy, MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
 export { Keys, type UserKeys } from './keys.js';
-export { slotOf } from './slots.js';
+export { SLOT_COUNT, slotOf } from './slots.js';
 export { TimeoutError, withTimeout } from './timeout.js';
 export { loadScripts, type ScriptName, type ScriptSource } from './script-loader.js';
 export { isUnavailable, wrapRedisError, type RedisClient } from './redis-errors.js';

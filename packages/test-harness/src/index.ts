@@ -17,3 +17,4 @@ export { randomPrefix, deletePrefix, isolatedRedis } from './prefix.js';
 export type { HarnessProvided } from './provided.js';
 export { watchClient, type Seen } from './monitor.js';
 export { until } from './until.js';
+export { commandsDuring, midSweepInterval, topCalls, totalCalls, windowOf } from './commandstats.js';

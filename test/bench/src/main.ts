@@ -20,6 +20,7 @@ import { benchAdmission, benchSessions } from './sessions.js';
 import { benchOutput } from './output.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchHttpEdge } from './http-edge.js';
+import { benchCosts } from './costs.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
@@ -34,6 +35,7 @@ const SECTIONS = [
   'events',
   'output',
   'webhooks',
+  'costs',
   'memory',
   'replication',
 ] as const;
@@ -609,6 +611,27 @@ try {
     }
     out();
     results['webhooks'] = hooks;
+  }
+
+  // 4f. What each part costs Redis ----------------------------------------------------------------
+  if (wanted('costs')) {
+    const costs = await benchCosts(quick);
+    out('## What each part of a deployment costs Redis (INFO commandstats)');
+    out();
+    out(
+      `The built API and worker host with their defaults but SWEEP_INTERVAL_MS=${costs.sweepIntervalMs}, on a Redis of the section's own; ` +
+        `each figure is the difference between two windows of ${costs.windowMs / 1000} s (two whole sweep intervals each), one part ` +
+        'added between them. Commands are all Redis ran, those inside scripts included; script calls are the EVALSHAs among them.',
+    );
+    out();
+    out('| part | commands | of which script calls | per | bytes held | what |');
+    out('| --- | ---: | ---: | --- | ---: | --- |');
+    for (const row of costs.rows)
+      out(
+        `| ${row.part} | ${fmt(row.commands, 1)} | ${fmt(row.scripts, 1)} | ${row.per} | ${row.bytes === undefined ? '–' : fmt(row.bytes)} | ${row.note} |`,
+      );
+    out();
+    results['costs'] = costs;
   }
 
   // 5. Memory and growth ------------------------------------------------------------------------

@@ -30,7 +30,8 @@ export interface CostBench {
   readonly eventBytes: number;
 }
 
-const scriptsOf = (calls: ReadonlyMap<string, number>): number => (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
+const scriptsOf = (calls: ReadonlyMap<string, number>): number =>
+  (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
 
 /** Runs the section; `quick` measures over shorter windows (a smoke run). */
 export async function benchCosts(quick: boolean): Promise<CostBench> {

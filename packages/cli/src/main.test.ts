@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EndedSession, Hosts } from '@cq/contract';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { exitCodes } from './exit-codes.js';
 import { main } from './main.js';
 
@@ -151,5 +151,37 @@ describe('cq against an API', () => {
     const { code, lines } = await run('watch', 'ann');
     expect(lines).toEqual(['ann: failed (out_of_memory) (exit code 137), session s-oom at 2026-11-22T10:05:00.000Z']);
     expect(code).toBe(10);
+  });
+});
+
+/** Runs `cq` with `argv`; resolves with its exit code, its output lines and what it wrote to stderr. */
+async function runCapturing(argv: string[]): Promise<{ code: number; lines: string[]; stderr: string }> {
+  const lines: string[] = [];
+  let stderr = '';
+  const write = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  });
+  try {
+    const code = await main(argv, (line) => lines.push(...line.split('\n')));
+    return { code, lines, stderr };
+  } finally {
+    write.mockRestore();
+  }
+}
+
+describe('cq on a usage mistake', () => {
+  it.each([
+    [['frobnicate', 'x'], 'cq: unknown command "frobnicate"; run cq --help\n'],
+    [['status', 'ann', '--frob'], 'cq: unknown option --frob; run cq --help\n'],
+    [['status', 'ann', '-x'], 'cq: unknown option -x; run cq --help\n'],
+    [['status', 'ann', '--url'], 'cq: --url needs a value; run cq --help\n'],
+    [['status', 'ann', '--json=yes'], 'cq: --json takes no value; run cq --help\n'],
+    [['status'], 'cq: status needs a user id; run cq --help\n'],
+  ])('cq %j prints one line naming the mistake and pointing at cq --help, and exits 2', async (argv, expected) => {
+    const { code, lines, stderr } = await runCapturing([...argv, '--url', 'http://127.0.0.1:1']);
+    expect(stderr).toBe(expected);
+    expect(lines).toEqual([]);
+    expect(code).toBe(exitCodes.usage);
   });
 });

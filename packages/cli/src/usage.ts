@@ -1,4 +1,4 @@
-/** The help text: printed by `cq help` and `--help`, and after every usage error. */
+/** The help text: printed by `cq help`, `--help` and a bare `cq` (a usage error prints one line pointing here). */
 export const USAGE = `cq: drive the worker coordinator's HTTP API
 
 usage: cq <command> [arguments] [--url URL] [--key KEY] [--json]

@@ -3,7 +3,7 @@ import type { Args } from './args.js';
 import { commands } from './commands/index.js';
 import type { Context } from './context.js';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
-import { describeError } from './format.js';
+import { describeError, remedyOf } from './format.js';
 import { UsageError, usageLine } from './usage-error.js';
 
 /**
@@ -21,11 +21,11 @@ export async function dispatch(ctx: Context, args: Args): Promise<number> {
       process.stderr.write(usageLine(err));
       return exitCodes.usage;
     }
-    if (ctx.json && err instanceof ApiError)
-      process.stderr.write(
-        `${JSON.stringify({ error: { code: err.code, message: err.message, status: err.status } })}\n`,
-      );
-    else process.stderr.write(`${describeError(err)}\n`);
+    if (ctx.json && err instanceof ApiError) {
+      const remedy = remedyOf(err, ctx.target);
+      const error = { code: err.code, message: err.message, status: err.status, ...(remedy ? { remedy } : {}) };
+      process.stderr.write(`${JSON.stringify({ error })}\n`);
+    } else process.stderr.write(`${describeError(err, ctx.target)}\n`);
     return exitCodeOf(err);
   }
 }

@@ -1,7 +1,38 @@
 import { ApiError, NoCapacityError, SessionExistsError, ThrottledError } from '@cq/client';
+import type { Target } from './context.js';
 
-/** One line describing an error answer, e.g. `throttled: retry in 7 s`. */
-export function describeError(err: unknown): string {
+/** Where the development key of a local API is (`scripts/up.mjs` writes it unless `API_KEYS` is set). */
+const LOCAL_KEY_FILE = '.data/dev-api-key';
+
+/**
+ * What to change on the CLI's side when the API could not be reached or refused the key, in place of
+ * the API's own message (which speaks HTTP: "Send a service key as Authorization: Bearer <key>.");
+ * undefined for any other error.
+ */
+export function remedyOf(err: unknown, target: Target): string | undefined {
+  if (!(err instanceof ApiError)) return undefined;
+  const setKey =
+    `set CQ_API_KEY or pass --key (an API started by ./scripts/up.sh keeps its key in ${LOCAL_KEY_FILE}: ` +
+    `export CQ_API_KEY=$(cat ${LOCAL_KEY_FILE}))`;
+  if (err.code === 'unauthorized')
+    return target.keyFrom === undefined
+      ? `no service key given: ${setKey}`
+      : `the API at ${target.baseUrl} refused the service key from ${target.keyFrom}: ${setKey}`;
+  if (err.code === 'unreachable')
+    return (
+      `the API at ${target.baseUrl} is unreachable: is ./scripts/up.sh running? ` +
+      `If the API is elsewhere, pass --url or set CQ_API_URL`
+    );
+  return undefined;
+}
+
+/**
+ * One line describing an error answer, e.g. `throttled: retry in 7 s`; with `target`, an unreachable
+ * API or a refused key is described with the CLI's fix ({@link remedyOf}).
+ */
+export function describeError(err: unknown, target?: Target): string {
+  const remedy = target === undefined ? undefined : remedyOf(err, target);
+  if (remedy !== undefined && err instanceof ApiError) return `${err.code}: ${remedy}`;
   if (err instanceof ThrottledError) return `throttled: retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
   if (err instanceof NoCapacityError)
     return `no_capacity: no worker slot is free; the token stays valid, retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;

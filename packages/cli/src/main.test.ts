@@ -81,6 +81,13 @@ describe('cq against an API', () => {
 
   beforeAll(async () => {
     server = createServer((req, res) => {
+      if (req.headers.authorization !== 'Bearer k') {
+        // The contract's 401, with the API's own message (which speaks HTTP, not the CLI).
+        res.writeHead(401, { 'content-type': 'application/json' });
+        const message = 'Send a service key as Authorization: Bearer <key>.';
+        res.end(JSON.stringify({ error: { code: 'unauthorized', message } }));
+        return;
+      }
       const bodies: Record<string, unknown> = {
         '/v1/hosts': hosts,
         '/v1/users/ann/history': history,
@@ -103,6 +110,39 @@ describe('cq against an API', () => {
     const code = await main([...argv, '--url', url, '--key', 'k'], (line) => lines.push(...line.split('\n')));
     return { code, lines };
   }
+
+  it('without a key, says to set CQ_API_KEY or pass --key and where the local key is, and exits 3', async () => {
+    vi.stubEnv('CQ_API_KEY', undefined);
+    try {
+      const { code, stderr } = await runCapturing(['hosts', '--url', url]);
+      expect(stderr.split('\n')).toHaveLength(2);
+      expect(stderr).toMatch(/^unauthorized: no service key given: set CQ_API_KEY or pass --key /);
+      expect(stderr).toContain('./scripts/up.sh keeps its key in .data/dev-api-key');
+      expect(stderr).not.toContain('Authorization: Bearer');
+      expect(code).toBe(exitCodes.unauthorized);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
+  it('with a wrong key, names where the key came from and the same fix; --json carries it as remedy', async () => {
+    vi.stubEnv('CQ_API_KEY', 'wrong');
+    try {
+      const fromEnv = await runCapturing(['hosts', '--url', url]);
+      expect(fromEnv.stderr).toMatch(
+        new RegExp(
+          `^unauthorized: the API at ${url} refused the service key from CQ_API_KEY: set CQ_API_KEY or pass --key `,
+        ),
+      );
+      expect(fromEnv.code).toBe(exitCodes.unauthorized);
+      const json = await runCapturing(['hosts', '--url', url, '--key', 'also-wrong', '--json']);
+      const { error } = JSON.parse(json.stderr) as { error: Record<string, unknown> };
+      expect(error).toMatchObject({ code: 'unauthorized', status: 401 });
+      expect(error['remedy']).toMatch(/refused the service key from --key: set CQ_API_KEY or pass --key .*dev-api-key/);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
 
   it("hosts prints each host's containment in its own column", async () => {
     const { code, lines } = await run('hosts');
@@ -169,6 +209,27 @@ async function runCapturing(argv: string[]): Promise<{ code: number; lines: stri
     write.mockRestore();
   }
 }
+
+describe('cq with the API down', () => {
+  it('says the API at its URL is unreachable and how to fix that, not "fetch failed", and exits 8', async () => {
+    // A port nothing listens on: bound, then closed.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    for (const argv of [
+      ['status', 'ann'],
+      ['watch', 'ann'],
+    ]) {
+      const { code, stderr } = await runCapturing([...argv, '--url', url, '--key', 'k']);
+      expect(stderr).toBe(
+        `unreachable: the API at ${url} is unreachable: is ./scripts/up.sh running? ` +
+          'If the API is elsewhere, pass --url or set CQ_API_URL\n',
+      );
+      expect(code).toBe(exitCodes.unavailable);
+    }
+  });
+});
 
 describe('cq on a usage mistake', () => {
   it.each([

@@ -27,7 +27,7 @@ commands:
 
 options:
   --url URL    the API (default: $CQ_API_URL, else http://127.0.0.1:3000)
-  --key KEY    a service key (default: $CQ_API_KEY)
+  --key KEY    a service key (default: $CQ_API_KEY; ./scripts/up.sh keeps its key in .data/dev-api-key)
   --json       print JSON instead of text
 
 exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 no session,

@@ -1,4 +1,5 @@
 import { ApiError, NoCapacityError, SessionExistsError, ThrottledError } from '@cq/client';
+import type { SessionEventType } from '@cq/contract';
 import type { Target } from './context.js';
 
 /** Where the development key of a local API is (`scripts/up.mjs` writes it unless `API_KEYS` is set). */
@@ -39,6 +40,39 @@ export function describeError(err: unknown, target?: Target): string {
   if (err instanceof SessionExistsError) return `session_exists: the user already has session ${err.sessionId}`;
   if (err instanceof ApiError) return `${err.code}: ${err.message}`;
   return `error: ${err instanceof Error ? err.message : String(err)}`;
+}
+
+/**
+ * A live session's state in the words every command prints: the contract's state (`pending`, `running`,
+ * `stopping`), and `running (ready)` once a running session has announced on SESSION_NOTIFY_FD that it is
+ * ready. Readiness is a separate field of the session (`ready`), not a state; the API's event stream names
+ * that moment with an event type of its own, `ready`, which {@link eventWords} prints with these words.
+ */
+export function stateWords(state: 'pending' | 'running' | 'stopping', ready: boolean): string {
+  return state === 'running' && ready ? 'running (ready)' : state;
+}
+
+/** A session event's type in the words of {@link stateWords}: `ready` is `running (ready)`, the rest as they are. */
+export function eventWords(type: SessionEventType): string {
+  return type === 'ready' ? stateWords('running', true) : type;
+}
+
+/**
+ * How a line about a live session opens, the same in `status`, `extend` and `watch`:
+ * `ann: running (ready), fence 3, session s-1, on host-1, at 10.0.0.7:8080`.
+ */
+export function sessionOpening(s: {
+  userId: string;
+  words: string;
+  fence: number;
+  sessionId: string;
+  workerId?: string | undefined;
+  endpoint?: string | undefined;
+}): string[] {
+  const parts = [`${s.userId}: ${s.words}`, `fence ${s.fence}`, `session ${s.sessionId}`];
+  if (s.workerId) parts.push(`on ${s.workerId}`);
+  if (s.endpoint) parts.push(`at ${s.endpoint}`);
+  return parts;
 }
 
 /** Milliseconds as a short duration: `850 ms`, `12.5 s`, `3 min 5 s`. */

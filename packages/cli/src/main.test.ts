@@ -75,6 +75,32 @@ function idleSession() {
   };
 }
 
+/** A running session that has announced readiness (`ready: true`, an endpoint). */
+const readySession = {
+  sessionId: 's-rey',
+  userId: 'rey',
+  fence: 3,
+  state: 'running',
+  ready: true,
+  endpoint: '10.0.0.7:8080',
+  workerId: 'host-1',
+  startedAt: '2026-11-22T12:00:00.000Z',
+};
+
+/** The same session's event stream: its current state first (the API types it `ready`), then its end. */
+const readyEvents = [
+  {
+    type: 'ready',
+    sessionId: 's-rey',
+    userId: 'rey',
+    fence: 3,
+    at: '2026-11-22T12:00:01.000Z',
+    workerId: 'host-1',
+    endpoint: '10.0.0.7:8080',
+  },
+  { type: 'completed', sessionId: 's-rey', userId: 'rey', fence: 3, at: '2026-11-22T12:00:09.000Z', exitCode: 0 },
+];
+
 describe('cq against an API', () => {
   let server: Server;
   let url: string;
@@ -88,7 +114,18 @@ describe('cq against an API', () => {
         res.end(JSON.stringify({ error: { code: 'unauthorized', message } }));
         return;
       }
+      if (req.url === '/v1/users/rey/session/events') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(readyEvents.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join(''));
+        return;
+      }
       const bodies: Record<string, unknown> = {
+        '/v1/users/rey/session': readySession,
+        '/v1/users/rey/history': {
+          sessions: [
+            { sessionId: 's-rey', fence: 3, state: 'completed', endedAt: '2026-11-22T12:00:09.000Z', exitCode: 0 },
+          ],
+        },
         '/v1/hosts': hosts,
         '/v1/users/ann/history': history,
         '/v1/users/ida/history': idleHistory,
@@ -170,6 +207,28 @@ describe('cq against an API', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^ivy: running, fence 5, session s-live, on host-1, /);
     expect(lines[0]).toMatch(/, last active 15\.\d s ago, idle timeout 1 min 0 s \(idle in 4[45]\.\d s\)$/);
+  });
+
+  it('status and watch word a ready session alike: running (ready), at its endpoint', async () => {
+    const status = await run('status', 'rey');
+    expect(status.code).toBe(exitCodes.ok);
+    expect(status.lines[0]).toMatch(
+      /^rey: running \(ready\), fence 3, session s-rey, on host-1, at 10\.0\.0\.7:8080(, |$)/,
+    );
+    const tty = process.stdout.isTTY;
+    process.stdout.isTTY = false;
+    try {
+      const watch = await run('watch', 'rey');
+      expect(watch.lines).toEqual([
+        'rey: running (ready), fence 3, session s-rey, on host-1, at 10.0.0.7:8080',
+        'rey: completed (exit code 0), session s-rey',
+      ]);
+      expect(watch.code).toBe(exitCodes.ok);
+    } finally {
+      process.stdout.isTTY = tty;
+    }
+    // A running session that has not announced readiness is plain running.
+    expect((await run('status', 'ivy')).lines[0]).toMatch(/^ivy: running, fence 5, /);
   });
 
   it('history and watch read a session stopped for idleness as stopped (idle)', async () => {

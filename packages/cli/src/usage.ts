@@ -30,6 +30,9 @@ options:
   --key KEY    a service key (default: $CQ_API_KEY; ./scripts/up.sh keeps its key in .data/dev-api-key)
   --json       print JSON instead of text
 
+session states: pending, running, running (ready) once the session announced it is ready, stopping; then
+completed, failed, expired, stopped or lost (status, watch and demo use the same words).
+
 exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 no session,
 6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host,
 15 no such webhook; watch: 10 failed, 11 expired, 12 stopped, 13 lost (0 completed).

@@ -22,8 +22,9 @@ export const DEFAULT_API_URL = 'http://127.0.0.1:3000';
 
 /** The context for the command line's options: `--url`/`$CQ_API_URL`, `--key`/`$CQ_API_KEY`, `--json`. */
 export function contextOf(options: Options, out: (line: string) => void): Context {
-  const baseUrl = options.url ?? process.env['CQ_API_URL'] ?? DEFAULT_API_URL;
-  const envKey = process.env['CQ_API_KEY'];
+  // An empty variable (`CQ_API_KEY=`) is as good as none.
+  const baseUrl = options.url ?? (process.env['CQ_API_URL'] || DEFAULT_API_URL);
+  const envKey = process.env['CQ_API_KEY'] || undefined;
   const apiKey = options.key ?? envKey;
   const keyFrom = options.key !== undefined ? '--key' : envKey !== undefined ? 'CQ_API_KEY' : undefined;
   return {

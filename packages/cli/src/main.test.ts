@@ -148,19 +148,22 @@ describe('cq against an API', () => {
     return { code, lines };
   }
 
-  it('without a key, says to set CQ_API_KEY or pass --key and where the local key is, and exits 3', async () => {
-    vi.stubEnv('CQ_API_KEY', undefined);
-    try {
-      const { code, stderr } = await runCapturing(['hosts', '--url', url]);
-      expect(stderr.split('\n')).toHaveLength(2);
-      expect(stderr).toMatch(/^unauthorized: no service key given: set CQ_API_KEY or pass --key /);
-      expect(stderr).toContain('./scripts/up.sh keeps its key in .data/dev-api-key');
-      expect(stderr).not.toContain('Authorization: Bearer');
-      expect(code).toBe(exitCodes.unauthorized);
-    } finally {
-      vi.unstubAllEnvs();
-    }
-  });
+  it.each([undefined, ''])(
+    'without a key (CQ_API_KEY %j), says to set CQ_API_KEY or pass --key and where the local key is, and exits 3',
+    async (envKey) => {
+      vi.stubEnv('CQ_API_KEY', envKey);
+      try {
+        const { code, stderr } = await runCapturing(['hosts', '--url', url]);
+        expect(stderr.split('\n')).toHaveLength(2);
+        expect(stderr).toMatch(/^unauthorized: no service key given: set CQ_API_KEY or pass --key /);
+        expect(stderr).toContain('./scripts/up.sh keeps its key in .data/dev-api-key');
+        expect(stderr).not.toContain('Authorization: Bearer');
+        expect(code).toBe(exitCodes.unauthorized);
+      } finally {
+        vi.unstubAllEnvs();
+      }
+    },
+  );
 
   it('with a wrong key, names where the key came from and the same fix; --json carries it as remedy', async () => {
     vi.stubEnv('CQ_API_KEY', 'wrong');

@@ -1,26 +1,53 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from './usage-error.js';
 
-/** Parses the command line; throws parseArgs' own error for an unknown option or a missing value. */
+/** Every option `cq` takes. */
+const knownOptions = {
+  url: { type: 'string' },
+  key: { type: 'string' },
+  json: { type: 'boolean', default: false },
+  metadata: { type: 'string' },
+  ttl: { type: 'string' },
+  lifetime: { type: 'string' },
+  idle: { type: 'string' },
+  user: { type: 'string' },
+  users: { type: 'string' },
+  follow: { type: 'boolean', short: 'f', default: false },
+  events: { type: 'string' },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+/**
+ * Parses the command line; throws a {@link UsageError} naming the option at fault (unknown, missing
+ * its value, or given one it does not take) rather than parseArgs' own text.
+ */
 export function parseCommandLine(argv: string[]) {
-  return parseArgs({
+  try {
+    return parseArgs({ args: argv, allowPositionals: true, options: knownOptions });
+  } catch (err) {
+    throw new UsageError(optionMistake(argv) ?? (err as Error).message);
+  }
+}
+
+/** The first option of `argv` that strict parsing refuses, in a few words; undefined when none is found. */
+function optionMistake(argv: string[]): string | undefined {
+  const { tokens } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: {
-      url: { type: 'string' },
-      key: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      metadata: { type: 'string' },
-      ttl: { type: 'string' },
-      lifetime: { type: 'string' },
-      idle: { type: 'string' },
-      user: { type: 'string' },
-      users: { type: 'string' },
-      follow: { type: 'boolean', short: 'f', default: false },
-      events: { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
+    strict: false,
+    tokens: true,
+    options: knownOptions,
   });
+  for (const token of tokens) {
+    if (token.kind !== 'option') continue;
+    if (!Object.hasOwn(knownOptions, token.name)) return `unknown option ${token.rawName}`;
+    const option = knownOptions[token.name as keyof typeof knownOptions];
+    // A value that looks like an option (`--url --json`) is refused by strict parsing as ambiguous.
+    const missing = token.value === undefined || (!token.inlineValue && token.value.startsWith('-'));
+    if (option.type === 'string' && missing) return `${token.rawName} needs a value`;
+    if (option.type === 'boolean' && token.value !== undefined) return `${token.rawName} takes no value`;
+  }
+  return undefined;
 }
 
 /** The options of a parsed command line. */

@@ -1,19 +1,35 @@
 import { CoordinatorClient } from '@cq/client';
 import type { Options } from './args.js';
 
-/** What every command works with: the API client, the output mode and where lines go. */
+/** Where the CLI sends its requests, as error lines name it when the fix is on the CLI's side. */
+export interface Target {
+  /** The API's base URL, from `--url`, else `$CQ_API_URL`, else the default. */
+  baseUrl: string;
+  /** Where the service key came from; undefined when none was given. */
+  keyFrom: '--key' | 'CQ_API_KEY' | undefined;
+}
+
+/** What every command works with: the API client, where it points, the output mode and where lines go. */
 export interface Context {
   client: CoordinatorClient;
+  target: Target;
   json: boolean;
   out: (line: string) => void;
 }
 
+/** The API's URL when neither `--url` nor `$CQ_API_URL` names one (where `./scripts/up.sh` puts it when free). */
+export const DEFAULT_API_URL = 'http://127.0.0.1:3000';
+
 /** The context for the command line's options: `--url`/`$CQ_API_URL`, `--key`/`$CQ_API_KEY`, `--json`. */
 export function contextOf(options: Options, out: (line: string) => void): Context {
-  const baseUrl = options.url ?? process.env['CQ_API_URL'] ?? 'http://127.0.0.1:3000';
-  const apiKey = options.key ?? process.env['CQ_API_KEY'];
+  // An empty variable (`CQ_API_KEY=`) is as good as none.
+  const baseUrl = options.url ?? (process.env['CQ_API_URL'] || DEFAULT_API_URL);
+  const envKey = process.env['CQ_API_KEY'] || undefined;
+  const apiKey = options.key ?? envKey;
+  const keyFrom = options.key !== undefined ? '--key' : envKey !== undefined ? 'CQ_API_KEY' : undefined;
   return {
     client: new CoordinatorClient({ baseUrl, ...(apiKey === undefined ? {} : { apiKey }) }),
+    target: { baseUrl, keyFrom },
     json: options.json,
     out,
   };

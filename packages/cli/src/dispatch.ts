@@ -3,13 +3,13 @@ import type { Args } from './args.js';
 import { commands } from './commands/index.js';
 import type { Context } from './context.js';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
-import { describeError } from './format.js';
-import { USAGE } from './usage.js';
-import { UsageError } from './usage-error.js';
+import { describeError, remedyOf } from './format.js';
+import { UsageError, usageLine } from './usage-error.js';
 
 /**
- * Runs the command `args` names and resolves with its exit code. A usage error prints the usage text;
- * any other error prints one line (JSON with `--json` for an API error) and exits with its code.
+ * Runs the command `args` names and resolves with its exit code. A usage error prints one line naming
+ * the mistake and pointing at `cq --help`; any other error prints one line (JSON with `--json` for an
+ * API error) and exits with its code.
  */
 export async function dispatch(ctx: Context, args: Args): Promise<number> {
   try {
@@ -18,14 +18,14 @@ export async function dispatch(ctx: Context, args: Args): Promise<number> {
     return await command(ctx, args);
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`cq: ${err.message}\n\n${USAGE}`);
+      process.stderr.write(usageLine(err));
       return exitCodes.usage;
     }
-    if (ctx.json && err instanceof ApiError)
-      process.stderr.write(
-        `${JSON.stringify({ error: { code: err.code, message: err.message, status: err.status } })}\n`,
-      );
-    else process.stderr.write(`${describeError(err)}\n`);
+    if (ctx.json && err instanceof ApiError) {
+      const remedy = remedyOf(err, ctx.target);
+      const error = { code: err.code, message: err.message, status: err.status, ...(remedy ? { remedy } : {}) };
+      process.stderr.write(`${JSON.stringify({ error })}\n`);
+    } else process.stderr.write(`${describeError(err, ctx.target)}\n`);
     return exitCodeOf(err);
   }
 }

@@ -1,7 +1,7 @@
 import { SessionExistsError, ThrottledError, UnavailableError } from '@cq/client';
 import { describe, expect, it } from 'vitest';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
-import { describeError, duration, table } from './format.js';
+import { describeError, duration, eventWords, stateWords, table } from './format.js';
 
 describe('cli formatting', () => {
   it('says throttled with the retry time in whole seconds, rounded up', () => {
@@ -16,6 +16,18 @@ describe('cli formatting', () => {
     expect(exitCodeOf(new ThrottledError(429, 'throttled', 'x', undefined, 1))).toBe(exitCodes.throttled);
     expect(exitCodeOf(new UnavailableError(0, 'unreachable', 'x', undefined))).toBe(exitCodes.unavailable);
     expect(exitCodeOf(new Error('boom'))).toBe(exitCodes.failure);
+  });
+
+  it('words each live state alike whether it comes from a session (state, ready) or from an event type', () => {
+    expect([eventWords('pending'), eventWords('running'), eventWords('ready'), eventWords('stopping')]).toEqual([
+      stateWords('pending', false),
+      stateWords('running', false),
+      stateWords('running', true),
+      stateWords('stopping', false),
+    ]);
+    expect(stateWords('running', true)).toBe('running (ready)');
+    // The API marks readiness only while running (its events type a stopping session `stopping`).
+    expect(stateWords('stopping', true)).toBe('stopping');
   });
 
   it('formats durations and tables', () => {

@@ -1,13 +1,78 @@
 import { ApiError, NoCapacityError, SessionExistsError, ThrottledError } from '@cq/client';
+import type { SessionEventType } from '@cq/contract';
+import type { Target } from './context.js';
 
-/** One line describing an error answer, e.g. `throttled: retry in 7 s`. */
-export function describeError(err: unknown): string {
+/** Where the development key of a local API is (`scripts/up.mjs` writes it unless `API_KEYS` is set). */
+const LOCAL_KEY_FILE = '.data/dev-api-key';
+
+/**
+ * What to change on the CLI's side when the API could not be reached or refused the key, in place of
+ * the API's own message (which speaks HTTP: "Send a service key as Authorization: Bearer <key>.");
+ * undefined for any other error.
+ */
+export function remedyOf(err: unknown, target: Target): string | undefined {
+  if (!(err instanceof ApiError)) return undefined;
+  const setKey =
+    `set CQ_API_KEY or pass --key (an API started by ./scripts/up.sh keeps its key in ${LOCAL_KEY_FILE}: ` +
+    `export CQ_API_KEY=$(cat ${LOCAL_KEY_FILE}))`;
+  if (err.code === 'unauthorized')
+    return target.keyFrom === undefined
+      ? `no service key given: ${setKey}`
+      : `the API at ${target.baseUrl} refused the service key from ${target.keyFrom}: ${setKey}`;
+  if (err.code === 'unreachable')
+    return (
+      `the API at ${target.baseUrl} is unreachable: is ./scripts/up.sh running? ` +
+      `If the API is elsewhere, pass --url or set CQ_API_URL`
+    );
+  return undefined;
+}
+
+/**
+ * One line describing an error answer, e.g. `throttled: retry in 7 s`; with `target`, an unreachable
+ * API or a refused key is described with the CLI's fix ({@link remedyOf}).
+ */
+export function describeError(err: unknown, target?: Target): string {
+  const remedy = target === undefined ? undefined : remedyOf(err, target);
+  if (remedy !== undefined && err instanceof ApiError) return `${err.code}: ${remedy}`;
   if (err instanceof ThrottledError) return `throttled: retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
   if (err instanceof NoCapacityError)
     return `no_capacity: no worker slot is free; the token stays valid, retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
   if (err instanceof SessionExistsError) return `session_exists: the user already has session ${err.sessionId}`;
   if (err instanceof ApiError) return `${err.code}: ${err.message}`;
   return `error: ${err instanceof Error ? err.message : String(err)}`;
+}
+
+/**
+ * A live session's state in the words every command prints: the contract's state (`pending`, `running`,
+ * `stopping`), and `running (ready)` once a running session has announced on SESSION_NOTIFY_FD that it is
+ * ready. Readiness is a separate field of the session (`ready`), not a state; the API's event stream names
+ * that moment with an event type of its own, `ready`, which {@link eventWords} prints with these words.
+ */
+export function stateWords(state: 'pending' | 'running' | 'stopping', ready: boolean): string {
+  return state === 'running' && ready ? 'running (ready)' : state;
+}
+
+/** A session event's type in the words of {@link stateWords}: `ready` is `running (ready)`, the rest as they are. */
+export function eventWords(type: SessionEventType): string {
+  return type === 'ready' ? stateWords('running', true) : type;
+}
+
+/**
+ * How a line about a live session opens, the same in `status`, `extend` and `watch`:
+ * `ann: running (ready), fence 3, session s-1, on host-1, at 10.0.0.7:8080`.
+ */
+export function sessionOpening(s: {
+  userId: string;
+  words: string;
+  fence: number;
+  sessionId: string;
+  workerId?: string | undefined;
+  endpoint?: string | undefined;
+}): string[] {
+  const parts = [`${s.userId}: ${s.words}`, `fence ${s.fence}`, `session ${s.sessionId}`];
+  if (s.workerId) parts.push(`on ${s.workerId}`);
+  if (s.endpoint) parts.push(`at ${s.endpoint}`);
+  return parts;
 }
 
 /** Milliseconds as a short duration: `850 ms`, `12.5 s`, `3 min 5 s`. */

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EndedSession, Hosts } from '@cq/contract';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { exitCodes } from './exit-codes.js';
 import { main } from './main.js';
 
@@ -75,13 +75,57 @@ function idleSession() {
   };
 }
 
+/** A running session that has announced readiness (`ready: true`, an endpoint). */
+const readySession = {
+  sessionId: 's-rey',
+  userId: 'rey',
+  fence: 3,
+  state: 'running',
+  ready: true,
+  endpoint: '10.0.0.7:8080',
+  workerId: 'host-1',
+  startedAt: '2026-11-22T12:00:00.000Z',
+};
+
+/** The same session's event stream: its current state first (the API types it `ready`), then its end. */
+const readyEvents = [
+  {
+    type: 'ready',
+    sessionId: 's-rey',
+    userId: 'rey',
+    fence: 3,
+    at: '2026-11-22T12:00:01.000Z',
+    workerId: 'host-1',
+    endpoint: '10.0.0.7:8080',
+  },
+  { type: 'completed', sessionId: 's-rey', userId: 'rey', fence: 3, at: '2026-11-22T12:00:09.000Z', exitCode: 0 },
+];
+
 describe('cq against an API', () => {
   let server: Server;
   let url: string;
 
   beforeAll(async () => {
     server = createServer((req, res) => {
+      if (req.headers.authorization !== 'Bearer k') {
+        // The contract's 401, with the API's own message (which speaks HTTP, not the CLI).
+        res.writeHead(401, { 'content-type': 'application/json' });
+        const message = 'Send a service key as Authorization: Bearer <key>.';
+        res.end(JSON.stringify({ error: { code: 'unauthorized', message } }));
+        return;
+      }
+      if (req.url === '/v1/users/rey/session/events') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(readyEvents.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join(''));
+        return;
+      }
       const bodies: Record<string, unknown> = {
+        '/v1/users/rey/session': readySession,
+        '/v1/users/rey/history': {
+          sessions: [
+            { sessionId: 's-rey', fence: 3, state: 'completed', endedAt: '2026-11-22T12:00:09.000Z', exitCode: 0 },
+          ],
+        },
         '/v1/hosts': hosts,
         '/v1/users/ann/history': history,
         '/v1/users/ida/history': idleHistory,
@@ -103,6 +147,42 @@ describe('cq against an API', () => {
     const code = await main([...argv, '--url', url, '--key', 'k'], (line) => lines.push(...line.split('\n')));
     return { code, lines };
   }
+
+  it.each([undefined, ''])(
+    'without a key (CQ_API_KEY %j), says to set CQ_API_KEY or pass --key and where the local key is, and exits 3',
+    async (envKey) => {
+      vi.stubEnv('CQ_API_KEY', envKey);
+      try {
+        const { code, stderr } = await runCapturing(['hosts', '--url', url]);
+        expect(stderr.split('\n')).toHaveLength(2);
+        expect(stderr).toMatch(/^unauthorized: no service key given: set CQ_API_KEY or pass --key /);
+        expect(stderr).toContain('./scripts/up.sh keeps its key in .data/dev-api-key');
+        expect(stderr).not.toContain('Authorization: Bearer');
+        expect(code).toBe(exitCodes.unauthorized);
+      } finally {
+        vi.unstubAllEnvs();
+      }
+    },
+  );
+
+  it('with a wrong key, names where the key came from and the same fix; --json carries it as remedy', async () => {
+    vi.stubEnv('CQ_API_KEY', 'wrong');
+    try {
+      const fromEnv = await runCapturing(['hosts', '--url', url]);
+      expect(fromEnv.stderr).toMatch(
+        new RegExp(
+          `^unauthorized: the API at ${url} refused the service key from CQ_API_KEY: set CQ_API_KEY or pass --key `,
+        ),
+      );
+      expect(fromEnv.code).toBe(exitCodes.unauthorized);
+      const json = await runCapturing(['hosts', '--url', url, '--key', 'also-wrong', '--json']);
+      const { error } = JSON.parse(json.stderr) as { error: Record<string, unknown> };
+      expect(error).toMatchObject({ code: 'unauthorized', status: 401 });
+      expect(error['remedy']).toMatch(/refused the service key from --key: set CQ_API_KEY or pass --key .*dev-api-key/);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
 
   it("hosts prints each host's containment in its own column", async () => {
     const { code, lines } = await run('hosts');
@@ -132,6 +212,28 @@ describe('cq against an API', () => {
     expect(lines[0]).toMatch(/, last active 15\.\d s ago, idle timeout 1 min 0 s \(idle in 4[45]\.\d s\)$/);
   });
 
+  it('status and watch word a ready session alike: running (ready), at its endpoint', async () => {
+    const status = await run('status', 'rey');
+    expect(status.code).toBe(exitCodes.ok);
+    expect(status.lines[0]).toMatch(
+      /^rey: running \(ready\), fence 3, session s-rey, on host-1, at 10\.0\.0\.7:8080(, |$)/,
+    );
+    const tty = process.stdout.isTTY;
+    process.stdout.isTTY = false;
+    try {
+      const watch = await run('watch', 'rey');
+      expect(watch.lines).toEqual([
+        'rey: running (ready), fence 3, session s-rey, on host-1, at 10.0.0.7:8080',
+        'rey: completed (exit code 0), session s-rey',
+      ]);
+      expect(watch.code).toBe(exitCodes.ok);
+    } finally {
+      process.stdout.isTTY = tty;
+    }
+    // A running session that has not announced readiness is plain running.
+    expect((await run('status', 'ivy')).lines[0]).toMatch(/^ivy: running, fence 5, /);
+  });
+
   it('history and watch read a session stopped for idleness as stopped (idle)', async () => {
     const history = await run('history', 'ida');
     expect(history.lines.map((line) => line.split(/\s{2,}/))[1]).toEqual([
@@ -151,5 +253,58 @@ describe('cq against an API', () => {
     const { code, lines } = await run('watch', 'ann');
     expect(lines).toEqual(['ann: failed (out_of_memory) (exit code 137), session s-oom at 2026-11-22T10:05:00.000Z']);
     expect(code).toBe(10);
+  });
+});
+
+/** Runs `cq` with `argv`; resolves with its exit code, its output lines and what it wrote to stderr. */
+async function runCapturing(argv: string[]): Promise<{ code: number; lines: string[]; stderr: string }> {
+  const lines: string[] = [];
+  let stderr = '';
+  const write = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  });
+  try {
+    const code = await main(argv, (line) => lines.push(...line.split('\n')));
+    return { code, lines, stderr };
+  } finally {
+    write.mockRestore();
+  }
+}
+
+describe('cq with the API down', () => {
+  it('says the API at its URL is unreachable and how to fix that, not "fetch failed", and exits 8', async () => {
+    // A port nothing listens on: bound, then closed.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    for (const argv of [
+      ['status', 'ann'],
+      ['watch', 'ann'],
+    ]) {
+      const { code, stderr } = await runCapturing([...argv, '--url', url, '--key', 'k']);
+      expect(stderr).toBe(
+        `unreachable: the API at ${url} is unreachable: is ./scripts/up.sh running? ` +
+          'If the API is elsewhere, pass --url or set CQ_API_URL\n',
+      );
+      expect(code).toBe(exitCodes.unavailable);
+    }
+  });
+});
+
+describe('cq on a usage mistake', () => {
+  it.each([
+    [['frobnicate', 'x'], 'cq: unknown command "frobnicate"; run cq --help\n'],
+    [['status', 'ann', '--frob'], 'cq: unknown option --frob; run cq --help\n'],
+    [['status', 'ann', '-x'], 'cq: unknown option -x; run cq --help\n'],
+    [['status', 'ann', '--url'], 'cq: --url needs a value; run cq --help\n'],
+    [['status', 'ann', '--json=yes'], 'cq: --json takes no value; run cq --help\n'],
+    [['status'], 'cq: status needs a user id; run cq --help\n'],
+  ])('cq %j prints one line naming the mistake and pointing at cq --help, and exits 2', async (argv, expected) => {
+    const { code, lines, stderr } = await runCapturing([...argv, '--url', 'http://127.0.0.1:1']);
+    expect(stderr).toBe(expected);
+    expect(lines).toEqual([]);
+    expect(code).toBe(exitCodes.usage);
   });
 });

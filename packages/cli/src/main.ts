@@ -3,6 +3,7 @@ import { contextOf } from './context.js';
 import { dispatch } from './dispatch.js';
 import { exitCodes } from './exit-codes.js';
 import { USAGE } from './usage.js';
+import { UsageError, usageLine } from './usage-error.js';
 
 /** Runs `cq` with `argv` (the arguments after the program), writing lines to `out`; resolves with the exit code. */
 export async function main(
@@ -13,7 +14,8 @@ export async function main(
   try {
     parsed = parseCommandLine(argv);
   } catch (err) {
-    process.stderr.write(`cq: ${(err as Error).message}\n\n${USAGE}`);
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(usageLine(err));
     return exitCodes.usage;
   }
   const { values, positionals } = parsed;

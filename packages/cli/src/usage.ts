@@ -1,4 +1,4 @@
-/** The help text: printed by `cq help` and `--help`, and after every usage error. */
+/** The help text: printed by `cq help`, `--help` and a bare `cq` (a usage error prints one line pointing here). */
 export const USAGE = `cq: drive the worker coordinator's HTTP API
 
 usage: cq <command> [arguments] [--url URL] [--key KEY] [--json]
@@ -27,8 +27,11 @@ commands:
 
 options:
   --url URL    the API (default: $CQ_API_URL, else http://127.0.0.1:3000)
-  --key KEY    a service key (default: $CQ_API_KEY)
+  --key KEY    a service key (default: $CQ_API_KEY; ./scripts/up.sh keeps its key in .data/dev-api-key)
   --json       print JSON instead of text
+
+session states: pending, running, running (ready) once the session announced it is ready, stopping; then
+completed, failed, expired, stopped or lost (status, watch and demo use the same words).
 
 exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 no session,
 6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host,

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseIntOption } from '../args.js';
 import type { Context } from '../context.js';
 import { exitCodes } from '../exit-codes.js';
-import { describeError } from '../format.js';
+import { describeError, stateWords } from '../format.js';
 import { UsageError } from '../usage-error.js';
 import type { Command } from './command.js';
 
@@ -71,10 +71,11 @@ async function run(ctx: Context, users: number): Promise<number> {
     for (const userId of [...pending]) {
       const live = await ctx.client.findSession(userId);
       if (live !== undefined && live.sessionId === sessions.get(userId)) {
-        if (seen.get(userId) !== live.state) {
-          seen.set(userId, live.state);
-          event({ userId, event: live.state, sessionId: live.sessionId, workerId: live.workerId });
-          say(`  ${userId}: ${live.state}${live.workerId ? ` on ${live.workerId}` : ''}`);
+        const words = stateWords(live.state, live.ready);
+        if (seen.get(userId) !== words) {
+          seen.set(userId, words);
+          event({ userId, event: live.state, ready: live.ready, sessionId: live.sessionId, workerId: live.workerId });
+          say(`  ${userId}: ${words}${live.workerId ? ` on ${live.workerId}` : ''}`);
         }
         continue;
       }

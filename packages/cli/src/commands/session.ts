@@ -1,14 +1,13 @@
 import type { LiveSession } from '@cq/client';
 import { print } from '../context.js';
 import { exitCodes } from '../exit-codes.js';
-import { duration } from '../format.js';
+import { duration, sessionOpening, stateWords } from '../format.js';
 import { UsageError } from '../usage-error.js';
 import type { Command } from './command.js';
 
 function describeSession(s: LiveSession): string {
   const now = Date.now();
-  const parts = [`${s.userId}: ${s.state}`, `fence ${s.fence}`, `session ${s.sessionId}`];
-  if (s.workerId) parts.push(`on ${s.workerId}`);
+  const parts = sessionOpening({ ...s, words: stateWords(s.state, s.ready) });
   if (s.leaseExpiresAt) parts.push(`lease ${duration(Date.parse(s.leaseExpiresAt) - now)}`);
   if (s.deadline) parts.push(`lifetime left ${duration(Date.parse(s.deadline) - now)}`);
   if (s.lastActivityAt) parts.push(`last active ${duration(now - Date.parse(s.lastActivityAt))} ago`);

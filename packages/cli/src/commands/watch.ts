@@ -2,7 +2,7 @@ import { NoSessionError, type EndedSession, type StreamedEvent } from '@cq/clien
 import { isFinalEventType } from '@cq/contract';
 import { print, type Context } from '../context.js';
 import { exitCodes } from '../exit-codes.js';
-import { duration } from '../format.js';
+import { duration, eventWords, sessionOpening } from '../format.js';
 import type { Command } from './command.js';
 
 /** Exit codes of `watch` for the state the session ended in. */
@@ -15,9 +15,7 @@ const endCodes: Record<EndedSession['state'], number> = {
 };
 
 function describeEvent(e: Exclude<StreamedEvent, { type: 'error' }>): string {
-  const parts = [`${e.userId}: ${e.type}`, `fence ${e.fence}`, `session ${e.sessionId}`];
-  if (e.workerId) parts.push(`on ${e.workerId}`);
-  if (e.endpoint) parts.push(`at ${e.endpoint}`);
+  const parts = sessionOpening({ ...e, words: eventWords(e.type) });
   if (e.deadline) parts.push(`lifetime left ${duration(Date.parse(e.deadline) - Date.now())}`);
   return parts.join(', ');
 }

@@ -53,7 +53,7 @@ describe('the README quick start', () => {
     expect(lines[1]).toBe('npm test');
   });
 
-  it('line 1 starts everything from a fresh clone; the CLI demo runs against it; Ctrl-C leaves no process behind', async () => {
+  it('line 1 starts everything from a fresh clone, with logs and the banner in .data/; the CLI demo runs against it; a drained host is started again; Ctrl-C leaves no process behind', async () => {
     execFileSync('git', ['clone', '--quiet', ROOT, clone]);
     const env: Record<string, string> = {
       PATH: process.env['PATH'] ?? '',
@@ -90,8 +90,54 @@ describe('the README quick start', () => {
     expect(demo).toContain('done');
     expect(processesIn(clone).length).toBeGreaterThan(3);
 
+    // The banner's URL and key are also in the file it names, as lines a shell can export.
+    expect(output).toContain('.data/up.env');
+    expect(readFileSync(`${clone}/.data/up.env`, 'utf8')).toBe(`CQ_API_URL=${url}\nCQ_API_KEY=${key}\n`);
+    // Request logs and session output go to files; the terminal shows neither.
+    await until(
+      () => readFileSync(`${clone}/.data/logs/api.log`, 'utf8').includes('"request completed"'),
+      10_000,
+      'request logs in .data/logs/api.log',
+    );
+    const hostLogs = ['worker-1', 'worker-2'].map((n) => readFileSync(`${clone}/.data/logs/${n}.log`, 'utf8'));
+    expect(hostLogs.join('')).toContain('"session output"');
+    expect(output).not.toContain('request completed');
+    expect(output).not.toContain('session output');
+    expect(output).not.toMatch(/^\{"level"/m);
+
+    // A drained host exits 0 as designed: it is reported and started again, and nothing else stops.
+    const cq = (...args: string[]) =>
+      execFileSync(process.execPath, [`${clone}/packages/cli/bin/cq.js`, ...args, '--url', url, '--key', key], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+    const before = JSON.parse(cq('hosts', '--json')) as {
+      hosts: Array<{ workerId: string; state: string; startedAt: string }>;
+    };
+    const drained = before.hosts.find((h) => h.workerId === 'local-worker-2')!;
+    cq('drain', 'local-worker-2');
+    await until(
+      () => output.includes('worker-2 exited (0) after draining; starting it again'),
+      20_000,
+      `worker-2 reported as drained; output so far:\n${output.slice(-2000)}`,
+    );
+    await until(
+      () => {
+        const { hosts } = JSON.parse(cq('hosts', '--json')) as typeof before;
+        const again = hosts.find((h) => h.workerId === 'local-worker-2');
+        return again !== undefined && again.startedAt !== drained.startedAt && again.state === 'active';
+      },
+      20_000,
+      'local-worker-2 active again, started anew',
+    );
+    expect(output).not.toContain('stopping everything');
+    expect((await fetch(`${url}/readyz`)).status).toBe(200);
+    expect(up.exitCode).toBeNull();
+
     process.kill(-up.pid!, 'SIGINT');
     expect(await exited).toBe(0);
+    // The last thing printed says so.
+    expect(output.trimEnd().split('\n').at(-1)).toBe('[up] everything stopped');
     await until(() => processesIn(clone).length === 0, 10_000, 'every process of the quick start gone');
   }, 400_000);
 });

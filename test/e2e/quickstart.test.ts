@@ -95,14 +95,14 @@ describe('the README quick start', () => {
     expect(readFileSync(`${clone}/.data/up.env`, 'utf8')).toBe(`CQ_API_URL=${url}\nCQ_API_KEY=${key}\n`);
     // Request logs and session output go to files; the terminal shows neither.
     await until(
-      () => readFileSync(`${clone}/.data/logs/api.log`, 'utf8').includes('"request completed"'),
+      () => readFileSync(`${clone}/.data/logs/api.log`, 'utf8').includes('"msg":"request completed"'),
       10_000,
       'request logs in .data/logs/api.log',
     );
     const hostLogs = ['worker-1', 'worker-2'].map((n) => readFileSync(`${clone}/.data/logs/${n}.log`, 'utf8'));
-    expect(hostLogs.join('')).toContain('"session output"');
-    expect(output).not.toContain('request completed');
-    expect(output).not.toContain('session output');
+    expect(hostLogs.join('')).toContain('"msg":"session output"');
+    expect(output).not.toContain('"msg":"request completed"');
+    expect(output).not.toContain('"msg":"session output"');
     expect(output).not.toMatch(/^\{"level"/m);
 
     // A drained host exits 0 as designed: it is reported and started again, and nothing else stops.

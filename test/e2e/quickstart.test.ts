@@ -1,4 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,6 +52,44 @@ describe('the README quick start', () => {
   it('has exactly two lines: start and test', () => {
     expect(lines).toHaveLength(2);
     expect(lines[1]).toBe('npm test');
+  });
+
+  it('is followed by how to use them: two terminals, where the key is, the demo, how long the tests take', () => {
+    const readme = readFileSync(`${ROOT}README.md`, 'utf8');
+    const section = readme.slice(readme.indexOf('## Quick start'));
+    const after = section.slice(section.indexOf('```', section.indexOf('```sh') + 5) + 3);
+    const howTo = after.trimStart().split('\n\n')[0]!;
+    expect(howTo).toMatch(/two terminals/);
+    expect(howTo).toContain('export CQ_API_KEY=');
+    expect(howTo).toContain('.data/up.env');
+    expect(howTo).toContain('npx cq demo');
+    expect(howTo).toMatch(/15 to 17 minutes on 2 cores/);
+  });
+
+  it('links to nothing outside the repository (a clone has no ../shared)', () => {
+    for (const file of ['README.md', ...readdirSync(`${ROOT}docs`).map((f) => `docs/${f}`)]) {
+      const text = readFileSync(`${ROOT}${file}`, 'utf8');
+      expect(text, file).not.toMatch(/\]\(\.\.\/(?!README\.md)/);
+      expect(text, file).not.toContain('shared/CONTRACT.md');
+    }
+  });
+
+  it("line 1's npm ci warns of no engine: every locked package accepts the Node that package.json declares, but the one the README names", () => {
+    const semver = createRequire(import.meta.url)('semver') as {
+      minVersion(range: string): { version: string } | null;
+      satisfies(version: string, range: string): boolean;
+    };
+    const root = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { engines: { node: string } };
+    const oldest = semver.minVersion(root.engines.node)!.version;
+    const lock = JSON.parse(readFileSync(`${ROOT}package-lock.json`, 'utf8')) as {
+      packages: Record<string, { version?: string; engines?: { node?: string } }>;
+    };
+    const refusing = Object.entries(lock.packages)
+      .filter(([, p]) => p.engines?.node !== undefined && !semver.satisfies(oldest, p.engines.node))
+      .map(([path, p]) => `${path.replace(/^.*node_modules\//, '')}@${p.version} (node ${p.engines!.node})`);
+    // @fastify/sse: no release for Node 20.19 with the plugin API the event streams use; the README says so.
+    expect(refusing.filter((p) => !p.startsWith('@fastify/sse@'))).toEqual([]);
+    expect(readFileSync(`${ROOT}README.md`, 'utf8')).toMatch(/EBADENGINE[\s\S]{0,40}`@fastify\/sse`/);
   });
 
   it('line 1 starts everything from a fresh clone, with logs and the banner in .data/; the CLI demo runs against it; a drained host is started again; Ctrl-C leaves no process behind', async () => {

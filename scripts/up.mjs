@@ -1,21 +1,59 @@
 #!/usr/bin/env node
 // Starts the whole system for a newcomer: Redis (REDIS_URL when set, else a local redis-server on a
 // free port with its data in .data/redis), the API and two worker hosts, whichever of them are built.
-// Ctrl-C stops everything cleanly.
+// Each process's log (request logs, session output) goes to .data/logs/<name>.log; the terminal shows
+// only their warnings and errors, and the banner, whose URL and key are also written to .data/up.env.
+// A worker host that drains and exits 0 is started again; any other exit stops everything. Ctrl-C
+// stops everything cleanly.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { once } from 'node:events';
+import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const root = new URL('..', import.meta.url).pathname;
+const logDir = join(root, '.data', 'logs');
+/** The banner's URL and key, as `NAME=value` lines a shell can export. */
+const envFile = join(root, '.data', 'up.env');
 const children = [];
 let stopping = false;
 
 function log(line) {
   process.stdout.write(`[up] ${line}\n`);
+}
+
+/** pino's levels from warn up, by number. */
+const loudLevels = { 40: 'warn', 50: 'error', 60: 'fatal' };
+
+/**
+ * Every line of `stream` goes to `file`; the terminal gets a pino line from warn up (as `[name] warn:
+ * message`) and, from stderr, any line that is not a pino line (a crash's stack, the session runtime's
+ * own messages).
+ */
+function route(name, stream, file, fromStderr) {
+  const lines = createInterface({ input: stream, crlfDelay: Infinity });
+  lines.on('line', (line) => {
+    file.write(`${line}\n`);
+    let entry;
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      entry = undefined;
+    }
+    if (entry !== null && typeof entry === 'object' && typeof entry.level === 'number') {
+      const level = loudLevels[entry.level];
+      if (level !== undefined) {
+        const why = entry.err?.message ? ` (${entry.err.message})` : '';
+        process.stderr.write(`[${name}] ${level}: ${entry.msg ?? ''}${why}\n`);
+      }
+    } else if (fromStderr && line.trim() !== '') {
+      process.stderr.write(`[${name}] ${line}\n`);
+    }
+  });
+  return once(lines, 'close');
 }
 
 /** `preferred` when nothing listens on it at `host`, else a free port the system picks. */
@@ -62,20 +100,39 @@ function installRedisServer() {
   return haveRedisServer();
 }
 
-function start(name, command, args, env, options = {}) {
+/**
+ * Starts a process whose output goes to .data/logs/<name>.log. `restartOnExit0`: a clean exit (a
+ * worker host that drained) is reported and the process started again; any other exit stops
+ * everything.
+ */
+function start(name, command, args, env, options = {}, restartOnExit0 = false) {
+  mkdirSync(logDir, { recursive: true });
+  const file = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
   const child = spawn(command, args, {
     cwd: root,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', 'pipe', 'pipe'],
     ...options,
   });
+  // Closed once the process has exited and everything it wrote is in its log file.
+  const closed = Promise.all([
+    route(name, child.stdout, file, false),
+    route(name, child.stderr, file, true),
+    once(child, 'exit'),
+  ]).then(() => new Promise((resolve) => file.end(resolve)));
+  const entry = { name, child, closed };
+  children.push(entry);
   child.on('exit', (code, signal) => {
-    if (!stopping) {
-      log(`${name} exited (${code ?? signal}); stopping everything`);
-      void shutdown(1);
+    if (stopping) return;
+    if (code === 0 && restartOnExit0) {
+      log(`${name} exited (0) after draining; starting it again in 1 s (its log: .data/logs/${name}.log)`);
+      children.splice(children.indexOf(entry), 1);
+      setTimeout(() => stopping || start(name, command, args, env, options, restartOnExit0), 1000);
+      return;
     }
+    log(`${name} exited (${code ?? signal}); stopping everything`);
+    void shutdown(1);
   });
-  children.push({ name, child });
   return child;
 }
 
@@ -129,7 +186,12 @@ async function startRedis() {
   throw new Error('redis-server did not answer PING within 10 s; see .data/redis/redis.log');
 }
 
-async function shutdown(code) {
+/**
+ * Stops the apps, then Redis. `signalled`: the apps had the signal already (Ctrl-C reaches every
+ * process of the terminal's group but Redis), so they get a few seconds to stop on their own before
+ * a SIGTERM would only make them say they are already stopping.
+ */
+async function shutdown(code, signalled = false) {
   if (stopping) return;
   stopping = true;
   log('stopping');
@@ -139,20 +201,26 @@ async function shutdown(code) {
     children.filter((c) => c.name === 'redis-server'),
   ]) {
     await Promise.all(
-      group.map(async ({ child }) => {
-        if (child.exitCode !== null || child.signalCode !== null) return;
+      group.map(async ({ name, child, closed }) => {
+        const running = () => child.exitCode === null && child.signalCode === null;
         const exited = once(child, 'exit');
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-        await exited;
-        clearTimeout(timer);
+        if (running() && signalled && name !== 'redis-server') await Promise.race([exited, sleep(5_000)]);
+        if (running()) {
+          child.kill('SIGTERM');
+          const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+          await exited;
+          clearTimeout(timer);
+        }
+        await closed;
       }),
     );
   }
+  rmSync(envFile, { force: true });
+  log('everything stopped');
   process.exit(code);
 }
 
-process.on('SIGINT', () => void shutdown(0));
+process.on('SIGINT', () => void shutdown(0, true));
 process.on('SIGTERM', () => void shutdown(0));
 
 const redisUrl = await startRedis();
@@ -162,11 +230,20 @@ const host = process.env.HOST ?? '127.0.0.1';
 // 3000, the CLI's default URL, unless something listens there already.
 const port = process.env.PORT ?? String(await freePort(3000, host));
 const common = { REDIS_URL: redisUrl, KEY_PREFIX: process.env.KEY_PREFIX ?? 'cq' };
+// The hosts log each line of session output at debug: into their log files, unless LOG_LEVEL says otherwise.
+const workerLogLevel = process.env.LOG_LEVEL ?? 'debug';
 const api = join(root, 'apps/api/dist/main.js');
 const worker = join(root, 'apps/worker/dist/main.js');
 if (existsSync(worker)) {
   for (const n of [1, 2])
-    start(`worker-${n}`, process.execPath, [worker], { ...common, WORKER_ID: `local-worker-${n}` });
+    start(
+      `worker-${n}`,
+      process.execPath,
+      [worker],
+      { ...common, WORKER_ID: `local-worker-${n}`, LOG_LEVEL: workerLogLevel },
+      {},
+      true,
+    );
 }
 if (existsSync(api)) {
   start('api', process.execPath, [api], { ...common, API_KEYS: apiKeys, HOST: host, PORT: port });
@@ -180,14 +257,18 @@ if (existsSync(api)) {
     if (i > 150) throw new Error('the API did not become ready within 30 s');
     await sleep(200);
   }
+  const cqUrl = port === '3000' ? '' : `CQ_API_URL=${base} `;
+  writeFileSync(envFile, `CQ_API_URL=${base}\nCQ_API_KEY=${apiKey}\n`, { mode: 0o600 });
   log(`API        ${base}`);
   log(`API key    ${apiKey}${process.env.API_KEYS ? '' : '  (kept in .data/dev-api-key)'}`);
   log(`dashboard  ${base}/dashboard  (any user name, the API key as password)`);
-  log(`try        ${port === '3000' ? '' : `CQ_API_URL=${base} `}CQ_API_KEY=${apiKey} npx cq demo`);
+  log(`try        ${cqUrl}CQ_API_KEY=${apiKey} npx cq demo`);
   log(
     `or         curl -s -X POST ${base}/v1/tokens -H 'authorization: Bearer ${apiKey}' -H 'content-type: application/json' -d '{"userId":"alice"}'`,
   );
+  log(`saved in   .data/up.env (URL and key; in another terminal: export $(cat .data/up.env))`);
 } else {
   log('the API is not built yet: only Redis is running');
 }
+log('logs in    .data/logs/ (requests, session output; here only warnings and errors)');
 log('Ctrl-C stops everything');

@@ -102,6 +102,55 @@ describe('the dashboard in a real browser', async () => {
     await context.close();
   });
 
+  it('works when opened with the credentials in its address (http://user:KEY@host/dashboard)', async () => {
+    // No credentials of the context's own: the browser has only those in the address.
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (err) => errors.push(err.message));
+    const withCredentials = system.api.baseUrl.replace('http://', `http://operator:${API_KEY}@`);
+    await page.goto(`${withCredentials}/dashboard`);
+    await page.locator('#updated', { hasText: 'updated' }).waitFor({ timeout: 10_000 });
+    // The state read: alice, stopped by the test before.
+    await page
+      .locator('#ended tbody tr[data-user="alice"] td.state', { hasText: 'stopped' })
+      .waitFor({ timeout: 10_000 });
+    // The event stream opened, with the events from before the page.
+    await page.locator('#events-state', { hasText: 'live' }).waitFor({ timeout: 10_000 });
+    await page.locator('#events tbody tr[data-user="alice"][data-type="stopped"]').waitFor({ timeout: 10_000 });
+    // The webhooks table was read too (none here), and no request was refused on the way.
+    await page.locator('#webhooks-state', { hasText: 'none' }).waitFor({ timeout: 10_000 });
+    expect(await page.locator('#banner').isVisible()).toBe(false);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it("the banner says whose failure it is: the API's error answer, or the browser that could not reach the API", async () => {
+    // An API process of this test's own, to be stopped while the page is open.
+    const own = await system.addApi();
+    onTestFinished(async () => void (await own.stop()));
+    const context = await browser.newContext({ httpCredentials: { username: 'operator', password: API_KEY } });
+    const page = await context.newPage();
+    await page.goto(`${own.baseUrl}/dashboard`);
+    await page.locator('#updated', { hasText: 'updated' }).waitFor({ timeout: 10_000 });
+    const banner = page.locator('#banner');
+
+    // A filter over the state route's 128 characters: the API answers 400, and the banner says so.
+    await page.locator('#filter').fill('x'.repeat(200));
+    await page.locator('#banner[data-cause="api"]').waitFor({ state: 'visible', timeout: 10_000 });
+    expect(await banner.textContent()).toMatch(/^the API answered with an error: .*\(HTTP 400\)/);
+    expect(await banner.textContent()).not.toContain('Redis');
+    await page.locator('#filter').fill('');
+    await banner.waitFor({ state: 'hidden', timeout: 10_000 });
+
+    // The API gone: the page's fetch throws, and the banner blames neither Redis nor an API answer.
+    await own.stop();
+    await page.locator('#banner[data-cause="browser"]').waitFor({ state: 'visible', timeout: 15_000 });
+    expect(await banner.textContent()).toMatch(/^the browser could not reach the API \(.+\); showing data from /);
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-api-gone.png`, fullPage: true });
+    await context.close();
+  });
+
   it('shows a banner while Redis is unreachable', async () => {
     const { startRedisServer } = await import('@cq/test-harness');
     const server = await startRedisServer();
@@ -114,6 +163,8 @@ describe('the dashboard in a real browser', async () => {
     await server.halt('SIGKILL');
     await page.locator('#banner', { hasText: 'Redis is unreachable' }).waitFor({ state: 'visible', timeout: 10_000 });
     expect(await page.locator('#banner').isVisible()).toBe(true);
+    // The API's 503 unavailable, told apart from an API error or a failed request.
+    expect(await page.locator('#banner').getAttribute('data-cause')).toBe('redis');
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-redis-down.png`, fullPage: true });
     await server.resume();
     await page.locator('#banner').waitFor({ state: 'hidden', timeout: 15_000 });

@@ -25,6 +25,32 @@ describe('HTTP edges', async () => {
     expect(missing.body).toEqual({ error: { code: 'not_found', message: expect.stringContaining('/v2/nothing') } });
   });
 
+  it('GET / points to the dashboard, the OpenAPI document and the docs: JSON, or a page for a client that accepts HTML', async () => {
+    const json = await send(api.baseUrl, 'GET', '/');
+    expect(json.status).toBe(200);
+    expect(json.body).toEqual({
+      service: 'worker-coordinator',
+      dashboard: '/dashboard',
+      openapi: '/openapi.json',
+      docs: 'docs/http-api.md in the repository',
+      health: '/healthz',
+    });
+    const page = await send(api.baseUrl, 'GET', '/', {
+      headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' },
+    });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+    const html = String(page.body);
+    expect(html).toContain('href="/dashboard"');
+    expect(html).toContain('href="/openapi.json"');
+    expect(html).toContain('docs/http-api.md');
+    // Any other unknown path keeps the error shape.
+    const other = await send(api.baseUrl, 'GET', '/index.html');
+    expect(other.status).toBe(404);
+    expect(other.body).toEqual({ error: { code: 'not_found', message: expect.stringContaining('/index.html') } });
+  });
+
   it('healthz, readyz, metrics and the OpenAPI document', async () => {
     expect((await send(api.baseUrl, 'GET', '/healthz')).status).toBe(200);
     expect((await send(api.baseUrl, 'GET', '/readyz')).status).toBe(200);

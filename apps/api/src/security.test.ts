@@ -4,7 +4,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { TEST_API_KEY, send, startTestApi } from './test-support/app.js';
 
 /** Routes anyone may call: they reveal no state of any user (spawn is authorised by its token). */
-const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /openapi.json', 'POST /v1/spawn']);
+const PUBLIC = new Set(['GET /', 'GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /openapi.json', 'POST /v1/spawn']);
 
 describe('security', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000' });

@@ -3,8 +3,51 @@ import { z } from 'zod';
 import { BUDGET, settleWithin } from '@cq/service-kit';
 import { errorBody } from '../http-errors.js';
 
-/** `/healthz`, `/readyz`, `/metrics`, `/openapi.json`. */
+/** What `GET /` points to: where to go from the API's root. */
+export const rootLinks = {
+  service: 'worker-coordinator',
+  dashboard: '/dashboard',
+  openapi: '/openapi.json',
+  docs: 'docs/http-api.md in the repository',
+  health: '/healthz',
+} as const;
+
+/** `GET /` for a browser: the same links, as a page with no script. */
+const rootHtml = `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>worker-coordinator</title></head>
+<body>
+<h1>worker-coordinator</h1>
+<ul>
+<li><a href="${rootLinks.dashboard}">the dashboard</a> (any user name, a service key as password)</li>
+<li><a href="${rootLinks.openapi}">the OpenAPI document</a></li>
+<li>the HTTP API's guide: <code>docs/http-api.md</code> in the repository</li>
+</ul>
+</body>
+</html>
+`;
+
+/** `/`, `/healthz`, `/readyz`, `/metrics`, `/openapi.json`. */
 export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
+  // A pointer for whoever opens the API's address: JSON, or a page when the client prefers HTML.
+  app.get(
+    '/',
+    {
+      schema: {
+        summary:
+          'Where to go from here: {service, dashboard, openapi, docs, health}, or a page of links when the client accepts text/html',
+      },
+    },
+    async (request, reply) => {
+      if ((request.headers.accept ?? '').includes('text/html'))
+        return reply
+          .header('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'")
+          .type('text/html; charset=utf-8')
+          .send(rootHtml);
+      return rootLinks;
+    },
+  );
+
   app.get(
     '/healthz',
     { schema: { summary: 'The process runs', response: { 200: z.object({ status: z.literal('ok') }) } } },

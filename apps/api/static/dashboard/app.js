@@ -12,6 +12,35 @@
           ? (n / 1000).toFixed(1) + ' s'
           : Math.floor(n / 60000) + ' min ' + Math.floor((n % 60000) / 1000) + ' s';
   const time = (t) => new Date(t).toLocaleTimeString();
+  // Request URLs are built from the page's origin, which never carries credentials: a page opened as
+  // http://user:key@host/dashboard has them in its own URL, and fetch() refuses a URL that does
+  // (a relative one would resolve to it). The browser sends the Basic credentials it has for the origin.
+  const api = (path) => new URL(path, location.origin).href;
+  /**
+   * The JSON of a dashboard route. Fails with `cause` saying whose failure it is: `browser` (the
+   * request could not be made or got no answer), `redis` (the API answered 503 unavailable) or `api`
+   * (any other answer that is not a success).
+   */
+  async function readJson(path) {
+    let res;
+    try {
+      res = await fetch(api(path), { cache: 'no-store', credentials: 'same-origin' });
+    } catch (err) {
+      throw new Error('the browser could not reach the API (' + err.message + ')', { cause: 'browser' });
+    }
+    let body;
+    try {
+      body = await res.json();
+    } catch {
+      body = undefined;
+    }
+    if (res.ok && body !== undefined) return body;
+    const error = body && body.error ? body.error : undefined;
+    const said = (error ? error.message : 'no readable answer') + ' (HTTP ' + res.status + ')';
+    if (res.status === 503 && error && error.code === 'unavailable')
+      throw new Error('Redis is unreachable: the API says ' + said, { cause: 'redis' });
+    throw new Error('the API answered with an error: ' + said, { cause: 'api' });
+  }
   function cell(text, className) {
     const td = document.createElement('td');
     td.textContent = text === undefined || text === null ? '' : String(text);
@@ -139,9 +168,7 @@
   }
   async function refreshWebhooks() {
     try {
-      const res = await fetch('/dashboard/api/webhooks', { cache: 'no-store', credentials: 'same-origin' });
-      const body = await res.json();
-      if (!res.ok) throw new Error(body && body.error ? body.error.message : 'HTTP ' + res.status);
+      const body = await readJson('/dashboard/api/webhooks');
       fill($('webhooks').tBodies[0], body.webhooks, (tr, w) => {
         tr.dataset.webhook = w.id;
         const next = w.last && w.last.nextAttemptAt;
@@ -164,20 +191,17 @@
     refreshWebhooks();
     const q = new URLSearchParams({ filter: $('filter').value.trim(), offset: String(offset), limit: String(PAGE) });
     try {
-      const res = await fetch('/dashboard/api/state?' + q, { cache: 'no-store', credentials: 'same-origin' });
-      const body = await res.json();
-      if (!res.ok) throw new Error(body && body.error ? body.error.message : 'HTTP ' + res.status);
+      const body = await readJson('/dashboard/api/state?' + q);
       render(body);
       lastOk = Date.now();
       $('banner').hidden = true;
+      delete $('banner').dataset.cause;
       $('updated').textContent = 'updated ' + time(lastOk);
     } catch (err) {
+      // Whose failure it is, in words and in data-cause: browser, api or redis.
       $('banner').hidden = false;
-      $('banner').textContent =
-        'Redis is unreachable or the API does not answer (' +
-        err.message +
-        ')' +
-        (lastOk ? '; showing data from ' + time(lastOk) : '');
+      $('banner').dataset.cause = err.cause || 'browser';
+      $('banner').textContent = err.message + (lastOk ? '; showing data from ' + time(lastOk) : '');
     }
   }
   $('filter').addEventListener('input', () => {
@@ -329,7 +353,7 @@
     try {
       let res;
       try {
-        res = await fetch('/dashboard/api/output?' + q, { cache: 'no-store', credentials: 'same-origin' });
+        res = await fetch(api('/dashboard/api/output?' + q), { cache: 'no-store', credentials: 'same-origin' });
       } catch (err) {
         throw new Error('the API does not answer (' + err.message + ')');
       }
@@ -404,7 +428,7 @@
     });
   }
 
-  const source = new EventSource('/dashboard/api/events');
+  const source = new EventSource(api('/dashboard/api/events'));
   const types = ['pending', 'running', 'ready', 'stopping', 'completed', 'failed', 'expired', 'stopped', 'lost'];
   for (const type of [...types, 'withdrawn']) source.addEventListener(type, onEvent);
   source.addEventListener('open', () => ($('events-state').textContent = 'live'));

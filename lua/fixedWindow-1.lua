@@ -1,7 +1,8 @@
 --[[
-  Fixed-window counter (the INCR pattern done right): the window opens at the first call and its expiry
-  is set only then, so later calls never push it out; the check and the increment are one atomic step,
-  and a rejected call does not increment.
+  Fixed-window counter (the INCR pattern done right): the window opens at the first call, which sets
+  the counter and its expiry in one write (SET PX), so later calls never push it out; the check and the
+  increment are one atomic step, and a rejected call writes nothing. Commands: 2 for a window's first
+  call (GET, SET), 3 for a later allowed one (GET, INCR, PTTL), 2 for a rejected one (GET, PTTL).
 
   Input:
     KEYS[1] limiter key (string: calls counted in the current window; expires with the window)
@@ -20,7 +21,13 @@ local windowMs = tonumber(ARGV[2])
 
 --- @include "includes/rateResult"
 
-local count = tonumber(rcall('GET', limiterKey) or '0')
+local current = rcall('GET', limiterKey)
+if not current then
+  -- The window's first call: open it with its expiry in one write (no PTTL needed: it is the window).
+  rcall('SET', limiterKey, 1, 'PX', windowMs)
+  return rateResult(true, limit, limit - 1, 0, windowMs + 1)
+end
+local count = tonumber(current)
 if count >= limit then
   local ttl = rcall('PTTL', limiterKey)
   if ttl < 0 then
@@ -32,6 +39,9 @@ if count >= limit then
   return rateResult(false, limit, 0, ttl + 1, ttl + 1)
 end
 count = rcall('INCR', limiterKey)
-if count == 1 then rcall('PEXPIRE', limiterKey, windowMs) end
 local ttl = rcall('PTTL', limiterKey)
+if ttl < 0 then
+  rcall('PEXPIRE', limiterKey, windowMs)
+  ttl = windowMs
+end
 return rateResult(true, limit, limit - count, 0, ttl + 1)

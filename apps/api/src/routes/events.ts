@@ -123,7 +123,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
     '/v1/events',
     {
       sse: { kind: 'manual' },
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'Every session event of every user, as server-sent events with ids (resume with Last-Event-ID)',
         security: [{ serviceKey: [] }],
@@ -160,7 +160,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
     '/v1/users/:userId/session/events',
     {
       sse: { kind: 'manual' },
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "The user's current or next session as server-sent events: its state, then each change, until it ends",
         security: [{ serviceKey: [] }],

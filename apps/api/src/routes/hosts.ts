@@ -26,7 +26,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/hosts',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'The live worker hosts and the free slots',
         security: [{ serviceKey: [] }],
@@ -44,7 +44,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/hosts/:workerId/drain',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'Drain a worker host: it takes no new sessions, lets its running ones end on their own, then exits 0',
         security: [{ serviceKey: [] }],

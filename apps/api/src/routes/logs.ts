@@ -34,7 +34,7 @@ export const logRoutes: FastifyPluginAsyncZod = async (app) => {
     '/v1/users/:userId/sessions/:sessionId/logs',
     {
       sse: { kind: 'dual' },
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary:
           "A session's kept output, oldest first (running or ended, within LOG_RETENTION_MS); with " +

@@ -44,7 +44,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/users/:userId/session',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "The user's live (non-terminal) session",
         security: [{ serviceKey: [] }],
@@ -63,8 +63,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.patch(
     '/v1/users/:userId/session',
     {
-      // Before the body is validated: a request without a key learns nothing, not even what a body must be.
-      preValidation: auth,
+      onRequest: auth,
       schema: {
         summary: "Change the user's session's lifetime",
         description:
@@ -121,7 +120,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.delete(
     '/v1/users/:userId/session',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "Stop the user's live session (it ends as stopped)",
         security: [{ serviceKey: [] }],
@@ -146,8 +145,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/users/:userId/session/activity',
     {
-      // Before the body is validated: a request without a key learns nothing, not even what a body must be.
-      preValidation: auth,
+      onRequest: auth,
       schema: {
         summary: "Record activity of the user's running session",
         description:
@@ -179,7 +177,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/users/:userId/history',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "The user's ended sessions, newest first",
         security: [{ serviceKey: [] }],

@@ -11,7 +11,7 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/tokens',
     {
-      preHandler: requireServiceKey(app.config.apiKeys),
+      onRequest: requireServiceKey(app.config.apiKeys),
       schema: {
         summary: 'Issue a one-time spawn token for a user',
         security: [{ serviceKey: [] }],

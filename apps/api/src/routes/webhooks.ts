@@ -33,7 +33,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/webhooks',
     {
-      preValidation: auth,
+      onRequest: auth,
       schema: {
         summary: 'Create a webhook: every session event of its types is POSTed to it, signed (Standard Webhooks)',
         security: [{ serviceKey: [] }],
@@ -63,7 +63,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/webhooks',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'Every webhook (without secrets), oldest first',
         security: [{ serviceKey: [] }],
@@ -76,7 +76,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.delete(
     '/v1/webhooks/:id',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'Delete a webhook: its deliveries stop, pending retries included',
         security: [{ serviceKey: [] }],
@@ -100,7 +100,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/webhooks/:id/deliveries',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "A webhook's delivery attempts, newest first (the last 200)",
         security: [{ serviceKey: [] }],

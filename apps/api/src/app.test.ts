@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_BODY_DEPTH, MAX_METADATA_DEPTH } from '@cq/contract';
 import { jsonHeaders, send, startTestApi } from './test-support/app.js';
+import { rawExchange } from './test-support/raw-http.js';
 
 describe('HTTP edges', async () => {
   const api = await startTestApi();
@@ -95,5 +97,86 @@ describe('HTTP edges', async () => {
     expect(text).not.toContain(issued.token.split('.')[2]);
     expect(text).not.toContain(jsonHeaders().authorization!.slice(7));
     expect(text).not.toContain('not-the-key-but-secret');
+  });
+});
+
+describe('JSON bodies', async () => {
+  const api = await startTestApi();
+
+  it('a body nested deeper than MAX_BODY_DEPTH is 400 at any depth, with or without a key (unless the key route refuses it first)', async () => {
+    expect(MAX_BODY_DEPTH).toBe(64);
+    const nestedObjects = (levels: number, inner = '1') => '{"a":'.repeat(levels) + inner + '}'.repeat(levels);
+    const nestedArrays = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+    for (const levels of [MAX_BODY_DEPTH + 1, 1000, 6000, 10_000]) {
+      const bodies = [
+        // metadata nested 6,000 levels made JSON.stringify overflow the stack: a 500 RangeError.
+        `{"userId":"deep","metadata":${nestedObjects(levels - 1)}}`,
+        nestedObjects(levels),
+        nestedArrays(levels),
+      ];
+      for (const body of bodies)
+        for (const [path, auth] of [
+          ['/v1/tokens', true],
+          ['/v1/spawn', false],
+          ['/v1/users/deep/session', true],
+        ] as const) {
+          const method = path.endsWith('/session') ? 'PATCH' : 'POST';
+          const res = await send(api.baseUrl, method, path, { body, headers: jsonHeaders(auth) });
+          expect(res.status, `${method} ${path} ${levels} levels: ${body.slice(0, 40)}`).toBe(400);
+          expect(res.body).toEqual({
+            error: {
+              code: 'invalid_request',
+              message: `The body is nested more than ${MAX_BODY_DEPTH} levels deep (objects and arrays); flatten it.`,
+            },
+          });
+        }
+    }
+    // 100,000 levels are more than 64 KiB: a Content-Length that says so is 413 before a byte is read;
+    // sent chunked (no length), the body is refused as soon as its 65th level arrives, the rest unsent.
+    const huge = nestedArrays(100_000);
+    const declared = await send(api.baseUrl, 'POST', '/v1/spawn', { body: huge, headers: jsonHeaders(false) });
+    expect(declared.status).toBe(413);
+    expect(declared.body.error.code).toBe('payload_too_large');
+    const head = huge.slice(0, 1000);
+    const chunked = await rawExchange(
+      api.baseUrl,
+      'POST /v1/spawn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n' +
+        `${head.length.toString(16)}\r\n${head}\r\n`,
+    );
+    expect(chunked.status).toBe(400);
+    expect(chunked.body.error.message).toContain(`more than ${MAX_BODY_DEPTH} levels deep`);
+    // Metadata at its own limit still fits inside a body.
+    const deepest = '{"a":'.repeat(MAX_METADATA_DEPTH - 1) + '{}' + '}'.repeat(MAX_METADATA_DEPTH - 1);
+    const ok = await send(api.baseUrl, 'POST', '/v1/tokens', {
+      body: `{"userId":"deep","metadata":${deepest}}`,
+      headers: jsonHeaders(),
+    });
+    expect(ok.status).toBe(201);
+    const over = await send(api.baseUrl, 'POST', '/v1/tokens', {
+      body: `{"userId":"deep","metadata":{"a":${deepest}}}`,
+      headers: jsonHeaders(),
+    });
+    expect(over.status).toBe(400);
+    expect(over.body.error.message).toContain(`at most ${MAX_METADATA_DEPTH} levels deep`);
+  });
+
+  it('__proto__ and constructor keys in a JSON body are 400 naming the key; a JSON error quotes no body text', async () => {
+    for (const [body, key] of [
+      ['{"__proto__": {"polluted": true}, "userId": "a"}', '__proto__'],
+      ['{"userId": "a", "metadata": {"constructor": {"prototype": {"x": 1}}}}', 'constructor'],
+      ['{"userId": "a", "metadata": {"list": [{"__proto__": null}]}}', '__proto__'],
+    ]) {
+      const res = await send(api.baseUrl, 'POST', '/v1/tokens', { body, headers: jsonHeaders() });
+      expect(res.status, body).toBe(400);
+      expect(res.body.error.code).toBe('invalid_request');
+      expect(res.body.error.message).toContain(`"${key}"`);
+    }
+    const broken = await send(api.baseUrl, 'POST', '/v1/spawn', {
+      body: '{"token": secret-looking-text}',
+      headers: jsonHeaders(false),
+    });
+    expect(broken.status).toBe(400);
+    expect(broken.body.error.code).toBe('invalid_json');
+    expect(broken.body.error.message).not.toContain('secret');
   });
 });

@@ -10,6 +10,7 @@ import type { ApiConfig } from './config.js';
 import type { Resolver } from './webhooks/address-guard.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { errorBody } from './http-errors.js';
+import { jsonBodyParser } from './json-body.js';
 import { metricsPlugin } from './plugins/metrics.js';
 import { servicesPlugin } from './plugins/services/index.js';
 import { DASHBOARD_PATH, dashboardPlugin } from './dashboard/plugin.js';
@@ -103,13 +104,11 @@ export async function buildApp(options: BuildAppOptions) {
     for (const method of [route.method].flat()) routeTable.push({ method, url: route.url });
   });
   app.decorate('routeTable', routeTable);
-  // An empty body with a JSON content type (curl -H 'content-type: application/json' -X DELETE ...) is
-  // no body at all; routes that need one then say which field is missing.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '') done(null, undefined);
-    else parseJson(request, body as string, done);
-  });
+  // JSON bodies: nesting counted as the bytes arrive (400 beyond MAX_BODY_DEPTH, before any parsing),
+  // `__proto__` and `constructor` keys refused, parse errors without the body's text; an empty body
+  // (curl -H 'content-type: application/json' -X DELETE ...) is no body at all.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', jsonBodyParser({ bodyLimit: BODY_LIMIT }));
 
   await app.register(metricsPlugin, { defaultMetrics: options.defaultMetrics ?? true });
   // Load shedding that looks at the process, not at who asks: junk from one address can never make a

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_BODY_DEPTH, MAX_METADATA_DEPTH } from '@cq/contract';
-import { jsonHeaders, send, startTestApi } from './test-support/app.js';
+import { TEST_API_KEY, jsonHeaders, send, startTestApi } from './test-support/app.js';
 import { rawExchange } from './test-support/raw-http.js';
 
 describe('HTTP edges', async () => {
@@ -24,7 +24,9 @@ describe('HTTP edges', async () => {
     expect(text.body.error.code).toBe('unsupported_media_type');
     const missing = await send(api.baseUrl, 'GET', '/v2/nothing');
     expect(missing.status).toBe(404);
-    expect(missing.body).toEqual({ error: { code: 'not_found', message: expect.stringContaining('/v2/nothing') } });
+    expect(missing.body).toEqual({
+      error: { code: 'not_found', message: 'There is no route for this method and path.' },
+    });
   });
 
   it('GET / points to the dashboard, the OpenAPI document and the docs: JSON, or a page for a client that accepts HTML', async () => {
@@ -50,7 +52,9 @@ describe('HTTP edges', async () => {
     // Any other unknown path keeps the error shape.
     const other = await send(api.baseUrl, 'GET', '/index.html');
     expect(other.status).toBe(404);
-    expect(other.body).toEqual({ error: { code: 'not_found', message: expect.stringContaining('/index.html') } });
+    expect(other.body).toEqual({
+      error: { code: 'not_found', message: 'There is no route for this method and path.' },
+    });
   });
 
   it('healthz, readyz, metrics and the OpenAPI document', async () => {
@@ -178,5 +182,82 @@ describe('JSON bodies', async () => {
     expect(broken.status).toBe(400);
     expect(broken.body.error.code).toBe('invalid_json');
     expect(broken.body.error.message).not.toContain('secret');
+  });
+});
+
+describe('the HTTP edge in the error format', async () => {
+  const api = await startTestApi({}, { requestTimeoutMs: 400 });
+  const byDefault = await startTestApi();
+
+  it('a body that stalls, or headers that do, are answered 408 in the error format within the bound (10 s by default)', async () => {
+    expect(byDefault.app.server.requestTimeout).toBe(10_000);
+    expect(byDefault.app.server.headersTimeout).toBe(10_000);
+    for (const request of [
+      // Content-Length: 100, a few bytes of it, then nothing.
+      'POST /v1/spawn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"tok',
+      'PATCH /v1/users/slow/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+        `Authorization: Bearer ${TEST_API_KEY}\r\nContent-Length: 100\r\n\r\n{"life`,
+      // Headers that never end.
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n',
+    ]) {
+      const answer = await rawExchange(api.baseUrl, request, 5000);
+      expect(answer.status, request).toBe(408);
+      expect(answer.headers['content-type']).toMatch(/^application\/json/);
+      expect(answer.body).toEqual({
+        error: {
+          code: 'request_timeout',
+          message: 'The request did not arrive in full (headers and body) within 400 ms; send it again, faster.',
+        },
+      });
+      expect(answer.elapsedMs).toBeGreaterThanOrEqual(350);
+      expect(answer.elapsedMs).toBeLessThan(3000);
+    }
+    // The API goes on answering.
+    expect((await send(api.baseUrl, 'GET', '/healthz')).status).toBe(200);
+  });
+
+  it("Fastify's own refusals use the error format and never repeat the path: 404, 405 with Allow, bad encoding, 414", async () => {
+    const cases: Array<[string, string, number, string]> = [
+      ['GET', '/v2/secret-path-text', 404, 'not_found'],
+      ['DELETE', '/v1/tokens', 405, 'method_not_allowed'],
+      ['PUT', '/v1/users/secret-path-text/session', 405, 'method_not_allowed'],
+      ['GET', '/v1/users/secret-path-text%E0%A4%A/session', 400, 'invalid_request'],
+      ['GET', `/v1/users/secret-path-text${'a'.repeat(300)}/session`, 414, 'uri_too_long'],
+    ];
+    for (const [method, path, status, code] of cases) {
+      const res = await rawExchange(api.baseUrl, `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`);
+      expect(res.status, `${method} ${path}`).toBe(status);
+      expect(res.body, `${method} ${path}`).toEqual({ error: { code, message: expect.any(String) } });
+      expect(res.body.error.message).not.toContain('secret-path-text');
+      expect(res.body.error.message).not.toContain('/v1');
+    }
+    const tokens = await send(api.baseUrl, 'GET', '/v1/tokens');
+    expect(tokens.status).toBe(405);
+    expect(tokens.headers.get('allow')).toBe('POST');
+    const session = await send(api.baseUrl, 'PUT', '/v1/users/someone/session');
+    expect(session.headers.get('allow')).toBe('DELETE, GET, HEAD, PATCH');
+    // An unknown path is still 404, whatever the method.
+    expect((await send(api.baseUrl, 'POST', '/v1/users/someone/nothing')).status).toBe(404);
+  });
+
+  it('routes that take no body refuse any field in one, naming it', async () => {
+    const cases: Array<[string, string]> = [
+      ['DELETE', '/v1/users/someone/session'],
+      ['POST', '/v1/hosts/some-host/drain'],
+      ['DELETE', '/v1/webhooks/abc'],
+      ['POST', '/v1/users/someone/session/activity'],
+    ];
+    for (const [method, path] of cases) {
+      const res = await send(api.baseUrl, method, path, { body: '{"force": true}', headers: jsonHeaders() });
+      expect(res.status, `${method} ${path}`).toBe(400);
+      expect(res.body.error).toEqual({ code: 'invalid_request', message: 'Unknown field "force" in body.' });
+      // No body, or an empty one, is still fine (404: nothing of that name).
+      for (const body of [undefined, '{}'])
+        expect(
+          (await send(api.baseUrl, method, path, { ...(body === undefined ? {} : { body }), headers: jsonHeaders() }))
+            .status,
+          `${method} ${path} ${body}`,
+        ).toBe(404);
+    }
   });
 });

@@ -88,6 +88,9 @@ export const spawnAdmitted = z.object({
 
 export const userParams = z.object({ userId: userIdSchema }).strict();
 
+/** The body of a route that takes none: absent, empty, or `{}`; any field in it is refused (400). */
+export const emptyBody = z.object({}).strict().nullish().describe('No body (an empty object is accepted)');
+
 export const sessionView = z.object({
   sessionId: z.string(),
   userId: z.string(),

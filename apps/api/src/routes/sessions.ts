@@ -3,6 +3,7 @@ import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import type { SessionView } from '@cq/coordinator';
 import {
+  emptyBody,
   errorSchema,
   historyView,
   sessionView,
@@ -125,6 +126,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: "Stop the user's live session (it ends as stopped)",
         security: [{ serviceKey: [] }],
         params: userParams,
+        body: emptyBody,
         response: { 202: stopAccepted, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
       },
     },
@@ -155,7 +157,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
           '204 for any live session (only a running one has an idle clock); 404 no_session without one.',
         security: [{ serviceKey: [] }],
         params: userParams,
-        body: z.object({}).strict().nullish().describe('No body (an empty object is accepted)'),
+        body: emptyBody,
         response: {
           204: z.null().describe('Recorded'),
           400: errorSchema,

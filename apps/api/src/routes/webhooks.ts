@@ -2,6 +2,7 @@ import type { Webhook } from '@cq/coordinator';
 import {
   createWebhookBody,
   deliveriesView,
+  emptyBody,
   errorSchema,
   webhookCreated,
   webhookParams,
@@ -81,6 +82,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Delete a webhook: its deliveries stop, pending retries included',
         security: [{ serviceKey: [] }],
         params: webhookParams,
+        body: emptyBody,
         response: {
           204: z.null().describe('Deleted'),
           400: errorSchema,

@@ -7,8 +7,7 @@ import { z } from 'zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { dashboardKeyOf, requireDashboardKey } from './auth.js';
 import { outputQuery, readOutputTail } from './output.js';
-import { parseEventId } from '@cq/coordinator';
-import { lastEventIdHeader, openStream, streamEvents } from '../routes/events.js';
+import { lastEventIdHeader, openStream, resumePosition, streamEvents } from '../routes/events.js';
 import { pageCss, pageHtml, pageJs } from './page.js';
 import { RecentEvents } from './recent-events.js';
 import { DashboardStateReader } from './state.js';
@@ -84,8 +83,7 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
     { sse: { kind: 'manual' }, schema: { hide: true, headers: lastEventIdHeader } },
     async (request, reply) => {
       // A reconnecting page has the events up to its last one already.
-      const lastEventId = request.headers['last-event-id'];
-      const after = lastEventId === undefined ? undefined : parseEventId(lastEventId);
+      const after = resumePosition(request.headers['last-event-id']);
       const { recent, live } = await recentEvents.open(after);
       openStream(reply, live);
       await streamEvents(reply, live, recent);

@@ -24,6 +24,17 @@ function strictCsp(reply: FastifyReply): FastifyReply {
   );
 }
 
+/**
+ * bull-board's pages: its scripts and stylesheet are files of its own (served here), its configuration
+ * an inline JSON block (data, not script); its markup carries inline styles, which React also sets.
+ */
+const BULL_BOARD_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+  "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
+
+/** bull-board's page links a stylesheet of fonts on a third-party host: the page uses its fallback fonts. */
+const THIRD_PARTY_LINK = /<link\b[^>]*\bhref="https?:\/\/[^"]*"[^>]*>/gi;
+
 const stateQuery = z
   .object({
     filter: z.string().max(128).default(''),
@@ -51,6 +62,17 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   });
   scope.addHook('onSend', async (_request, reply, payload) => {
     reply.header('Cache-Control', 'no-store');
+    // Every HTML page under the dashboard has a policy and loads nothing from another host: ours set a
+    // strict one; bull-board's get theirs here, without the third-party font link.
+    if (
+      String(reply.getHeader('content-type') ?? '').startsWith('text/html') &&
+      !reply.hasHeader('content-security-policy')
+    ) {
+      reply.header('Content-Security-Policy', BULL_BOARD_CSP);
+      if (typeof payload === 'string') {
+        return payload.replace(THIRD_PARTY_LINK, '');
+      }
+    }
     return payload;
   });
 

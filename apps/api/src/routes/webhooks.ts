@@ -43,6 +43,8 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
+      // The answer carries the signing secret: no cache (browser, proxy) may keep it.
+      reply.header('Cache-Control', 'no-store');
       const { url, events } = request.body;
       const checked = await checkWebhookUrl(url, {
         allowPrivate: app.config.webhookAllowPrivate,

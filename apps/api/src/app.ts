@@ -2,14 +2,21 @@ import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import swagger from '@fastify/swagger';
 import underPressure from '@fastify/under-pressure';
 import type { Socket } from 'node:net';
-import Fastify, { type ConnectionError, type FastifyPluginAsync } from 'fastify';
+import Fastify, {
+  type ConnectionError,
+  type FastifyError,
+  type FastifyPluginAsync,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { EventFeedOptions } from '@cq/coordinator';
 import type { ApiConfig } from './config.js';
 import type { Resolver } from './webhooks/address-guard.js';
 import { errorsPlugin } from './plugins/errors.js';
-import { errorBody } from './http-errors.js';
+import { errorBody, httpErrors } from './http-errors.js';
+import { jsonBodyParser } from './json-body.js';
 import { metricsPlugin } from './plugins/metrics.js';
 import { servicesPlugin } from './plugins/services/index.js';
 import { DASHBOARD_PATH, dashboardPlugin } from './dashboard/plugin.js';
@@ -32,33 +39,63 @@ declare module 'fastify' {
 /** Largest request body accepted, bytes; larger ones get 413. */
 export const BODY_LIMIT = 64 * 1024;
 
+/** How long a request may take to arrive, headers and body, by default. */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
 /**
- * Answers a request Node's HTTP parser could not read (bad bytes in the path, oversized headers) in
- * the API's error format, without a body for HEAD, and closes the connection.
+ * Answers a request Node's HTTP server could not take (bad bytes in the path, oversized headers, headers
+ * or body not in within the request timeout) in the API's error format, without a body for HEAD, and
+ * closes the connection. A request that was already answered (a 401 sent before its slow body came) is
+ * only cut off.
  */
-function clientErrorHandler(err: ConnectionError, socket: Socket): void {
-  if (!socket.writable) {
-    socket.destroy();
-    return;
+function clientErrorHandler(requestTimeoutMs: number) {
+  return (err: ConnectionError, socket: Socket): void => {
+    const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (!socket.writable || answering?.headersSent === true) {
+      socket.destroy();
+      return;
+    }
+    const [status, code, message] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? (['431 Request Header Fields Too Large', 'invalid_request', 'The request headers are too large.'] as const)
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? ([
+              '408 Request Timeout',
+              'request_timeout',
+              `The request did not arrive in full (headers and body) within ${requestTimeoutMs} ms; send it again, faster.`,
+            ] as const)
+          : ([
+              '400 Bad Request',
+              'invalid_request',
+              'The request is not valid HTTP (check the path for unencoded characters).',
+            ] as const);
+    const body = JSON.stringify(errorBody(code, message));
+    // Node hands over the raw bytes as a Buffer (Fastify's typings say {type, data}).
+    const raw = err.rawPacket as unknown;
+    const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from((raw as { data?: number[] } | undefined)?.data ?? []);
+    const head = bytes.subarray(0, 5).toString('latin1') === 'HEAD ';
+    socket.end(
+      `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
+    );
+  };
+}
+
+/**
+ * Fastify's own refusals before routing, in the API's error format, never quoting the path: a malformed
+ * percent-encoding (400), a path parameter over the router's 256 characters (414).
+ */
+function frameworkErrors(err: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  if (err.code === 'FST_ERR_BAD_URL')
+    void reply
+      .code(400)
+      .send(errorBody('invalid_request', 'The path is not valid: a percent-encoding in it is malformed.'));
+  else if (err.code === 'FST_ERR_MAX_PARAM_LENGTH')
+    void reply.code(414).send(errorBody('uri_too_long', httpErrors.uri_too_long.message));
+  else {
+    reply.log.error({ err }, 'unexpected framework error');
+    void reply.code(500).send(errorBody('internal', httpErrors.internal.message));
   }
-  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-  const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
-  const body = JSON.stringify({
-    error: tooLarge
-      ? { code: 'invalid_request', message: 'The request headers are too large.' }
-      : {
-          code: 'invalid_request',
-          message: 'The request is not valid HTTP (check the path for unencoded characters).',
-        },
-  });
-  // Node hands over the raw bytes as a Buffer (Fastify's typings say {type, data}).
-  const raw = err.rawPacket as unknown;
-  const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from((raw as { data?: number[] } | undefined)?.data ?? []);
-  const head = bytes.subarray(0, 5).toString('latin1') === 'HEAD ';
-  socket.end(
-    `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
-  );
 }
 
 /** Options of {@link buildApp}. */
@@ -72,6 +109,12 @@ export interface BuildAppOptions {
   /** Options of the event feed behind the SSE routes (tests bound its reader queue). */
   eventFeed?: EventFeedOptions;
   /**
+   * How long a request may take to arrive, ms: its headers within it (else 408, or the connection is
+   * closed when not even a request line came), its body too (else 408). Tests shorten it.
+   * @defaultValue {@link REQUEST_TIMEOUT_MS}
+   */
+  requestTimeoutMs?: number;
+  /**
    * Name resolution of webhook hosts, at creation and at every delivery attempt (tests make a name
    * resolve elsewhere between the two). @defaultValue the system resolver (`dns.promises.lookup`, all addresses)
    */
@@ -84,16 +127,40 @@ const sse = sseModule as unknown as FastifyPluginAsync<SSEPluginOptions>;
 
 /** Builds the API (not yet listening). Close it with `app.close()`: that also closes its Redis clients. */
 export async function buildApp(options: BuildAppOptions) {
+  const requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = Fastify({
     loggerInstance: options.logger,
     bodyLimit: BODY_LIMIT,
-    return503OnClosing: true,
+    // Answered in our format by the hook below.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: 256 },
-    clientErrorHandler,
+    clientErrorHandler: clientErrorHandler(requestTimeoutMs),
+    frameworkErrors,
+    // A slow client holds a connection at most this long before it has sent its whole request. Node
+    // checks the bound at connectionsCheckingInterval, so that is kept well under it.
+    requestTimeout: requestTimeoutMs,
+    http: {
+      headersTimeout: requestTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(requestTimeoutMs / 4))),
+    },
     trustProxy: options.config.trustProxy,
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
+  // While closing, requests that still come (on a kept-alive connection) are refused in our format.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (_request, reply) => {
+    if (closing)
+      await reply
+        .code(503)
+        .header('Connection', 'close')
+        .header('Retry-After', '1')
+        .send(errorBody('unavailable', 'The API is shutting down; retry (on another instance).'));
+  });
   // Answers are built to their schemas by the routes (and checked by the tests), so they are written with
   // JSON.stringify: parsing every answer through zod again cost the hot paths a third of their throughput.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
@@ -103,13 +170,11 @@ export async function buildApp(options: BuildAppOptions) {
     for (const method of [route.method].flat()) routeTable.push({ method, url: route.url });
   });
   app.decorate('routeTable', routeTable);
-  // An empty body with a JSON content type (curl -H 'content-type: application/json' -X DELETE ...) is
-  // no body at all; routes that need one then say which field is missing.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '') done(null, undefined);
-    else parseJson(request, body as string, done);
-  });
+  // JSON bodies: nesting counted as the bytes arrive (400 beyond MAX_BODY_DEPTH, before any parsing),
+  // `__proto__` and `constructor` keys refused, parse errors without the body's text; an empty body
+  // (curl -H 'content-type: application/json' -X DELETE ...) is no body at all.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', jsonBodyParser({ bodyLimit: BODY_LIMIT }));
 
   await app.register(metricsPlugin, { defaultMetrics: options.defaultMetrics ?? true });
   // Load shedding that looks at the process, not at who asks: junk from one address can never make a

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { TEST_API_KEY, startTestApi } from './test-support/app.js';
+import { MAX_BODY_DEPTH } from '@cq/contract';
+import { TEST_API_KEY, send, startTestApi } from './test-support/app.js';
 
 // A small deterministic PRNG, so a failure can be replayed from its seed.
 function prng(seed: number): () => number {
@@ -152,6 +153,52 @@ function fuzzCases(
   });
 }
 
+const DEEP_SEED = 20260126;
+
+/**
+ * Random deep and wide JSON texts (seeded): a chain of objects and arrays, each level with a few
+ * siblings (numbers, strings full of brackets, quotes and escapes, empty containers), built as text
+ * without recursion. Depths from 1 to 100,000 (log-uniform); the wider, the shallower, so most fit in 64 KiB.
+ */
+function deepWideBodies(count: number): Array<{ text: string; depth: number }> {
+  const random = prng(DEEP_SEED);
+  const int = (n: number) => Math.floor(random() * n);
+  const scalars = [
+    '1',
+    '-0.5e3',
+    'true',
+    'null',
+    '""',
+    JSON.stringify('[{"}]\\'),
+    JSON.stringify('\u0000{{['),
+    JSON.stringify('😀]'),
+    '[]',
+    '{}',
+    '[[],{}]',
+  ];
+  return Array.from({ length: count }, () => {
+    const depth = Math.max(1, Math.floor(Math.exp(random() * Math.log(100_000))));
+    const width = depth > 1000 ? int(2) : int(8);
+    const open: string[] = [];
+    const close: string[] = [];
+    for (let level = 0; level < depth; level++) {
+      const siblings = Array.from({ length: int(width + 1) }, () => scalars[int(scalars.length)]!);
+      if (level === 0 && random() < 0.5) {
+        // Everything below is a token's metadata (JSON.stringify'd by its size check).
+        open.push('{"userId":"deep","metadata":');
+        close.push('}');
+      } else if (random() < 0.5) {
+        open.push('{' + siblings.map((v, i) => `"k${i}":${v},`).join('') + '"n":');
+        close.push('}');
+      } else {
+        open.push('[' + siblings.map((v) => `${v},`).join(''));
+        close.push(']');
+      }
+    }
+    return { text: open.join('') + scalars[int(scalars.length)] + close.reverse().join(''), depth };
+  });
+}
+
 /**
  * Raw HTTP, so paths and headers go out exactly as generated (fetch would normalise them). A server
  * may answer (413, 401, 404) and close before it has read a body the client is still writing: Node's
@@ -237,5 +284,45 @@ describe('fuzz', async () => {
     expect(await snapshot(redis, api.config.keyPrefix)).toBe(before);
     expect((await api.client.getSession('fuzz')).state).toBe('pending');
     expect(await api.client.ready()).toBe(true);
+  });
+
+  it(`300 random deep and wide JSON bodies (seed ${DEEP_SEED}) on the routes that take one: no 5xx, too deep is 400`, async () => {
+    const routes: Array<[string, string]> = [
+      ['POST', '/v1/tokens'],
+      ['POST', '/v1/spawn'],
+      ['PATCH', '/v1/users/deep/session'],
+      ['DELETE', '/v1/users/deep/session'],
+      ['POST', '/v1/users/deep/session/activity'],
+      ['POST', '/v1/hosts/deep-host/drain'],
+      ['POST', '/v1/webhooks'],
+    ];
+    const statuses = new Map<number, number>();
+    for (const [i, { text, depth }] of deepWideBodies(300).entries()) {
+      const [method, path] = routes[i % routes.length]!;
+      const withKey = i % 3 !== 0;
+      const res = await send(api.baseUrl, method, path, {
+        body: text,
+        headers: {
+          'content-type': 'application/json',
+          ...(withKey ? { authorization: `Bearer ${TEST_API_KEY}` } : {}),
+        },
+      });
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      const what = `${method} ${path} depth ${depth}, ${text.length} bytes: ${text.slice(0, 60)}`;
+      expect(res.status, what).toBeLessThan(500);
+      if (res.status >= 400)
+        expect(res.body.error, what).toEqual(
+          expect.objectContaining({ code: expect.any(String), message: expect.any(String) }),
+        );
+      const needsKey = path !== '/v1/spawn';
+      if (needsKey && !withKey) expect(res.status, what).toBe(401);
+      else if (Buffer.byteLength(text) > 64 * 1024) expect(res.status, what).toBe(413);
+      else if (depth > MAX_BODY_DEPTH) expect(res.body.error.message, what).toContain('levels deep');
+    }
+    // The cases reach every kind of answer they should.
+    expect([...statuses.keys()].sort(), JSON.stringify(Object.fromEntries(statuses))).toEqual(
+      expect.arrayContaining([400, 401, 413]),
+    );
+    expect(api.logs.filter((line) => Number(line['level']) >= 50)).toEqual([]);
   });
 });

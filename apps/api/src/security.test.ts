@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { TEST_API_KEY, send, startTestApi } from './test-support/app.js';
+import { rawExchange } from './test-support/raw-http.js';
 
 /** Routes anyone may call: they reveal no state of any user (spawn is authorised by its token). */
 const PUBLIC = new Set(['GET /', 'GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /openapi.json', 'POST /v1/spawn']);
@@ -45,6 +46,40 @@ describe('security', async () => {
         });
         expect(res.status, `${method} ${path} ${JSON.stringify(headers)}`).toBe(401);
       }
+    }
+  });
+
+  it('every service-key route answers 401 before it reads, parses or validates a body', async () => {
+    const routes = api.app.routeTable.filter(
+      (r) =>
+        ['POST', 'PATCH', 'PUT', 'DELETE'].includes(r.method) &&
+        !PUBLIC.has(`${r.method} ${r.url}`) &&
+        !r.url.startsWith('/dashboard'),
+    );
+    expect(routes.map((r) => `${r.method} ${r.url}`)).toEqual(
+      expect.arrayContaining(['POST /v1/tokens', 'PATCH /v1/users/:userId/session', 'POST /v1/webhooks']),
+    );
+    const bodies: Array<[string, string]> = [
+      ['application/json', '{'],
+      ['application/json', '{"unknown": 1, "userId": 5}'],
+      ['application/json', '['.repeat(20_000) + ']'.repeat(20_000)],
+      ['application/json', JSON.stringify({ userId: 'x', pad: 'y'.repeat(70_000) })],
+      ['text/plain', 'hello'],
+    ];
+    for (const { method, url } of routes) {
+      const path = url.replace(/:\w+/g, 'someone');
+      for (const [type, body] of bodies) {
+        const res = await send(api.baseUrl, method, path, { headers: { 'content-type': type }, body });
+        expect(res.status, `${method} ${path} ${type} ${body.slice(0, 30)}`).toBe(401);
+        expect(res.body.error.code).toBe('unauthorized');
+      }
+      // Headers that announce a body which never comes: answered at once, so the body was not waited for.
+      const answer = await rawExchange(
+        api.baseUrl,
+        `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n`,
+      );
+      expect(answer.status, `${method} ${path} without its body`).toBe(401);
+      expect(answer.body.error.code).toBe('unauthorized');
     }
   });
 

@@ -7,7 +7,13 @@ export const apiErrors = {
   invalid_json: { status: 400, message: 'The body is not valid JSON.' },
   unauthorized: { status: 401, message: 'Send a service key as Authorization: Bearer <key>.' },
   not_found: { status: 404, message: 'There is no such route.' },
+  method_not_allowed: {
+    status: 405,
+    message: 'This path does not take this method; the Allow header lists the methods it takes.',
+  },
+  request_timeout: { status: 408, message: 'The request did not arrive in full in time; send it again, faster.' },
   payload_too_large: { status: 413, message: 'The body is larger than 64 KiB.' },
+  uri_too_long: { status: 414, message: 'A part of the path is longer than 256 characters.' },
   unsupported_media_type: { status: 415, message: 'Send the body as application/json.' },
   token_invalid: { status: 403, message: 'The token is unknown, expired or already used.' },
   session_exists: { status: 409, message: 'The user already has a live session.' },

@@ -14,6 +14,13 @@ import { sessionEventTypes } from './events.js';
 /** Deepest nesting accepted in metadata; checked before anything serialises it. */
 export const MAX_METADATA_DEPTH = 32;
 
+/**
+ * Deepest nesting of objects and arrays accepted in any request body (`[]` is 1): the API counts it as
+ * the body arrives, before parsing, and refuses a deeper body with 400. Room for metadata's own
+ * {@link MAX_METADATA_DEPTH} inside a body.
+ */
+export const MAX_BODY_DEPTH = 64;
+
 function depthWithin(value: unknown, limit: number): boolean {
   const stack: Array<[unknown, number]> = [[value, 0]];
   while (stack.length > 0) {
@@ -32,10 +39,11 @@ export const userIdSchema = z
 
 const metadataSchema = z
   .record(z.string(), z.unknown())
-  .refine(
-    (value) => depthWithin(value, MAX_METADATA_DEPTH),
-    `metadata must be nested at most ${MAX_METADATA_DEPTH} levels deep`,
-  )
+  .refine((value) => depthWithin(value, MAX_METADATA_DEPTH), {
+    message: `metadata must be nested at most ${MAX_METADATA_DEPTH} levels deep`,
+    // Deeper metadata never reaches the size check below: JSON.stringify recurses.
+    abort: true,
+  })
   .refine(
     (value) => Buffer.byteLength(JSON.stringify(value)) <= MAX_METADATA_BYTES,
     `metadata must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
@@ -79,6 +87,9 @@ export const spawnAdmitted = z.object({
 });
 
 export const userParams = z.object({ userId: userIdSchema }).strict();
+
+/** The body of a route that takes none: absent, empty, or `{}`; any field in it is refused (400). */
+export const emptyBody = z.object({}).strict().nullish().describe('No body (an empty object is accepted)');
 
 export const sessionView = z.object({
   sessionId: z.string(),

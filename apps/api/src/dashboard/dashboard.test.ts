@@ -63,6 +63,23 @@ describe('dashboard', async () => {
     expect(list.body.queues[0].readOnlyMode).toBe(true);
   });
 
+  it('every HTML page under /dashboard has a Content-Security-Policy and loads nothing from another host', async () => {
+    for (const path of ['/dashboard', '/dashboard/', '/dashboard/queues', '/dashboard/queues/queue/spawn']) {
+      const page = await send(api.baseUrl, 'GET', path, { headers: basic(TEST_API_KEY) });
+      expect(page.status, path).toBe(200);
+      expect(page.headers.get('content-type'), path).toMatch(/^text\/html/);
+      const csp = page.headers.get('content-security-policy') ?? '';
+      expect(csp, path).toContain("default-src 'self'");
+      expect(csp, path).toContain("script-src 'self'");
+      expect(csp, path).not.toMatch(/https?:|\*|unsafe-eval/);
+      expect(csp, path).toContain("frame-ancestors 'none'");
+      const html = String(page.body);
+      // No element loads from a URL with a host (bull-board's page linked fonts from fonts.googleapis.com).
+      expect(html, path).not.toMatch(/(?:src|href)=["']?(?:https?:)?\/\//i);
+      expect(html, path).not.toContain('googleapis');
+    }
+  });
+
   it("bull-board's own assets need the credentials too", async () => {
     const html = (await send(api.baseUrl, 'GET', '/dashboard/queues', { headers: basic(TEST_API_KEY) })).body as string;
     const assets = [...html.matchAll(/(?:src|href)="([^"]+\.(?:js|css|ico|svg|png))"/g)].map((m) => m[1]!);

@@ -7,8 +7,7 @@ import { z } from 'zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { dashboardKeyOf, requireDashboardKey } from './auth.js';
 import { outputQuery, readOutputTail } from './output.js';
-import { parseEventId } from '@cq/coordinator';
-import { lastEventIdHeader, openStream, streamEvents } from '../routes/events.js';
+import { lastEventIdHeader, openStream, resumePosition, streamEvents } from '../routes/events.js';
 import { pageCss, pageHtml, pageJs } from './page.js';
 import { RecentEvents } from './recent-events.js';
 import { DashboardStateReader } from './state.js';
@@ -24,6 +23,17 @@ function strictCsp(reply: FastifyReply): FastifyReply {
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
   );
 }
+
+/**
+ * bull-board's pages: its scripts and stylesheet are files of its own (served here), its configuration
+ * an inline JSON block (data, not script); its markup carries inline styles, which React also sets.
+ */
+const BULL_BOARD_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+  "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
+
+/** bull-board's page links a stylesheet of fonts on a third-party host: the page uses its fallback fonts. */
+const THIRD_PARTY_LINK = /<link\b[^>]*\bhref="https?:\/\/[^"]*"[^>]*>/gi;
 
 const stateQuery = z
   .object({
@@ -52,6 +62,17 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   });
   scope.addHook('onSend', async (_request, reply, payload) => {
     reply.header('Cache-Control', 'no-store');
+    // Every HTML page under the dashboard has a policy and loads nothing from another host: ours set a
+    // strict one; bull-board's get theirs here, without the third-party font link.
+    if (
+      String(reply.getHeader('content-type') ?? '').startsWith('text/html') &&
+      !reply.hasHeader('content-security-policy')
+    ) {
+      reply.header('Content-Security-Policy', BULL_BOARD_CSP);
+      if (typeof payload === 'string') {
+        return payload.replace(THIRD_PARTY_LINK, '');
+      }
+    }
     return payload;
   });
 
@@ -84,8 +105,7 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
     { sse: { kind: 'manual' }, schema: { hide: true, headers: lastEventIdHeader } },
     async (request, reply) => {
       // A reconnecting page has the events up to its last one already.
-      const lastEventId = request.headers['last-event-id'];
-      const after = lastEventId === undefined ? undefined : parseEventId(lastEventId);
+      const after = resumePosition(request.headers['last-event-id']);
       const { recent, live } = await recentEvents.open(after);
       openStream(reply, live);
       await streamEvents(reply, live, recent);

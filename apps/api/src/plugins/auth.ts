@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { HttpError } from '../http-errors.js';
 
 function digest(value: string): Buffer {
@@ -28,8 +28,12 @@ export function bearer(request: FastifyRequest): string | undefined {
   return match?.[1];
 }
 
-/** A pre-handler that refuses (401) a request without a valid service key. Never logs the key. */
-export function requireServiceKey(keys: readonly string[]): preHandlerAsyncHookHandler {
+/**
+ * An `onRequest` hook that refuses (401) a request without a valid service key, before its body is read,
+ * parsed or validated: a caller without a key learns nothing, not even what a body must be, and costs
+ * no parsing. Never logs the key.
+ */
+export function requireServiceKey(keys: readonly string[]): onRequestAsyncHookHandler {
   const matches = keyMatcher(keys);
   return async (request, reply) => {
     const key = bearer(request);

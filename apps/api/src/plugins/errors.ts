@@ -17,11 +17,37 @@ function describeValidation(issues: readonly ValidationIssue[], context: string 
   const where = context ?? 'request';
   if (issue.keyword === 'unrecognized_keys') {
     const keys = issue.params.keys ?? [];
-    return `Unknown ${keys.length > 1 ? 'fields' : 'field'} ${keys.map((k) => `"${k}"`).join(', ')} in ${where}.`;
+    // Named (the contract asks for it), but cut short: a message never carries much of what was sent.
+    const named = keys.slice(0, 5).map((k) => JSON.stringify(k.length > 64 ? `${k.slice(0, 64)}…` : k));
+    return `Unknown ${keys.length > 1 ? 'fields' : 'field'} ${named.join(', ')}${keys.length > 5 ? ', …' : ''} in ${where}.`;
   }
   const field = issue.instancePath.replace(/^\//, '').replace(/\//g, '.');
   if (field === '') return `The ${where} is not valid: ${issue.message}.`;
   return `Field "${field}" in ${where} is not valid: ${issue.message}.`;
+}
+
+/** The methods each route template takes, and a matcher of concrete paths, built from the route table. */
+interface PathMethods {
+  pattern: RegExp;
+  methods: Set<string>;
+}
+
+function pathMatchers(routes: ReadonlyArray<{ method: string; url: string }>): PathMethods[] {
+  const byUrl = new Map<string, Set<string>>();
+  for (const { method, url } of routes) byUrl.set(url, (byUrl.get(url) ?? new Set()).add(method));
+  return [...byUrl].map(([url, methods]) => ({
+    pattern: new RegExp(
+      '^' +
+        url
+          .split(/(:\w+|\*)/)
+          .map((part) =>
+            part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'),
+          )
+          .join('') +
+        '$',
+    ),
+    methods,
+  }));
 }
 
 const fastifyCodes: Record<string, HttpErrorCode> = {
@@ -38,9 +64,23 @@ const fastifyCodes: Record<string, HttpErrorCode> = {
  */
 export const errorsPlugin = fp(
   async (app: FastifyInstance) => {
-    app.setNotFoundHandler(async (request, reply) =>
-      reply.code(404).send(errorBody('not_found', `There is no route ${request.method} ${request.url.split('?')[0]}.`)),
-    );
+    // 405 with Allow for a known path asked with another method, else 404; neither repeats the path.
+    let matchers: PathMethods[] | undefined;
+    app.addHook('onReady', async () => {
+      matchers = pathMatchers(app.routeTable);
+    });
+    app.setNotFoundHandler(async (request, reply) => {
+      const path = request.url.split('?')[0] ?? '';
+      const allowed = new Set<string>();
+      for (const { pattern, methods } of matchers ?? [])
+        if (pattern.test(path)) for (const m of methods) allowed.add(m);
+      if (allowed.size > 0 && !allowed.has(request.method))
+        return reply
+          .code(405)
+          .header('Allow', [...allowed].sort().join(', '))
+          .send(errorBody('method_not_allowed', httpErrors.method_not_allowed.message));
+      return reply.code(404).send(errorBody('not_found', 'There is no route for this method and path.'));
+    });
     app.setErrorHandler(async (err: FastifyError, request, reply) => {
       if (err instanceof HttpError) {
         return reply.code(err.status).send(errorBody(err.code, err.message, err.details));
@@ -51,16 +91,16 @@ export const errorsPlugin = fp(
       }
       const mapped = fastifyCodes[err.code];
       if (mapped !== undefined) {
-        const message =
-          mapped === 'invalid_json' ? `The body is not valid JSON: ${err.message}` : httpErrors[mapped].message;
-        return reply.code(httpErrors[mapped].status).send(errorBody(mapped, message));
+        return reply.code(httpErrors[mapped].status).send(errorBody(mapped, httpErrors[mapped].message));
       }
       if (err instanceof CoordinatorError && err.code !== 'unavailable') {
         if (err.code === 'invalid_argument') return reply.code(400).send(errorBody('invalid_request', err.message));
         const status = statusOfCoordinatorCode[err.code];
         if (status < 500) return reply.code(status).send(errorBody(err.code as HttpErrorCode, err.message));
       } else if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
-        return reply.code(err.statusCode).send(errorBody('invalid_request', err.message));
+        // Other refusals of Fastify's: their messages may quote what was sent, so the reason goes to the log.
+        request.log.info({ err }, 'request refused');
+        return reply.code(err.statusCode).send(errorBody('invalid_request', httpErrors.invalid_request.message));
       } else if (isUnavailable(err)) {
         // Only the known outage errors (see isUnavailable); anything else is a bug of ours, below.
         app.metrics.redisErrors.inc({ operation: request.routeOptions.url ?? 'unknown' });

@@ -8,6 +8,7 @@ import {
 } from '@cq/coordinator';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { TEST_API_KEY, send, startTestApi, type TestApi } from '../test-support/app.js';
+import { EVENT_ID_CLOCK_SKEW_MS } from './events.js';
 
 const worker = { workerId: 'host-1', leaseMs: 10_000, graceMs: 1000 };
 
@@ -114,6 +115,26 @@ describe('event streams (SSE)', async () => {
     expect(bad.body.error.message).toContain('Last-Event-ID');
     const expired = await take(api.client.events({ lastEventId: '1000-0-1' }), 1);
     expect(expired[0]).toMatchObject({ type: 'error', code: 'events_expired' });
+  });
+
+  it('a Last-Event-ID beyond now + the clock skew is a 400 that says so, not a stream that sends nothing; within the skew it streams', async () => {
+    const headers = (id: string) => ({ authorization: `Bearer ${TEST_API_KEY}`, 'last-event-id': id });
+    for (const ahead of [EVENT_ID_CLOCK_SKEW_MS + 5000, 3_600_000, 10 * 365 * 86_400_000]) {
+      const res = await send(api.baseUrl, 'GET', '/v1/events', { headers: headers(`${Date.now() + ahead}-0-0`) });
+      expect(res.status, `${ahead} ms ahead`).toBe(400);
+      expect(res.body.error).toEqual({
+        code: 'invalid_request',
+        message: expect.stringContaining(`more than ${EVENT_ID_CLOCK_SKEW_MS / 1000} s in the future`),
+      });
+    }
+    const abort = new AbortController();
+    const near = await fetch(`${api.baseUrl}/v1/events`, {
+      headers: headers(`${Date.now() + 5000}-0-0`),
+      signal: abort.signal,
+    });
+    expect(near.status).toBe(200);
+    expect(near.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    abort.abort();
   });
 
   it('the OpenAPI document declares both streams as text/event-stream, and their errors as JSON', async () => {

@@ -1,5 +1,6 @@
 import {
   EVENT_RETENTION_MS,
+  type EventPosition,
   parseEventId,
   type EventSubscription,
   type SessionEvent,
@@ -16,6 +17,31 @@ import { requireServiceKey } from '../plugins/auth.js';
 
 /** A comment line this often keeps an idle stream open through proxies that close quiet connections. */
 export const SSE_HEARTBEAT_MS = 15_000;
+
+/** How far ahead of this server's clock a `Last-Event-ID` may be (clocks of Redis and API differ a little). */
+export const EVENT_ID_CLOCK_SKEW_MS = 60_000;
+
+/**
+ * The position after a `Last-Event-ID`, or undefined without one; 400 for an id this API did not give
+ * out: malformed, or of a moment beyond now + {@link EVENT_ID_CLOCK_SKEW_MS} (which would stream nothing
+ * until then). The message does not repeat the header.
+ */
+export function resumePosition(lastEventId: string | undefined): EventPosition | undefined {
+  if (lastEventId === undefined) return undefined;
+  const after = parseEventId(lastEventId);
+  if (after === undefined)
+    throw new HttpError(
+      'invalid_request',
+      'Last-Event-ID is not an event id of this API (<ms>-<seq>-<slot>); reconnect without it to read from now on.',
+    );
+  if (after.ms > Date.now() + EVENT_ID_CLOCK_SKEW_MS)
+    throw new HttpError(
+      'invalid_request',
+      `Last-Event-ID names a moment more than ${EVENT_ID_CLOCK_SKEW_MS / 1000} s in the future, so no event ` +
+        'has it; reconnect without it to read from now on.',
+    );
+  return after;
+}
 
 /** The 200 of both routes: a stream, not JSON (error answers stay JSON). */
 const eventStream = {
@@ -123,7 +149,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
     '/v1/events',
     {
       sse: { kind: 'manual' },
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'Every session event of every user, as server-sent events with ids (resume with Last-Event-ID)',
         security: [{ serviceKey: [] }],
@@ -133,13 +159,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request, reply) => {
       const lastEventId = request.headers['last-event-id'];
-      const after = lastEventId === undefined ? undefined : parseEventId(lastEventId);
-      if (lastEventId !== undefined && after === undefined)
-        throw new HttpError(
-          'invalid_request',
-          `Last-Event-ID "${lastEventId.slice(0, 64)}" is not an event id of this API (<ms>-<seq>-<slot>); ` +
-            'reconnect without it to read from now on.',
-        );
+      const after = resumePosition(lastEventId);
       const subscription = await app.events.subscribe(after === undefined ? {} : { after });
       openStream(reply, subscription);
       if (subscription.expired)
@@ -160,7 +180,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
     '/v1/users/:userId/session/events',
     {
       sse: { kind: 'manual' },
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "The user's current or next session as server-sent events: its state, then each change, until it ends",
         security: [{ serviceKey: [] }],

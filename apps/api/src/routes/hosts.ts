@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { WorkerRecord } from '@cq/coordinator';
-import { errorSchema, hostView, hostsView, workerParams, type Host } from '@cq/contract';
+import { emptyBody, errorSchema, hostView, hostsView, workerParams, type Host } from '@cq/contract';
 import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import { iso } from '../iso.js';
@@ -26,7 +26,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/hosts',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'The live worker hosts and the free slots',
         security: [{ serviceKey: [] }],
@@ -44,11 +44,12 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/hosts/:workerId/drain',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'Drain a worker host: it takes no new sessions, lets its running ones end on their own, then exits 0',
         security: [{ serviceKey: [] }],
         params: workerParams,
+        body: emptyBody,
         response: { 202: hostView, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
       },
     },

@@ -34,7 +34,7 @@ export const logRoutes: FastifyPluginAsyncZod = async (app) => {
     '/v1/users/:userId/sessions/:sessionId/logs',
     {
       sse: { kind: 'dual' },
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary:
           "A session's kept output, oldest first (running or ended, within LOG_RETENTION_MS); with " +
@@ -73,8 +73,7 @@ export const logRoutes: FastifyPluginAsyncZod = async (app) => {
       if (lastEventId !== undefined && !LINE_ID_PATTERN.test(lastEventId))
         throw new HttpError(
           'invalid_request',
-          `Last-Event-ID "${lastEventId.slice(0, 64)}" is not a line id of this API (<ms>-<seq>); ` +
-            'reconnect without it to read from the oldest kept line.',
+          'Last-Event-ID is not a line id of this API (<ms>-<seq>); reconnect without it to read from the oldest kept line.',
         );
       const follower = await app.output.follow(userId, sessionId, lastEventId ?? request.query.after);
       if (follower === undefined) throw notKept(userId, sessionId);

@@ -3,6 +3,7 @@ import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import type { SessionView } from '@cq/coordinator';
 import {
+  emptyBody,
   errorSchema,
   historyView,
   sessionView,
@@ -44,7 +45,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/users/:userId/session',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "The user's live (non-terminal) session",
         security: [{ serviceKey: [] }],
@@ -63,8 +64,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.patch(
     '/v1/users/:userId/session',
     {
-      // Before the body is validated: a request without a key learns nothing, not even what a body must be.
-      preValidation: auth,
+      onRequest: auth,
       schema: {
         summary: "Change the user's session's lifetime",
         description:
@@ -121,11 +121,12 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.delete(
     '/v1/users/:userId/session',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "Stop the user's live session (it ends as stopped)",
         security: [{ serviceKey: [] }],
         params: userParams,
+        body: emptyBody,
         response: { 202: stopAccepted, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
       },
     },
@@ -146,8 +147,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/users/:userId/session/activity',
     {
-      // Before the body is validated: a request without a key learns nothing, not even what a body must be.
-      preValidation: auth,
+      onRequest: auth,
       schema: {
         summary: "Record activity of the user's running session",
         description:
@@ -157,7 +157,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
           '204 for any live session (only a running one has an idle clock); 404 no_session without one.',
         security: [{ serviceKey: [] }],
         params: userParams,
-        body: z.object({}).strict().nullish().describe('No body (an empty object is accepted)'),
+        body: emptyBody,
         response: {
           204: z.null().describe('Recorded'),
           400: errorSchema,
@@ -179,7 +179,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/users/:userId/history',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "The user's ended sessions, newest first",
         security: [{ serviceKey: [] }],

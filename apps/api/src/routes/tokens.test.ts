@@ -14,6 +14,8 @@ describe('POST /v1/tokens', async () => {
     expect(expiresIn).toBeGreaterThan(4000);
     expect(expiresIn).toBeLessThanOrEqual(5000);
     expect(new Date(res.body.expiresAt).toISOString()).toBe(res.body.expiresAt);
+    // The token is a credential: no cache may keep the answer.
+    expect(res.headers.get('cache-control')).toBe('no-store');
   });
 
   it('401 without a service key and with a wrong one, with WWW-Authenticate', async () => {

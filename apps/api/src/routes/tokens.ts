@@ -11,7 +11,7 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/tokens',
     {
-      preHandler: requireServiceKey(app.config.apiKeys),
+      onRequest: requireServiceKey(app.config.apiKeys),
       schema: {
         summary: 'Issue a one-time spawn token for a user',
         security: [{ serviceKey: [] }],
@@ -20,6 +20,8 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
+      // The answer carries a credential: no cache (browser, proxy) may keep it.
+      reply.header('Cache-Control', 'no-store');
       const { userId, metadata, ttlMs, lifetimeMs, idleTimeoutMs } = request.body;
       const outcome = await app.coordinator.tokens.issue(userId, {
         ...(metadata === undefined ? {} : { metadata }),

@@ -83,6 +83,14 @@ describe('webhook URLs without WEBHOOK_ALLOW_PRIVATE', async () => {
     expect((await send(api.baseUrl, 'GET', '/v1/webhooks', { headers: jsonHeaders() })).body).toEqual({ webhooks: [] });
   });
 
+  it('the answer that carries the secret is Cache-Control: no-store', async () => {
+    const created = await create(`http://${PUBLIC}/no-store`);
+    expect(created.status).toBe(201);
+    expect(created.body.secret).toMatch(/^whsec_/);
+    expect(created.headers.get('cache-control')).toBe('no-store');
+    await send(api.baseUrl, 'DELETE', `/v1/webhooks/${created.body.id}`, { headers: jsonHeaders() });
+  });
+
   it('a public address is accepted, and that does show in the same snapshot (the check above can see a change)', async () => {
     const before = await snapshot(api);
     const created = await create(`http://${PUBLIC}/hook`);

@@ -2,6 +2,7 @@ import type { Webhook } from '@cq/coordinator';
 import {
   createWebhookBody,
   deliveriesView,
+  emptyBody,
   errorSchema,
   webhookCreated,
   webhookParams,
@@ -33,7 +34,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/webhooks',
     {
-      preValidation: auth,
+      onRequest: auth,
       schema: {
         summary: 'Create a webhook: every session event of its types is POSTed to it, signed (Standard Webhooks)',
         security: [{ serviceKey: [] }],
@@ -42,6 +43,8 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
+      // The answer carries the signing secret: no cache (browser, proxy) may keep it.
+      reply.header('Cache-Control', 'no-store');
       const { url, events } = request.body;
       const checked = await checkWebhookUrl(url, {
         allowPrivate: app.config.webhookAllowPrivate,
@@ -63,7 +66,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/webhooks',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'Every webhook (without secrets), oldest first',
         security: [{ serviceKey: [] }],
@@ -76,11 +79,12 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.delete(
     '/v1/webhooks/:id',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: 'Delete a webhook: its deliveries stop, pending retries included',
         security: [{ serviceKey: [] }],
         params: webhookParams,
+        body: emptyBody,
         response: {
           204: z.null().describe('Deleted'),
           400: errorSchema,
@@ -100,7 +104,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/webhooks/:id/deliveries',
     {
-      preHandler: auth,
+      onRequest: auth,
       schema: {
         summary: "A webhook's delivery attempts, newest first (the last 200)",
         security: [{ serviceKey: [] }],

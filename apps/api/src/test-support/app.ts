@@ -28,7 +28,13 @@ export interface TestApi {
 /** Starts an API with `env` over the test defaults; it is closed and its keys removed after the file's tests. */
 export async function startTestApi(
   env: Record<string, string> = {},
-  options: { redisUrl?: string; sweep?: boolean; eventFeed?: EventFeedOptions; webhookResolve?: Resolver } = {},
+  options: {
+    redisUrl?: string;
+    sweep?: boolean;
+    eventFeed?: EventFeedOptions;
+    webhookResolve?: Resolver;
+    requestTimeoutMs?: number;
+  } = {},
 ): Promise<TestApi> {
   const redisUrl = options.redisUrl ?? inject('redisUrl');
   const config = loadApiConfig({
@@ -57,6 +63,7 @@ export async function startTestApi(
     defaultMetrics: false,
     ...(options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed }),
     ...(options.webhookResolve === undefined ? {} : { webhookResolve: options.webhookResolve }),
+    ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

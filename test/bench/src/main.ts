@@ -21,11 +21,13 @@ import { benchOutput } from './output.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchHttpEdge } from './http-edge.js';
 import { benchCosts } from './costs.js';
+import { benchRedisCost, medianOf as medianOfValues } from './redis-cost.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
 /** The sections, in the order they run; `--only <name>[,<name>...]` (or `--only=...`) runs those alone. */
 const SECTIONS = [
+  'redis-cost',
   'limiters',
   'locks',
   'http',
@@ -83,6 +85,77 @@ try {
   // The coordinator of the rate limiting and lock sections.
   const ours = new Coordinator({ redis: client(), keyPrefix: 'bench' });
   await ours.preload();
+
+  // 0. What one decision costs Redis ---------------------------------------------------------------
+  if (wanted('redis-cost')) {
+    const cost = await benchRedisCost(quick);
+    out(
+      `## What one decision costs Redis: µs of Redis per decision (INFO commandstats), ${cost.rounds} rounds × ${fmt(cost.decisions)} decisions, ${cost.callers} callers`,
+    );
+    out();
+    out(
+      "On a Redis of the section's own: after `CONFIG RESETSTAT`, the decisions of one kind, then `INFO commandstats`; " +
+        "a decision's cost is the `usec` Redis counted for the top-level commands it sends (for a script, EVALSHA's, which " +
+        'includes the commands run inside it; those are not added again) divided by the decisions. Ours and the peer ' +
+        'alternate in each round (the order turning from round to round), each round on keys never used before; µs are ' +
+        "medians over the rounds, the ratio is the median of the rounds' ratios (min–max beside it); decisions/s per " +
+        'Redis core is 1e6 ÷ µs. Commands: every command Redis ran per decision, the top-level ones and those run inside scripts.',
+    );
+    out();
+    out(
+      '| script | decision | ours µs | ours decisions/s per Redis core | ours commands | peer (what it sends) | peer µs | peer decisions/s per Redis core | peer commands | ours ÷ peer (min–max) |',
+    );
+    out('| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |');
+    const costRows: Array<Record<string, unknown>> = [];
+    for (const r of cost.rows) {
+      const us = medianOfValues(r.ours.usPerRound);
+      const commands = medianOfValues(r.ours.commandsPerRound);
+      const peerUs = r.peer === undefined ? Number.NaN : medianOfValues(r.peer.usPerRound);
+      const peerCommands = r.peer === undefined ? Number.NaN : medianOfValues(r.peer.commandsPerRound);
+      const ratioMedian = r.peer === undefined ? Number.NaN : medianOfValues(r.ratios);
+      const spread = r.peer === undefined ? '' : ` (${fmt(Math.min(...r.ratios), 2)}–${fmt(Math.max(...r.ratios), 2)})`;
+      out(
+        `| ${r.script} | ${r.decision} | ${fmt(us, 2)} | ${fmt(1e6 / us)} | ${fmt(commands, 1)} | ${r.peer === undefined ? '–' : `${r.peer.name} (${r.peer.commands.join(' + ')})`} | ${fmt(peerUs, 2)} | ${fmt(1e6 / peerUs)} | ${fmt(peerCommands, 1)} | ${r.peer === undefined ? '–' : `${fmt(ratioMedian, 2)}×${spread}`} |`,
+      );
+      costRows.push({
+        script: r.script,
+        decision: r.decision,
+        us,
+        perSecondPerCore: 1e6 / us,
+        commands,
+        ...(r.peer === undefined
+          ? {}
+          : { peer: r.peer.name, peerUs, peerPerSecondPerCore: 1e6 / peerUs, peerCommands, ratio: ratioMedian }),
+        ours: r.ours,
+        ...(r.peer === undefined ? {} : { peerRounds: r.peer, ratios: r.ratios }),
+      });
+    }
+    out();
+    const ratioOf = (script: string, peer: string, decision: RegExp): number => {
+      const r = cost.rows.find((c) => c.script === script && c.peer?.name === peer && decision.test(c.decision));
+      if (r === undefined) throw new Error(`redis-cost: no row of ${script} beside ${peer}`);
+      return medianOfValues(r.ratios);
+    };
+    target(
+      'fixed window, Redis µs per decision (key never used) ÷ rate-limiter-flexible',
+      ratioOf('fixedWindow', 'rate-limiter-flexible', /never used/),
+      1.0,
+      true,
+    );
+    target(
+      'GCRA, Redis µs per decision (key never used) ÷ rate-limiter-flexible',
+      ratioOf('gcra', 'rate-limiter-flexible', /never used/),
+      1.0,
+      true,
+    );
+    target(
+      "lease acquire + release, Redis µs per pair ÷ redlock's pair",
+      ratioOf('acquireLease + releaseLease', 'redlock', /pair/),
+      1.0,
+      true,
+    );
+    results['redisCost'] = { rounds: cost.rounds, decisions: cost.decisions, callers: cost.callers, rows: costRows };
+  }
 
   // 1. Rate limiting ----------------------------------------------------------------------------
   if (wanted('limiters')) {

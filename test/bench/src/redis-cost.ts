@@ -1,0 +1,382 @@
+// What one decision costs Redis, as Redis itself accounts it: INFO commandstats' usec of the top-level
+// commands a decision sends (for a script, EVALSHA's usec, which includes the commands run inside it),
+// divided by the decisions, after CONFIG RESETSTAT. Every script on a hot path, beside the library doing
+// the same job where there is one; ours and the peer alternate in rounds on one Redis of the section's
+// own, each round on keys never used before.
+import type { RedisServer } from '@cq/test-harness';
+import { Coordinator, type AdmitOutcome, type Claim, type Lease } from '@cq/coordinator';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { Mutex } from 'redis-semaphore';
+import Redlock from 'redlock';
+import { benchRedis } from './redis.js';
+
+/** Concurrent callers of every measurement. */
+export const COST_CALLERS = 50;
+
+/** One contender's measurement of a job: how it sends its decisions, and what each round found. */
+export interface CostSide {
+  readonly name: string;
+  /** The top-level commands one decision sends, summed (the commands scripts run inside are not). */
+  readonly commands: readonly string[];
+  /** Redis µs per decision, each round. */
+  readonly usPerRound: number[];
+  /** Every command Redis ran per decision (inside scripts included), each round. */
+  readonly commandsPerRound: number[];
+}
+
+/** One row: our script's cost, and the peer's beside it when one does the same job. */
+export interface CostRow {
+  readonly script: string;
+  /** What one decision is. */
+  readonly decision: string;
+  readonly ours: CostSide;
+  readonly peer?: CostSide;
+  /** Our µs ÷ the peer's, each round. */
+  readonly ratios: number[];
+}
+
+export interface RedisCostBench {
+  readonly rounds: number;
+  readonly decisions: number;
+  readonly callers: number;
+  readonly rows: CostRow[];
+}
+
+/** Calls and usec of every command, from INFO commandstats. */
+type Stats = Map<string, { calls: number; usec: number }>;
+
+async function statsDuring(redis: Redis, during: () => Promise<unknown>): Promise<Stats> {
+  await redis.config('RESETSTAT');
+  await during();
+  const stats: Stats = new Map();
+  for (const [, name, calls, usec] of (await redis.info('commandstats')).matchAll(
+    /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm,
+  ))
+    if (name !== 'config|resetstat' && name !== 'info') stats.set(name!, { calls: Number(calls), usec: Number(usec) });
+  return stats;
+}
+
+/** Runs `decide(k)` for k = 0 … n-1 from `callers` concurrent loops. */
+async function decisions(n: number, decide: (k: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: COST_CALLERS }, async () => {
+      while (next < n) await decide(next++);
+    }),
+  );
+}
+
+/** One measured step of a contender (or, with no `sends`, a step that sets up the next and is not measured). */
+interface Phase {
+  readonly name: string;
+  /** Top-level commands per decision, by name: summed, and checked against what Redis counted. */
+  readonly sends?: Readonly<Record<string, number>>;
+  /** The k-th decision of `round` (round -1: the warm-up), on keys of that round's own. */
+  readonly decide: (round: number, k: number) => Promise<unknown>;
+}
+
+/** A contender: its phases run in order each round (a later one may use what an earlier one made). */
+interface Contender {
+  readonly name: string;
+  /** Sets up a round's keys before its phases (not measured). */
+  readonly prepare?: (round: number) => Promise<void>;
+  readonly phases: readonly Phase[];
+}
+
+/** Runs `n` decisions of `phase` in `round` and reads what they cost Redis. */
+async function costOf(
+  observer: Redis,
+  phase: Phase & { sends: Readonly<Record<string, number>> },
+  round: number,
+  n: number,
+): Promise<{ us: number; commands: number }> {
+  const stats = await statsDuring(observer, () => decisions(n, (k) => phase.decide(round, k)));
+  let usec = 0;
+  for (const [command, perDecision] of Object.entries(phase.sends)) {
+    const counted = stats.get(command) ?? { calls: 0, usec: 0 };
+    if (counted.calls !== perDecision * n)
+      throw new Error(
+        `redis-cost: ${phase.name}: Redis counted ${counted.calls} ${command} for ${n} decisions, expected ${perDecision * n}`,
+      );
+    usec += counted.usec;
+  }
+  const all = [...stats.values()].reduce((sum, s) => sum + s.calls, 0);
+  return { us: usec / n, commands: all / n };
+}
+
+/** Fails a decision that did not take the path it measures. */
+function expect(what: string, ok: boolean): void {
+  if (!ok) throw new Error(`redis-cost: ${what}`);
+}
+
+/** Runs the section on a Redis of its own; `quick` makes fewer, smaller rounds (a smoke run). */
+export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
+  const rounds = quick ? 3 : 5;
+  const n = quick ? 2000 : 20_000;
+  const WARM_UP = 100;
+  const server: RedisServer = await benchRedis();
+  const clients: Redis[] = [];
+  const client = (): Redis => {
+    const c = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    clients.push(c);
+    return c;
+  };
+  const observer = client();
+  const rows: CostRow[] = [];
+
+  /**
+   * Measures contenders in rounds: in each round every contender runs its phases, `n` decisions each,
+   * contenders in an order that turns from round to round (so none always follows the same one), on
+   * keys of that round's own. Answers each measured phase's side by `contender/phase`.
+   */
+  const group = async (contenders: readonly Contender[]): Promise<Map<string, CostSide>> => {
+    const sides = new Map<string, CostSide>();
+    for (const c of contenders)
+      for (const p of c.phases)
+        if (p.sends !== undefined)
+          sides.set(`${c.name}/${p.name}`, {
+            name: c.name,
+            commands: Object.keys(p.sends).map((command) => command.toUpperCase()),
+            usPerRound: [],
+            commandsPerRound: [],
+          });
+    // Warm-up: scripts cached (no NOSCRIPT fallback inside a measurement), connections open.
+    for (const c of contenders) {
+      await c.prepare?.(-1);
+      for (const p of c.phases) await decisions(WARM_UP, (k) => p.decide(-1, k));
+    }
+    for (let round = 0; round < rounds; round++) {
+      for (let i = 0; i < contenders.length; i++) {
+        const c = contenders[(i + round) % contenders.length]!;
+        await c.prepare?.(round);
+        for (const p of c.phases) {
+          if (p.sends === undefined) {
+            await decisions(n, (k) => p.decide(round, k));
+            continue;
+          }
+          const { us, commands } = await costOf(observer, { ...p, sends: p.sends }, round, n);
+          sides.get(`${c.name}/${p.name}`)!.usPerRound.push(us);
+          sides.get(`${c.name}/${p.name}`)!.commandsPerRound.push(commands);
+        }
+      }
+    }
+    return sides;
+  };
+  const row = (script: string, decision: string, ours: CostSide | undefined, peer?: CostSide): void => {
+    if (ours === undefined) throw new Error(`redis-cost: nothing measured for ${script}`);
+    rows.push({
+      script,
+      decision,
+      ours,
+      ...(peer === undefined ? {} : { peer }),
+      ratios: peer === undefined ? [] : ours.usPerRound.map((us, i) => us / peer.usPerRound[i]!),
+    });
+  };
+  const script = { evalsha: 1 };
+
+  try {
+    const ours = new Coordinator({ redis: client(), keyPrefix: 'cost' });
+    await ours.preload();
+
+    // Rate limiters: each decision on a key of its own, never used (a window's first call), then the
+    // same key once more (a later call in the window).
+    const fixed = ours.fixedWindowLimiter({ name: 'fixed', limit: 1_000_000, windowMs: 60_000 });
+    const gcra = ours.gcraLimiter({ name: 'gcra', intervalMs: 1, burst: 1000 });
+    const sliding = ours.slidingWindowLimiter({ name: 'sliding', limit: 1000, windowMs: 60_000 });
+    const flexible = new RateLimiterRedis({ storeClient: client(), keyPrefix: 'rlf', points: 1_000_000, duration: 60 });
+    const key = (round: number, k: number): string => `r${round + 1}k${k}`;
+    const limiter = (name: string, check: (id: string) => Promise<unknown>): Contender => ({
+      name,
+      phases: ['fresh', 'again'].map((pass) => ({ name: pass, sends: script, decide: (r, k) => check(key(r, k)) })),
+    });
+    const allowed = (r: { allowed: boolean }): void => expect('a limiter refused a call', r.allowed);
+    const limiters = await group([
+      limiter('fixed', async (id) => allowed(await fixed.check(id))),
+      limiter('gcra', async (id) => allowed(await gcra.check(id))),
+      limiter('sliding', async (id) => allowed(await sliding.check(id))),
+      limiter('rate-limiter-flexible', (id) => flexible.consume(id)),
+    ]);
+    for (const [pass, when] of [
+      ['fresh', 'key never used (the window opens)'],
+      ['again', 'the same key again (in its window)'],
+    ] as const) {
+      const peer = limiters.get(`rate-limiter-flexible/${pass}`);
+      row('fixedWindow', `a check, ${when}`, limiters.get(`fixed/${pass}`), peer);
+      row('gcra', `a check, ${when}`, limiters.get(`gcra/${pass}`), peer);
+      row('slidingWindow', `a check, ${when}`, limiters.get(`sliding/${pass}`));
+    }
+
+    // Locks: acquire + release pairs, each on a resource of its own.
+    const redlock = new Redlock([client()], { retryCount: 0 });
+    const semaphoreClient = client();
+    const resource = (round: number, k: number): string => `p${round + 1}r${k}`;
+    const lease = { leaseMs: 10_000, maxLifetimeMs: 60_000 };
+    const pair = (name: string, sends: Record<string, number>, decide: Phase['decide']): Contender => ({
+      name,
+      phases: [{ name: 'pair', sends, decide }],
+    });
+    const pairs = await group([
+      pair('ours', { evalsha: 2 }, async (r, k) => {
+        const got = await ours.leases.acquire(resource(r, k), lease);
+        expect('a lease was not acquired', got.acquired);
+        if (got.acquired) expect('a lease was not released', await ours.leases.release(got.lease));
+      }),
+      pair('redlock', { evalsha: 2 }, async (r, k) => {
+        const lock = await redlock.acquire([`redlock:${resource(r, k)}`], lease.leaseMs);
+        await lock.release();
+      }),
+      // Its acquire is a SET NX PX, its release a script (GET, DEL inside).
+      pair("redis-semaphore's Mutex", { set: 1, evalsha: 1 }, async (r, k) => {
+        const mutex = new Mutex(semaphoreClient, resource(r, k), {
+          lockTimeout: lease.leaseMs,
+          refreshInterval: 0,
+          acquireAttemptsLimit: 1,
+        });
+        expect('a Mutex was not acquired', await mutex.tryAcquire());
+        await mutex.release();
+      }),
+    ]);
+    const pairDecision = 'an acquire + release pair on a free resource (ours: fencing token included)';
+    row('acquireLease + releaseLease', pairDecision, pairs.get('ours/pair'), pairs.get('redlock/pair'));
+    row('acquireLease + releaseLease', pairDecision, pairs.get('ours/pair'), pairs.get("redis-semaphore's Mutex/pair"));
+
+    // The lease's steps one by one: acquire free resources, renew those leases, release them.
+    const held: Lease[] = [];
+    const steps = await group([
+      {
+        name: 'ours',
+        phases: [
+          {
+            name: 'acquire',
+            sends: script,
+            decide: async (r, k) => {
+              const got = await ours.leases.acquire(`s${r + 1}r${k}`, lease);
+              expect('a lease was not acquired', got.acquired);
+              if (got.acquired) held[k] = got.lease;
+            },
+          },
+          {
+            name: 'renew',
+            sends: script,
+            decide: async (_, k) => expect('a lease was not renewed', (await ours.leases.renew(held[k]!)).ok),
+          },
+          {
+            name: 'release',
+            sends: script,
+            decide: async (_, k) => expect('a lease was not released', await ours.leases.release(held[k]!)),
+          },
+        ],
+      },
+    ]);
+    row('acquireLease', 'an acquisition of a free resource, fencing token included', steps.get('ours/acquire'));
+    row('renewLease', "a renewal by the lease's owner", steps.get('ours/renew'));
+    row('releaseLease', "a release by the lease's owner (compare-and-delete)", steps.get('ours/release'));
+
+    // A session's way, each round under a key prefix of its own with one worker host's capacity: token,
+    // admission (and its refusals), capacity hold, claim, renewal, finish.
+    const WORKER = 'cost-host';
+    const coordinators = new Map<number, Coordinator>();
+    const at = (round: number): Coordinator => coordinators.get(round)!;
+    const prepare = async (round: number): Promise<void> => {
+      const c = new Coordinator({
+        redis: ours.redis,
+        keyPrefix: `cost${round + 1}`,
+        // The throttle stays closed for the whole round: a second admission of a user is throttled.
+        policy: { spawnIntervalMs: 3_600_000, spawnBurst: 1 },
+      });
+      await c.workers.heartbeat({ workerId: WORKER, slots: n + WARM_UP, busy: 0, startedAt: Date.now() }, 3_600_000);
+      coordinators.set(round, c);
+    };
+    const first: string[] = [];
+    const second: string[] = [];
+    const admitted: Array<AdmitOutcome & { outcome: 'admitted' }> = [];
+    const claims: Claim[] = [];
+    const user = (k: number): string => `u${k}`;
+    const issue = async (r: number, k: number): Promise<string> => {
+      const issued = await at(r).tokens.issue(user(k));
+      expect(`a token was not issued: ${issued.outcome}`, issued.outcome === 'issued');
+      return issued.outcome === 'issued' ? issued.token : '';
+    };
+    const admit =
+      (tokens: readonly string[], outcome: AdmitOutcome['outcome']) =>
+      async (r: number, k: number): Promise<AdmitOutcome> => {
+        const answer = await at(r).sessions.admit(tokens[k]!);
+        expect(`an admission answered ${answer.outcome}, not ${outcome}`, answer.outcome === outcome);
+        return answer;
+      };
+    const sessions = await group([
+      {
+        name: 'ours',
+        prepare,
+        phases: [
+          { name: 'issueToken', sends: script, decide: async (r, k) => void (first[k] = await issue(r, k)) },
+          {
+            name: 'admitted',
+            sends: script,
+            decide: async (r, k) => {
+              const answer = await admit(first, 'admitted')(r, k);
+              if (answer.outcome === 'admitted') admitted[k] = answer;
+            },
+          },
+          {
+            name: 'reserveSlot',
+            sends: script,
+            decide: async (r, k) => {
+              const held = await at(r).workers.reserve(admitted[k]!.sessionId, 60_000, true);
+              expect('no slot was held', held.outcome === 'reserved');
+            },
+          },
+          { name: 'second token', decide: async (r, k) => void (second[k] = await issue(r, k)) },
+          { name: 'session_exists', sends: script, decide: admit(second, 'session_exists') },
+          { name: 'token_invalid', sends: script, decide: admit(first, 'token_invalid') },
+          {
+            name: 'claimSession',
+            sends: script,
+            decide: async (r, k) => {
+              const got = await at(r).claims.claim(admitted[k]!, { workerId: WORKER, leaseMs: 30_000, graceMs: 1000 });
+              expect('a session was not claimed', got.claimed);
+              if (got.claimed) claims[k] = got.claim;
+            },
+          },
+          {
+            name: 'renewSession',
+            sends: script,
+            decide: async (r, k) => expect('a session was not renewed', (await at(r).claims.renew(claims[k]!)).ok),
+          },
+          {
+            name: 'finishSession',
+            sends: script,
+            decide: async (r, k) =>
+              expect('a session was not finished', await at(r).claims.finish(claims[k]!, 'completed', 0)),
+          },
+          { name: 'throttled', sends: script, decide: admit(second, 'throttled') },
+        ],
+      },
+    ]);
+    row('issueToken', 'a token issued (under the per-user token rate)', sessions.get('ours/issueToken'));
+    row('admit', 'admitted: token consumed, fence taken, session recorded pending', sessions.get('ours/admitted'));
+    row('admit', 'refused, token_invalid (403): a used token again', sessions.get('ours/token_invalid'));
+    row('admit', 'refused, session_exists (409): the user has a live session', sessions.get('ours/session_exists'));
+    row('admit', 'refused, throttled (429): the spawn throttle is closed', sessions.get('ours/throttled'));
+    row('reserveSlot', 'a slot held for an admitted session (capacity check on)', sessions.get('ours/reserveSlot'));
+    row('claimSession', 'a pending session claimed by its worker host, lease taken', sessions.get('ours/claimSession'));
+    row('renewSession', 'a session lease renewed by its owner', sessions.get('ours/renewSession'));
+    row(
+      'finishSession',
+      'a session finished (completed), history and events written',
+      sessions.get('ours/finishSession'),
+    );
+    return { rounds, decisions: n, callers: COST_CALLERS, rows };
+  } finally {
+    for (const c of clients) c.disconnect();
+    await server.stop();
+  }
+}
+
+/** The median of `values`. */
+export function medianOf(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}

@@ -37,9 +37,9 @@ const scriptsOf = (calls: ReadonlyMap<string, number>): number =>
 export async function benchCosts(quick: boolean): Promise<CostBench> {
   // A sweep interval of its own so each window holds a whole number of sweeps (see midSweepInterval).
   const sweepIntervalMs = quick ? 1000 : 5000;
-  const windowMs = 2 * sweepIntervalMs;
+  const windowMs = (quick ? 1 : 2) * sweepIntervalMs;
   const RUNNING = quick ? 10 : 50;
-  const FLOWING = quick ? 40 : 200;
+  const FLOWING = quick ? 20 : 200;
   const server = await startRedisServer();
   const redis = new Redis(server.url);
   const keyPrefix = 'costs';

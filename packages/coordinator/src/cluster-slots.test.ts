@@ -35,6 +35,7 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
         }),
     ],
     ['output.read', () => c.output.read('slot-user', state['a'].sessionId)],
+    ['webhooks.create', () => c.webhooks.create({ url: 'https://example.com/hook', events: [], sealedSecret: 'x' })],
     [
       'webhooks.record',
       () => c.webhooks.record('wh_none', { eventId: '1-0-0', type: 'completed', attempt: 1, status: 200, at: 1 }),

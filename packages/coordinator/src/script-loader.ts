@@ -10,6 +10,7 @@ export const scriptNames = [
   'cancelAdmission',
   'claimSession',
   'consumeToken',
+  'createWebhook',
   'drainWorker',
   'extendSession',
   'finishSession',

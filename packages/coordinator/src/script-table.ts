@@ -35,6 +35,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   cancelAdmission: { keys: 6, args: 3, replies: [ScriptCode.Ok, ScriptCode.Stale] },
   claimSession: { keys: 6, args: 8, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.PendingTimeout] },
   consumeToken: { keys: 1, args: 0, replies: [ScriptCode.Ok, ScriptCode.TokenInvalid] },
+  createWebhook: { keys: 2, args: 2, replies: [ScriptCode.Ok] },
   drainWorker: { keys: 4, args: 1, replies: [ScriptCode.Ok, ScriptCode.NoHost] },
   extendSession: {
     keys: 6,

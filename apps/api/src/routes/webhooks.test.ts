@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { until } from '@cq/test-harness';
 import { jsonHeaders, send, startTestApi, type TestApi } from '../test-support/app.js';
 import type { Resolver } from '../webhooks/address-guard.js';
+import { DELIVERY_QUEUE, deliveryJobId } from '../webhooks/delivery-job.js';
 
 /** Every key under the API's prefix with its DUMP, the delivery queue's own keys aside (its worker's timers write there). */
 async function snapshot(api: TestApi): Promise<Map<string, string>> {
@@ -179,5 +180,38 @@ describe('DNS rebinding: a name that resolves to a public address at creation an
     await until(async () => (await api.client.deliveries(hook.id)).length > 0, 15_000, 'the attempt logged');
     expect((await api.client.deliveries(hook.id))[0]).toMatchObject({ type: 'pending', attempt: 1, status: 200 });
     expect(local.connections()).toBe(1);
+  });
+});
+
+describe('which events a webhook receives', () => {
+  it('those from its creation on, by the Redis clock: an event a request before it is not queued for it, the next is', async () => {
+    const api = await startTestApi({ WEBHOOK_ALLOW_PRIVATE: 'true' });
+    const earlier = await localServer();
+    const later = await localServer();
+    const create = async (port: number): Promise<string> => {
+      const created = await send(api.baseUrl, 'POST', '/v1/webhooks', {
+        body: JSON.stringify({ url: `http://127.0.0.1:${port}/hook`, events: ['pending'] }),
+        headers: jsonHeaders(),
+      });
+      expect(created.status).toBe(201);
+      return created.body.id as string;
+    };
+    // The first webhook sees both events; the second is created between them, a few ms after the first.
+    const first = await create(earlier.port);
+    await api.client.spawn((await api.client.issueToken({ userId: 'from-creation-a' })).token);
+    const second = await create(later.port);
+    await api.client.spawn((await api.client.issueToken({ userId: 'from-creation-b' })).token);
+
+    await until(() => earlier.requests.length === 2 && later.requests.length === 1, 15_000, 'the deliveries');
+    const [before, after] = earlier.requests;
+    expect(later.requests).toEqual([after]);
+    // Not merely late: the first event was dispatched (its job for the first webhook exists) and no job
+    // was made of it for the second. Both events went through the dispatcher before the second's delivery.
+    const redis = api.coordinator.redis as Redis;
+    const job = (webhookId: string, eventId: string): string =>
+      `${api.coordinator.keys.webhooks().queuePrefix}:${DELIVERY_QUEUE}:${deliveryJobId(webhookId, eventId)}`;
+    expect(await redis.exists(job(first, before!))).toBe(1);
+    expect(await redis.exists(job(second, before!))).toBe(0);
+    expect(await redis.exists(job(second, after!))).toBe(1);
   });
 });

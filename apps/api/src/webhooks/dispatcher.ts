@@ -174,8 +174,8 @@ export class WebhookDispatcher {
     for (const event of batch)
       for (const hook of this.#hooks) {
         if (hook.events.length > 0 && !hook.events.includes(event.type)) continue;
-        // A webhook receives the events after its creation only.
-        if (event.at < hook.createdAt - 1000) continue;
+        // A webhook receives the events from its creation on only (both times are Redis TIME).
+        if (event.at < hook.createdAt) continue;
         jobs.push({
           name: event.type,
           data: { webhookId: hook.id, eventId: event.id, type: event.type, body: wire(event) },

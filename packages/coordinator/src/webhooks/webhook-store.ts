@@ -51,14 +51,19 @@ export class WebhookStore {
     this.#context = context;
   }
 
-  /** Keeps a new endpoint; answers it with its new id. */
+  /**
+   * Keeps a new endpoint; answers it with its new id and its creation time, Redis TIME (the clock the
+   * session events carry, so a webhook receives exactly the events from its creation on). One script.
+   */
   async create(input: Omit<Webhook, 'id' | 'createdAt'>): Promise<Webhook> {
     const keys = this.#context.keys.webhooks();
-    const webhook: Webhook = { id: `wh_${randomBytes(12).toString('hex')}`, createdAt: Date.now(), ...input };
-    await wrap(
-      this.#context.redis.multi().hset(keys.endpoints, webhook.id, JSON.stringify(webhook)).incr(keys.version).exec(),
+    const id = `wh_${randomBytes(12).toString('hex')}`;
+    const reply = await this.#context.scripts.run(
+      'createWebhook',
+      [keys.endpoints, keys.version],
+      [id, JSON.stringify({ id, url: input.url, events: input.events, sealedSecret: input.sealedSecret })],
     );
-    return webhook;
+    return { id, ...input, createdAt: Number(reply[1]) };
   }
 
   /** Every endpoint, oldest first. */

@@ -9,7 +9,7 @@
     KEYS[1] token key (hash {m = metadata JSON, l = lifetime ms or '', e = expiresAt epoch ms, i = idle timeout ms})
     KEYS[2] the user's session key (hash: the live session)
     KEYS[3] the user's fence counter key (integer, never expires)
-    KEYS[4] the user's spawn throttle key (string: GCRA theoretical arrival time, epoch ms)
+    KEYS[4] the user's spawn throttle key (string; its expiry is the GCRA theoretical arrival time)
     KEYS[5] the user's session lease key (hash {o, f, d})
     KEYS[6] the user's history key (list of JSON, newest first)
     KEYS[7] the live-session index of the user's slot (sorted set: userId by due time, epoch ms)
@@ -65,13 +65,15 @@ if settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey
   return { -2, live[1], live[2] }
 end
 
-local allowed, newTat, rate = gcraCheck(throttleKey, intervalMs, burst, now)
+local allowed, tat, newTat, remaining, retryAfterMs = gcraCheck(throttleKey, intervalMs, burst)
 if not allowed then
-  return { -3, rate[2], rate[3], rate[4], rate[5] }
+  return { -3, burst, 0, retryAfterMs, tat }
 end
 
-local previousTat = rcall('GET', throttleKey) or ''
-gcraCommit(throttleKey, newTat, now)
+-- The throttle's previous TAT (epoch ms; '' when the quota was full), for a cancellation to restore.
+local previousTat = ''
+if tat > 0 then previousTat = now + tat end
+gcraCommit(throttleKey, tat, newTat)
 rcall('DEL', tokenKey)
 local lifetimeMs = maxLifetimeMs
 if token[2] ~= '' and tonumber(token[2]) < maxLifetimeMs then lifetimeMs = tonumber(token[2]) end
@@ -84,4 +86,4 @@ rcall('HSET', sessionKey,
 rcall('ZADD', shardKey, pendingDeadline, userId)
 emitEvent(eventsKey, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
   lifetimeMs = lifetimeMs }, now)
-return { 1, fence, lifetimeMs, token[1], pendingDeadline, rate[2], rate[3], rate[5] }
+return { 1, fence, lifetimeMs, token[1], pendingDeadline, burst, remaining, newTat }

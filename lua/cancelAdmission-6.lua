@@ -50,7 +50,7 @@ if tokenExpiresAt > now then
 end
 local previousTat = tonumber(s[6])
 if previousTat and previousTat > now then
-  rcall('SET', throttleKey, previousTat, 'PX', previousTat - now)
+  rcall('SET', throttleKey, previousTat - now, 'PX', previousTat - now)
 else
   rcall('DEL', throttleKey)
 end

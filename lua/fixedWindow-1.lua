@@ -16,32 +16,31 @@
 ]]
 local rcall = redis.call
 local limiterKey = KEYS[1]
-local limit = tonumber(ARGV[1])
-local windowMs = tonumber(ARGV[2])
-
---- @include "includes/rateResult"
+-- ARGV[2] goes to SET and PEXPIRE as the string it came as: a Lua number would be formatted back.
 
 local current = rcall('GET', limiterKey)
 if not current then
   -- The window's first call: open it with its expiry in one write (no PTTL needed: it is the window).
-  rcall('SET', limiterKey, 1, 'PX', windowMs)
-  return rateResult(true, limit, limit - 1, 0, windowMs + 1)
+  rcall('SET', limiterKey, '1', 'PX', ARGV[2])
+  local limit = tonumber(ARGV[1])
+  return { 1, limit, limit - 1, 0, tonumber(ARGV[2]) + 1 }
 end
+local limit = tonumber(ARGV[1])
 local count = tonumber(current)
 if count >= limit then
   local ttl = rcall('PTTL', limiterKey)
   if ttl < 0 then
     -- A counter without an expiry would block forever: give it a full window.
-    rcall('PEXPIRE', limiterKey, windowMs)
-    ttl = windowMs
+    rcall('PEXPIRE', limiterKey, ARGV[2])
+    ttl = tonumber(ARGV[2])
   end
   -- A key expires once the clock is past its expiry time, hence the extra millisecond.
-  return rateResult(false, limit, 0, ttl + 1, ttl + 1)
+  return { 0, limit, 0, ttl + 1, ttl + 1 }
 end
 count = rcall('INCR', limiterKey)
 local ttl = rcall('PTTL', limiterKey)
 if ttl < 0 then
-  rcall('PEXPIRE', limiterKey, windowMs)
-  ttl = windowMs
+  rcall('PEXPIRE', limiterKey, ARGV[2])
+  ttl = tonumber(ARGV[2])
 end
-return rateResult(true, limit, limit - count, 0, ttl + 1)
+return { 1, limit, limit - count, 0, ttl + 1 }

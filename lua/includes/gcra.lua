@@ -1,24 +1,29 @@
 --[[
   Generic cell rate algorithm (as in redis-cell), split in a side-effect-free check and a commit,
   so that a caller can check several conditions before it writes anything.
-  The key holds the theoretical arrival time (TAT) in epoch milliseconds and expires when it is in the past.
+  The theoretical arrival time (TAT) is the key's expiry: the key lives exactly while the TAT is in the
+  future, and its time to live (PTTL) is TAT - now, by Redis's own clock. So a check reads one number
+  (PTTL) and needs no TIME, and a commit moves the expiry (PEXPIRE, or SET PX when there is no key yet).
+  The value is '1' and nothing reads it.
   A burst of `burst` calls is allowed at once, then one per `intervalMs`.
 ]]
---- @include "rateResult"
 
--- Returns allowed (boolean), newTat, rate reply. Writes nothing.
-local function gcraCheck(key, intervalMs, burst, now)
-  local tat = tonumber(rcall('GET', key))
-  if tat == nil or tat < now then tat = now end
+-- Returns allowed (boolean); tat, the TAT - now (ms; 0 when the quota is full); newTat, the TAT - now
+-- once this call is counted; remaining calls; retryAfterMs (0 when allowed). Writes nothing.
+local function gcraCheck(key, intervalMs, burst)
+  local tat = rcall('PTTL', key)
+  if tat < 0 then tat = 0 end
   local newTat = tat + intervalMs
   local allowAt = newTat - burst * intervalMs
-  if now < allowAt then
-    return false, tat, rateResult(false, burst, 0, allowAt - now, tat - now)
-  end
-  local remaining = math.floor((now - allowAt) / intervalMs)
-  return true, newTat, rateResult(true, burst, remaining, 0, newTat - now)
+  if allowAt > 0 then return false, tat, newTat, 0, allowAt end
+  return true, tat, newTat, math.floor(-allowAt / intervalMs), 0
 end
 
-local function gcraCommit(key, newTat, now)
-  rcall('SET', key, newTat, 'PX', newTat - now)
+-- Counts the call gcraCheck allowed: the TAT moves to newTat (tat and newTat as gcraCheck answered).
+local function gcraCommit(key, tat, newTat)
+  if tat > 0 then
+    rcall('PEXPIRE', key, newTat)
+  else
+    rcall('SET', key, '1', 'PX', newTat)
+  end
 end

@@ -21,7 +21,7 @@ import { benchOutput } from './output.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchHttpEdge } from './http-edge.js';
 import { benchCosts } from './costs.js';
-import { benchRedisCost, medianOf as medianOfValues } from './redis-cost.js';
+import { benchRedisCost, medianOf as medianOfValues, type CostSide } from './redis-cost.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
@@ -131,6 +131,39 @@ try {
       });
     }
     out();
+    out(
+      `Redis ${cost.pinned ? 'ran on a core of its own, the benchmark on the other(s) (taskset)' : 'shared the cores with the benchmark (taskset was not available)'}.`,
+    );
+    out();
+    // What costs what: the commands inside each script, and the rest (what EVALSHA itself costs, an empty
+    // script's row shows; the Lua code; each call's way from Lua to the command and back).
+    out('### What costs what inside each decision (µs of Redis, medians over the rounds)');
+    out();
+    out(
+      '| who | decision | µs in all | the commands inside, µs each | the rest: the script (EVALSHA, Lua, the calls’ passage) |',
+    );
+    out('| --- | --- | ---: | --- | ---: |');
+    const seenSides = new Set<CostSide>();
+    const partRows: Array<Record<string, unknown>> = [];
+    for (const r of cost.rows)
+      for (const side of [r.ours, ...(r.peer === undefined ? [] : [r.peer])]) {
+        if (seenSides.has(side)) continue;
+        seenSides.add(side);
+        const commands = [...new Set(side.partsPerRound.flatMap((parts) => Object.keys(parts)))];
+        const parts = commands
+          .map((command) => ({ command, us: medianOfValues(side.partsPerRound.map((p) => p[command] ?? 0)) }))
+          .sort((a, b) => b.us - a.us);
+        const total = medianOfValues(side.usPerRound);
+        const rest = medianOfValues(
+          side.usPerRound.map((us, i) => us - Object.values(side.partsPerRound[i]!).reduce((a, b) => a + b, 0)),
+        );
+        const who = side === r.ours ? r.script : side.name;
+        out(
+          `| ${who} | ${r.decision} | ${fmt(total, 2)} | ${parts.map((p) => `${p.command.toUpperCase()} ${fmt(p.us, 2)}`).join(', ') || '–'} | ${fmt(rest, 2)} |`,
+        );
+        partRows.push({ who, decision: r.decision, us: total, parts, rest });
+      }
+    out();
     const ratioOf = (script: string, peer: string, decision: RegExp): number => {
       const r = cost.rows.find((c) => c.script === script && c.peer?.name === peer && decision.test(c.decision));
       if (r === undefined) throw new Error(`redis-cost: no row of ${script} beside ${peer}`);
@@ -154,7 +187,14 @@ try {
       1.0,
       true,
     );
-    results['redisCost'] = { rounds: cost.rounds, decisions: cost.decisions, callers: cost.callers, rows: costRows };
+    results['redisCost'] = {
+      pinned: cost.pinned,
+      rounds: cost.rounds,
+      decisions: cost.decisions,
+      callers: cost.callers,
+      rows: costRows,
+      parts: partRows,
+    };
   }
 
   // 1. Rate limiting ----------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 // divided by the decisions, after CONFIG RESETSTAT. Every script on a hot path, beside the library doing
 // the same job where there is one; ours and the peer alternate in rounds on one Redis of the section's
 // own, each round on keys never used before.
+import { execFile } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+import { promisify } from 'node:util';
 import type { RedisServer } from '@cq/test-harness';
 import { Coordinator, type AdmitOutcome, type Claim, type Lease } from '@cq/coordinator';
 import { Redis } from 'ioredis';
@@ -10,6 +13,17 @@ import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock';
 import { benchRedis } from './redis.js';
+
+const run = promisify(execFile);
+
+/** The row of the script that does nothing: what any EVALSHA costs Redis. */
+export const FLOOR = '(an empty script)';
+
+/**
+ * Keys in Redis when each contender's turn starts. Redis's main table then has 262,144 buckets, and no
+ * turn adds enough keys (at most 40,000 in a limiter's or a lease's turn) to make it grow mid-turn.
+ */
+export const BACKGROUND_KEYS = 200_000;
 
 /** Concurrent callers of every measurement. */
 export const COST_CALLERS = 50;
@@ -23,6 +37,11 @@ export interface CostSide {
   readonly usPerRound: number[];
   /** Every command Redis ran per decision (inside scripts included), each round. */
   readonly commandsPerRound: number[];
+  /**
+   * What the commands run inside the scripts cost, each round: µs per decision by command (Redis counts
+   * them under their own names as well; they are part of the top-level µs above, not added to it).
+   */
+  readonly partsPerRound: Array<Record<string, number>>;
 }
 
 /** One row: our script's cost, and the peer's beside it when one does the same job. */
@@ -37,6 +56,8 @@ export interface CostRow {
 }
 
 export interface RedisCostBench {
+  /** Whether Redis ran on a core of its own, apart from the clients (see pinApart). */
+  readonly pinned: boolean;
   readonly rounds: number;
   readonly decisions: number;
   readonly callers: number;
@@ -90,7 +111,7 @@ async function costOf(
   phase: Phase & { sends: Readonly<Record<string, number>> },
   round: number,
   n: number,
-): Promise<{ us: number; commands: number }> {
+): Promise<{ us: number; commands: number; parts: Record<string, number> }> {
   const stats = await statsDuring(observer, () => decisions(n, (k) => phase.decide(round, k)));
   let usec = 0;
   for (const [command, perDecision] of Object.entries(phase.sends)) {
@@ -102,7 +123,9 @@ async function costOf(
     usec += counted.usec;
   }
   const all = [...stats.values()].reduce((sum, s) => sum + s.calls, 0);
-  return { us: usec / n, commands: all / n };
+  const parts: Record<string, number> = {};
+  for (const [command, counted] of stats) if (!(command in phase.sends)) parts[command] = counted.usec / n;
+  return { us: usec / n, commands: all / n, parts };
 }
 
 /** Fails a decision that did not take the path it measures. */
@@ -116,6 +139,7 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
   const n = quick ? 2000 : 20_000;
   const WARM_UP = 100;
   const server: RedisServer = await benchRedis();
+  const pinned = await pinApart(server.pid()!);
   const clients: Redis[] = [];
   const client = (): Redis => {
     const c = new Redis(server.url, { maxRetriesPerRequest: 1 });
@@ -140,6 +164,7 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
             commands: Object.keys(p.sends).map((command) => command.toUpperCase()),
             usPerRound: [],
             commandsPerRound: [],
+            partsPerRound: [],
           });
     // Warm-up: scripts cached (no NOSCRIPT fallback inside a measurement), connections open.
     for (const c of contenders) {
@@ -149,15 +174,22 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
     for (let round = 0; round < rounds; round++) {
       for (let i = 0; i < contenders.length; i++) {
         const c = contenders[(i + round) % contenders.length]!;
+        // Each contender's turn starts on the same keyspace: BACKGROUND_KEYS keys, as a Redis in use
+        // holds (a lookup in a large table misses the CPU's caches; in an empty one it does not), and
+        // none the others left (which would make Redis grow its tables in the middle of the next one).
+        await observer.flushall('SYNC');
+        await observer.call('DEBUG', 'POPULATE', String(BACKGROUND_KEYS), 'background');
         await c.prepare?.(round);
         for (const p of c.phases) {
           if (p.sends === undefined) {
             await decisions(n, (k) => p.decide(round, k));
             continue;
           }
-          const { us, commands } = await costOf(observer, { ...p, sends: p.sends }, round, n);
-          sides.get(`${c.name}/${p.name}`)!.usPerRound.push(us);
-          sides.get(`${c.name}/${p.name}`)!.commandsPerRound.push(commands);
+          const { us, commands, parts } = await costOf(observer, { ...p, sends: p.sends }, round, n);
+          const side = sides.get(`${c.name}/${p.name}`)!;
+          side.usPerRound.push(us);
+          side.commandsPerRound.push(commands);
+          side.partsPerRound.push(parts);
         }
       }
     }
@@ -182,7 +214,8 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
     // Rate limiters: each decision on a key of its own, never used (a window's first call), then the
     // same key once more (a later call in the window).
     const fixed = ours.fixedWindowLimiter({ name: 'fixed', limit: 1_000_000, windowMs: 60_000 });
-    const gcra = ours.gcraLimiter({ name: 'gcra', intervalMs: 1, burst: 1000 });
+    // As rate-limiter-flexible's: a million calls a minute, so a key lives through the section.
+    const gcra = ours.gcraLimiter({ name: 'gcra', intervalMs: 60_000, burst: 1_000_000 });
     const sliding = ours.slidingWindowLimiter({ name: 'sliding', limit: 1000, windowMs: 60_000 });
     const flexible = new RateLimiterRedis({ storeClient: client(), keyPrefix: 'rlf', points: 1_000_000, duration: 60 });
     const key = (round: number, k: number): string => `r${round + 1}k${k}`;
@@ -191,7 +224,12 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
       phases: ['fresh', 'again'].map((pass) => ({ name: pass, sends: script, decide: (r, k) => check(key(r, k)) })),
     });
     const allowed = (r: { allowed: boolean }): void => expect('a limiter refused a call', r.allowed);
+    // The floor: a script that runs no command and answers a limiter's five numbers, called as the
+    // limiters are (one key, two arguments). What EVALSHA costs before a script does anything.
+    const floorSha = String(await observer.script('LOAD', 'return {1, 1, 1, 0, 1}'));
+    const floorClient = client();
     const limiters = await group([
+      limiter('floor', (id) => floorClient.evalsha(floorSha, 1, id, '1000', '60000')),
       limiter('fixed', async (id) => allowed(await fixed.check(id))),
       limiter('gcra', async (id) => allowed(await gcra.check(id))),
       limiter('sliding', async (id) => allowed(await sliding.check(id))),
@@ -206,6 +244,11 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
       row('gcra', `a check, ${when}`, limiters.get(`gcra/${pass}`), peer);
       row('slidingWindow', `a check, ${when}`, limiters.get(`sliding/${pass}`));
     }
+    row(
+      FLOOR,
+      'an EVALSHA of a script that runs no command (one key, two arguments, five numbers back)',
+      limiters.get('floor/fresh'),
+    );
 
     // Locks: acquire + release pairs, each on a resource of its own.
     const redlock = new Redlock([client()], { retryCount: 0 });
@@ -367,11 +410,32 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
       'a session finished (completed), history and events written',
       sessions.get('ours/finishSession'),
     );
-    return { rounds, decisions: n, callers: COST_CALLERS, rows };
+    return { pinned: pinned.pinned, rounds, decisions: n, callers: COST_CALLERS, rows };
   } finally {
     for (const c of clients) c.disconnect();
     await server.stop();
+    await pinned.undo();
   }
+}
+
+/**
+ * Redis on a core of its own, this process (every thread) on the others, while the section runs: Redis
+ * counts wall-clock time inside a command, so a command during which the clients took Redis's core
+ * would count their time too. Nothing is pinned with one core, or without `taskset` (util-linux).
+ */
+async function pinApart(redisPid: number): Promise<{ pinned: boolean; undo: () => Promise<void> }> {
+  const cores = availableParallelism();
+  const nothing = { pinned: false, undo: async () => {} };
+  if (cores < 2) return nothing;
+  const all = `0-${cores - 1}`;
+  const others = cores === 2 ? '0' : `0-${cores - 2}`;
+  try {
+    await run('taskset', ['-a', '-p', '-c', String(cores - 1), String(redisPid)]);
+    await run('taskset', ['-a', '-p', '-c', others, String(process.pid)]);
+  } catch {
+    return nothing;
+  }
+  return { pinned: true, undo: async () => void (await run('taskset', ['-a', '-p', '-c', all, String(process.pid)])) };
 }
 
 /** The median of `values`. */

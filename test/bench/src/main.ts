@@ -21,7 +21,7 @@ import { benchOutput } from './output.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchHttpEdge } from './http-edge.js';
 import { benchCosts } from './costs.js';
-import { benchRedisCost, medianOf as medianOfValues, type CostSide } from './redis-cost.js';
+import { ABLATION, benchRedisCost, medianOf as medianOfValues, type CostSide } from './redis-cost.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
@@ -107,7 +107,8 @@ try {
     );
     out('| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |');
     const costRows: Array<Record<string, unknown>> = [];
-    for (const r of cost.rows) {
+    const ablations = cost.rows.filter((r) => r.script === ABLATION);
+    for (const r of cost.rows.filter((r) => r.script !== ABLATION)) {
       const us = medianOfValues(r.ours.usPerRound);
       const commands = medianOfValues(r.ours.commandsPerRound);
       const peerUs = r.peer === undefined ? Number.NaN : medianOfValues(r.peer.usPerRound);
@@ -145,7 +146,7 @@ try {
     out('| --- | --- | ---: | --- | ---: |');
     const seenSides = new Set<CostSide>();
     const partRows: Array<Record<string, unknown>> = [];
-    for (const r of cost.rows)
+    for (const r of cost.rows.filter((r) => r.script !== ABLATION))
       for (const side of [r.ours, ...(r.peer === undefined ? [] : [r.peer])]) {
         if (seenSides.has(side)) continue;
         seenSides.add(side);
@@ -163,6 +164,29 @@ try {
         );
         partRows.push({ who, decision: r.decision, us: total, parts, rest });
       }
+    out();
+    out(
+      '### acquireLease with one call taken out (copies of the script measured beside it, in alternating rounds; not leases)',
+    );
+    out();
+    out(
+      '| taken out | µs without it | µs of the script as it is | saved, µs (median of the rounds) | without ÷ as it is |',
+    );
+    out('| --- | ---: | ---: | ---: | ---: |');
+    for (const r of ablations) {
+      const saved = medianOfValues(r.ours.usPerRound.map((us, i) => r.peer!.usPerRound[i]! - us));
+      out(
+        `| ${r.decision.replace(/^acquireLease without /, '')} | ${fmt(medianOfValues(r.ours.usPerRound), 2)} | ${fmt(medianOfValues(r.peer!.usPerRound), 2)} | ${fmt(saved, 2)} | ${fmt(medianOfValues(r.ratios), 2)}× |`,
+      );
+      costRows.push({
+        script: r.script,
+        decision: r.decision,
+        us: medianOfValues(r.ours.usPerRound),
+        saved,
+        ours: r.ours,
+        whole: r.peer,
+      });
+    }
     out();
     const ratioOf = (script: string, peer: string, decision: RegExp): number => {
       const r = cost.rows.find((c) => c.script === script && c.peer?.name === peer && decision.test(c.decision));

@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import type { RedisServer } from '@cq/test-harness';
-import { Coordinator, type AdmitOutcome, type Claim, type Lease } from '@cq/coordinator';
+import { Coordinator, loadScripts, type AdmitOutcome, type Claim, type Lease } from '@cq/coordinator';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { Mutex } from 'redis-semaphore';
@@ -15,6 +15,9 @@ import Redlock from 'redlock';
 import { benchRedis } from './redis.js';
 
 const run = promisify(execFile);
+
+/** The rows of acquireLease with one call taken out, beside the script as it is. */
+export const ABLATION = '(acquireLease, one call taken out)';
 
 /** The row of the script that does nothing: what any EVALSHA costs Redis. */
 export const FLOOR = '(an empty script)';
@@ -313,6 +316,58 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
       },
     ]);
     row('acquireLease', 'an acquisition of a free resource, fencing token included', steps.get('ours/acquire'));
+
+    // What each call of acquireLease costs, in place: the script as it is beside copies of it with one
+    // call taken out at a time (for these measurements only: a copy without the fence or the deadline is
+    // not a lease), each on free resources, in alternating rounds as above.
+    const acquireLua = loadScripts().get('acquireLease')!.lua;
+    const without = (call: string, from: string, to: string): { call: string; lua: string } => {
+      if (!acquireLua.includes(from)) throw new Error(`redis-cost: acquireLease no longer has ${JSON.stringify(from)}`);
+      return { call, lua: acquireLua.replace(from, to) };
+    };
+    const ablations = [
+      without('EXISTS (the check that it is free)', "if rcall('EXISTS', leaseKey) == 1 then", 'if false then'),
+      without('TIME (for the hard deadline)', 'local now = nowMs()', 'local now = 0'),
+      without('INCR (the fencing token)', "local fence = rcall('INCR', fenceKey)", 'local fence = 1'),
+      without("PEXPIRE (the lease's time to live)", "rcall('PEXPIRE', leaseKey, ttl)", ''),
+    ];
+    const variant = async (name: string, lua: string, tag: string): Promise<Contender> => {
+      const sha = String(await observer.script('LOAD', lua));
+      const caller = client();
+      return {
+        name,
+        phases: [
+          {
+            name: 'acquire',
+            sends: script,
+            decide: async (r, k) => {
+              const keys = ours.keys.lease(`${tag}${r + 1}r${k}`);
+              const reply = (await caller.evalsha(
+                sha,
+                2,
+                keys.lease,
+                keys.fence,
+                'owner',
+                lease.leaseMs,
+                lease.maxLifetimeMs,
+              )) as number[];
+              expect('an acquireLease copy did not acquire', Number(reply[0]) === 1);
+            },
+          },
+        ],
+      };
+    };
+    const removed = await group([
+      await variant('acquireLease', acquireLua, 'a'),
+      ...(await Promise.all(ablations.map((a, i) => variant(a.call, a.lua, `a${i}x`)))),
+    ]);
+    for (const a of ablations)
+      row(
+        ABLATION,
+        `acquireLease without ${a.call}`,
+        removed.get(`${a.call}/acquire`),
+        removed.get('acquireLease/acquire'),
+      );
     row('renewLease', "a renewal by the lease's owner", steps.get('ours/renew'));
     row('releaseLease', "a release by the lease's owner (compare-and-delete)", steps.get('ours/release'));
 

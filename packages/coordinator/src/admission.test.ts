@@ -98,6 +98,60 @@ describe('admission', () => {
   });
 });
 
+describe('the spawn throttle through a cancellation', () => {
+  const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 60_000, spawnBurst: 2 } });
+  const { sessions, claims } = coordinator;
+
+  it("goes back exactly where it was when it was not empty: the admission after it is the burst's last, the next is throttled", async () => {
+    const user = 'throttle-back';
+    const first = await sessions.admit(await token(coordinator, user));
+    if (first.outcome !== 'admitted') throw new Error(`not admitted: ${first.outcome}`);
+    expect(first.rate.remaining).toBe(1);
+    const claim = await claims.claim(first, worker);
+    if (!claim.claimed) throw new Error('not claimed');
+    expect(await claims.finish(claim.claim, 'completed', 0)).toBe(true);
+
+    // The second admission of the burst, then rolled back: the throttle holds one admission again.
+    const t = await token(coordinator, user);
+    const second = await sessions.admit(t);
+    if (second.outcome !== 'admitted') throw new Error(`not admitted: ${second.outcome}`);
+    expect(second.rate.remaining).toBe(0);
+    expect(await sessions.cancelAdmission(t, second.sessionId)).toEqual({ cancelled: true, tokenRestored: true });
+
+    const again = await sessions.admit(t);
+    if (again.outcome !== 'admitted') throw new Error(`not admitted: ${again.outcome}`);
+    expect(again.rate.remaining).toBe(0); // as the cancelled one: not 1 (emptied), not throttled (kept)
+    // Both admissions of the burst are used now: the next is refused, with at most a minute to wait.
+    const claimed = await claims.claim(again, worker);
+    if (!claimed.claimed) throw new Error('not claimed');
+    expect(await claims.finish(claimed.claim, 'completed', 0)).toBe(true);
+    const refused = await sessions.admit(await token(coordinator, user));
+    if (refused.outcome !== 'throttled') throw new Error(`not throttled: ${refused.outcome}`);
+    expect(refused.rate.retryAfterMs).toBeGreaterThan(0);
+    expect(refused.rate.retryAfterMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it('300 simultaneous cancellations of one admission: exactly one rolls it back, and the throttle moves back once', async () => {
+    const user = 'cancel-crowd';
+    const t = await token(coordinator, user);
+    const admitted = await sessions.admit(t);
+    if (admitted.outcome !== 'admitted') throw new Error(`not admitted: ${admitted.outcome}`);
+    expect(admitted.rate.remaining).toBe(1);
+    const cancellers = coordinatorsOn(connectionPool(50), coordinator);
+    await Promise.all(cancellers.map((c) => c.redis.ping()));
+    const outcomes = await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        cancellers[i % cancellers.length]!.sessions.cancelAdmission(t, admitted.sessionId),
+      ),
+    );
+    expect(outcomes.filter((o) => o.cancelled)).toHaveLength(1);
+    // Moved back once: the burst is whole again (two admissions), not more.
+    const again = await sessions.admit(t);
+    if (again.outcome !== 'admitted') throw new Error(`not admitted: ${again.outcome}`);
+    expect(again.rate.remaining).toBe(1);
+  });
+});
+
 describe('an admission whose answer was lost', () => {
   const coordinator = testCoordinator({ policy: { tokenLimit: 100, spawnIntervalMs: 60_000 } });
 

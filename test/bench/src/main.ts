@@ -166,17 +166,17 @@ try {
       }
     out();
     out(
-      '### acquireLease with one call taken out (copies of the script measured beside it, in alternating rounds; not leases)',
+      '### A script with one call taken out (copies of the script measured beside it, in alternating rounds; for measuring only)',
     );
     out();
     out(
-      '| taken out | µs without it | µs of the script as it is | saved, µs (median of the rounds) | without ÷ as it is |',
+      '| script | taken out | µs without it | µs of the script as it is | saved, µs (median of the rounds) | without ÷ as it is |',
     );
-    out('| --- | ---: | ---: | ---: | ---: |');
+    out('| --- | --- | ---: | ---: | ---: | ---: |');
     for (const r of ablations) {
       const saved = medianOfValues(r.ours.usPerRound.map((us, i) => r.peer!.usPerRound[i]! - us));
       out(
-        `| ${r.decision.replace(/^acquireLease without /, '')} | ${fmt(medianOfValues(r.ours.usPerRound), 2)} | ${fmt(medianOfValues(r.peer!.usPerRound), 2)} | ${fmt(saved, 2)} | ${fmt(medianOfValues(r.ratios), 2)}× |`,
+        `| ${r.decision.replace(/ without .*/, '')} | ${r.decision.replace(/^\S+ without /, '')} | ${fmt(medianOfValues(r.ours.usPerRound), 2)} | ${fmt(medianOfValues(r.peer!.usPerRound), 2)} | ${fmt(saved, 2)} | ${fmt(medianOfValues(r.ratios), 2)}× |`,
       );
       costRows.push({
         script: r.script,

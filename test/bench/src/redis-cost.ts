@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import type { RedisServer } from '@cq/test-harness';
-import { Coordinator, loadScripts, type AdmitOutcome, type Claim, type Lease } from '@cq/coordinator';
+import { Coordinator, loadScripts, type AdmitOutcome, type Claim, type Lease, type ScriptName } from '@cq/coordinator';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { Mutex } from 'redis-semaphore';
@@ -16,8 +16,8 @@ import { benchRedis } from './redis.js';
 
 const run = promisify(execFile);
 
-/** The rows of acquireLease with one call taken out, beside the script as it is. */
-export const ABLATION = '(acquireLease, one call taken out)';
+/** The rows of a script with one call taken out, beside the script as it is. */
+export const ABLATION = '(one call taken out)';
 
 /** The row of the script that does nothing: what any EVALSHA costs Redis. */
 export const FLOOR = '(an empty script)';
@@ -317,57 +317,72 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
     ]);
     row('acquireLease', 'an acquisition of a free resource, fencing token included', steps.get('ours/acquire'));
 
-    // What each call of acquireLease costs, in place: the script as it is beside copies of it with one
-    // call taken out at a time (for these measurements only: a copy without the fence or the deadline is
-    // not a lease), each on free resources, in alternating rounds as above.
-    const acquireLua = loadScripts().get('acquireLease')!.lua;
-    const without = (call: string, from: string, to: string): { call: string; lua: string } => {
-      if (!acquireLua.includes(from)) throw new Error(`redis-cost: acquireLease no longer has ${JSON.stringify(from)}`);
-      return { call, lua: acquireLua.replace(from, to) };
-    };
-    const ablations = [
-      without('EXISTS (the check that it is free)', "if rcall('EXISTS', leaseKey) == 1 then", 'if false then'),
-      without('TIME (for the hard deadline)', 'local now = nowMs()', 'local now = 0'),
-      without('INCR (the fencing token)', "local fence = rcall('INCR', fenceKey)", 'local fence = 1'),
-      without("PEXPIRE (the lease's time to live)", "rcall('PEXPIRE', leaseKey, ttl)", ''),
-    ];
-    const variant = async (name: string, lua: string, tag: string): Promise<Contender> => {
-      const sha = String(await observer.script('LOAD', lua));
-      const caller = client();
-      return {
-        name,
-        phases: [
-          {
-            name: 'acquire',
-            sends: script,
-            decide: async (r, k) => {
-              const keys = ours.keys.lease(`${tag}${r + 1}r${k}`);
-              const reply = (await caller.evalsha(
-                sha,
-                2,
-                keys.lease,
-                keys.fence,
-                'owner',
-                lease.leaseMs,
-                lease.maxLifetimeMs,
-              )) as number[];
-              expect('an acquireLease copy did not acquire', Number(reply[0]) === 1);
-            },
-          },
-        ],
+    // What each call costs in place, for the scripts whose targets are missed: the script as it is beside
+    // copies of it with one call taken out at a time, for these measurements only (a copy without the
+    // fence is not a lease), in alternating rounds as above, each call on a key never used.
+    const scripts = loadScripts();
+    const ablate = async (
+      name: ScriptName,
+      /** One call: `evalsha(numkeys, ...keys, ...args)` on keys named with `tag`, never used before. */
+      call: (
+        evalsha: (keysAndArgs: Array<string | number>) => Promise<unknown>,
+        tag: string,
+        r: number,
+        k: number,
+      ) => Promise<unknown>,
+      removals: ReadonlyArray<readonly [call: string, from: string, to: string]>,
+    ): Promise<void> => {
+      const lua = scripts.get(name)!.lua;
+      const variant = async (label: string, text: string, tag: string): Promise<Contender> => {
+        const sha = String(await observer.script('LOAD', text));
+        const caller = client();
+        const evalsha = (keysAndArgs: Array<string | number>): Promise<unknown> =>
+          caller.call('EVALSHA', sha, ...keysAndArgs);
+        return { name: label, phases: [{ name: 'call', sends: script, decide: (r, k) => call(evalsha, tag, r, k) }] };
       };
+      const copies = removals.map(([label, from, to]) => {
+        if (!lua.includes(from)) throw new Error(`redis-cost: ${name} no longer has ${JSON.stringify(from)}`);
+        return { label, lua: lua.replace(from, to) };
+      });
+      const measured = await group([
+        await variant(name, lua, `${name}-whole-`),
+        ...(await Promise.all(copies.map((c, i) => variant(c.label, c.lua, `${name}-${i}-`)))),
+      ]);
+      for (const c of copies)
+        row(ABLATION, `${name} without ${c.label}`, measured.get(`${c.label}/call`), measured.get(`${name}/call`));
     };
-    const removed = await group([
-      await variant('acquireLease', acquireLua, 'a'),
-      ...(await Promise.all(ablations.map((a, i) => variant(a.call, a.lua, `a${i}x`)))),
-    ]);
-    for (const a of ablations)
-      row(
-        ABLATION,
-        `acquireLease without ${a.call}`,
-        removed.get(`${a.call}/acquire`),
-        removed.get('acquireLease/acquire'),
-      );
+    await ablate(
+      'acquireLease',
+      async (evalsha, tag, r, k) => {
+        const keys = ours.keys.lease(`${tag}${r + 1}r${k}`);
+        const reply = (await evalsha([
+          2,
+          keys.lease,
+          keys.fence,
+          'owner',
+          lease.leaseMs,
+          lease.maxLifetimeMs,
+        ])) as unknown[];
+        expect('an acquireLease copy did not acquire', Number(reply[0]) === 1);
+      },
+      [
+        ['EXISTS (the check that it is free)', "if rcall('EXISTS', leaseKey) == 1 then", 'if false then'],
+        ['TIME (for the hard deadline)', 'local now = nowMs()', 'local now = 0'],
+        ['INCR (the fencing token)', "local fence = rcall('INCR', fenceKey)", 'local fence = 1'],
+        ["PEXPIRE (the lease's time to live)", "rcall('PEXPIRE', leaseKey, ttl)", ''],
+      ],
+    );
+    await ablate(
+      'gcra',
+      async (evalsha, tag, r, k) => {
+        const reply = (await evalsha([1, `${tag}${r + 1}k${k}`, 60_000, 1_000_000])) as unknown[];
+        expect('a gcra copy refused a call', Number(reply[0]) === 1);
+      },
+      [
+        ['PTTL (the read of its state)', "local tat = rcall('PTTL', key)", 'local tat = -2'],
+        ['SET PX (the write of its state, on a key never used)', "rcall('SET', key, '1', 'PX', newTat)", ''],
+      ],
+    );
     row('renewLease', "a renewal by the lease's owner", steps.get('ours/renew'));
     row('releaseLease', "a release by the lease's owner (compare-and-delete)", steps.get('ours/release'));
 

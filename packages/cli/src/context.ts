@@ -1,5 +1,6 @@
 import { CoordinatorClient } from '@cq/client';
 import type { Options } from './args.js';
+import { printable } from './escape.js';
 
 /** Where the CLI sends its requests, as error lines name it when the fix is on the CLI's side. */
 export interface Target {
@@ -14,13 +15,18 @@ export interface Context {
   client: CoordinatorClient;
   target: Target;
   json: boolean;
+  /** Prints a line: JSON as it is with `--json`, else text with every control but its newlines escaped ({@link printable}). */
   out: (line: string) => void;
 }
 
 /** The API's URL when neither `--url` nor `$CQ_API_URL` names one (where `./scripts/up.sh` puts it when free). */
 export const DEFAULT_API_URL = 'http://127.0.0.1:3000';
 
-/** The context for the command line's options: `--url`/`$CQ_API_URL`, `--key`/`$CQ_API_KEY`, `--json`. */
+/**
+ * The context for the command line's options: `--url`/`$CQ_API_URL`, `--key`/`$CQ_API_KEY`, `--json`.
+ * Lines go to `out`, text lines through {@link printable} so that nothing a command prints, whatever it
+ * forgot to escape, can drive the terminal.
+ */
 export function contextOf(options: Options, out: (line: string) => void): Context {
   // An empty variable (`CQ_API_KEY=`) is as good as none.
   const baseUrl = options.url ?? (process.env['CQ_API_URL'] || DEFAULT_API_URL);
@@ -31,7 +37,7 @@ export function contextOf(options: Options, out: (line: string) => void): Contex
     client: new CoordinatorClient({ baseUrl, ...(apiKey === undefined ? {} : { apiKey }) }),
     target: { baseUrl, keyFrom },
     json: options.json,
-    out,
+    out: options.json ? out : (line) => out(printable(line)),
   };
 }
 

@@ -1,7 +1,7 @@
-import { SessionExistsError, ThrottledError, UnavailableError } from '@cq/client';
+import { ApiError, SessionExistsError, ThrottledError, UnavailableError } from '@cq/client';
 import { describe, expect, it } from 'vitest';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
-import { describeError, duration, eventWords, stateWords, table } from './format.js';
+import { describeError, duration, eventWords, sessionOpening, stateWords, table } from './format.js';
 
 describe('cli formatting', () => {
   it('says throttled with the retry time in whole seconds, rounded up', () => {
@@ -43,5 +43,40 @@ describe('cli formatting', () => {
         ['ccc', 'd'],
       ]),
     ).toBe('A    BB\nccc  d');
+  });
+
+  it('escapes what the API said in an error line, which stays one line', () => {
+    const err = new ApiError(500, 'internal\x1b[2K', 'boom\x1b]52;c;aGk=\x07\nunauthorized: forged', undefined);
+    expect(describeError(err)).toBe('internal\\x1b[2K: boom\\x1b]52;c;aGk=\\x07\\nunauthorized: forged');
+    expect(describeError(new SessionExistsError(409, 'session_exists', 'x', undefined, 's\r1'))).toBe(
+      'session_exists: the user already has session s\\r1',
+    );
+  });
+
+  it("escapes a live session's fields, the endpoint it announced among them", () => {
+    const opening = sessionOpening({
+      userId: 'ann\u202e',
+      words: 'running (ready)',
+      fence: 3,
+      sessionId: 's-1',
+      workerId: 'host\n1',
+      endpoint: '10.0.0.7:8080\x1b]8;;http://evil/\x07',
+    });
+    expect(opening).toEqual([
+      'ann\\u202e: running (ready)',
+      'fence 3',
+      'session s-1',
+      'on host\\n1',
+      'at 10.0.0.7:8080\\x1b]8;;http://evil/\\x07',
+    ]);
+  });
+
+  it('escapes table cells and aligns the columns by what is shown', () => {
+    expect(
+      table([
+        ['URL', 'ERROR'],
+        ['h\rx', 'refused\nforged row'],
+      ]),
+    ).toBe('URL   ERROR\nh\\rx  refused\\nforged row');
   });
 });

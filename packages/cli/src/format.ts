@@ -1,6 +1,7 @@
 import { ApiError, NoCapacityError, SessionExistsError, ThrottledError } from '@cq/client';
 import type { SessionEventType } from '@cq/contract';
 import type { Target } from './context.js';
+import { escaped, oneLine } from './escape.js';
 
 /** Where the development key of a local API is (`scripts/up.mjs` writes it unless `API_KEYS` is set). */
 const LOCAL_KEY_FILE = '.data/dev-api-key';
@@ -29,17 +30,18 @@ export function remedyOf(err: unknown, target: Target): string | undefined {
 
 /**
  * One line describing an error answer, e.g. `throttled: retry in 7 s`; with `target`, an unreachable
- * API or a refused key is described with the CLI's fix ({@link remedyOf}).
+ * API or a refused key is described with the CLI's fix ({@link remedyOf}). What the API said (its code,
+ * its message) is escaped ({@link escaped}): it cannot drive the terminal or start a line of its own.
  */
 export function describeError(err: unknown, target?: Target): string {
   const remedy = target === undefined ? undefined : remedyOf(err, target);
-  if (remedy !== undefined && err instanceof ApiError) return `${err.code}: ${remedy}`;
+  if (remedy !== undefined && err instanceof ApiError) return escaped`${err.code}: ${remedy}`;
   if (err instanceof ThrottledError) return `throttled: retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
   if (err instanceof NoCapacityError)
     return `no_capacity: no worker slot is free; the token stays valid, retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
-  if (err instanceof SessionExistsError) return `session_exists: the user already has session ${err.sessionId}`;
-  if (err instanceof ApiError) return `${err.code}: ${err.message}`;
-  return `error: ${err instanceof Error ? err.message : String(err)}`;
+  if (err instanceof SessionExistsError) return escaped`session_exists: the user already has session ${err.sessionId}`;
+  if (err instanceof ApiError) return escaped`${err.code}: ${err.message}`;
+  return escaped`error: ${err instanceof Error ? err.message : String(err)}`;
 }
 
 /**
@@ -59,7 +61,8 @@ export function eventWords(type: SessionEventType): string {
 
 /**
  * How a line about a live session opens, the same in `status`, `extend` and `watch`:
- * `ann: running (ready), fence 3, session s-1, on host-1, at 10.0.0.7:8080`.
+ * `ann: running (ready), fence 3, session s-1, on host-1, at 10.0.0.7:8080`; each field escaped (the
+ * endpoint is whatever the session announced).
  */
 export function sessionOpening(s: {
   userId: string;
@@ -69,9 +72,9 @@ export function sessionOpening(s: {
   workerId?: string | undefined;
   endpoint?: string | undefined;
 }): string[] {
-  const parts = [`${s.userId}: ${s.words}`, `fence ${s.fence}`, `session ${s.sessionId}`];
-  if (s.workerId) parts.push(`on ${s.workerId}`);
-  if (s.endpoint) parts.push(`at ${s.endpoint}`);
+  const parts = [escaped`${s.userId}: ${s.words}`, escaped`fence ${s.fence}`, escaped`session ${s.sessionId}`];
+  if (s.workerId) parts.push(escaped`on ${s.workerId}`);
+  if (s.endpoint) parts.push(escaped`at ${s.endpoint}`);
   return parts;
 }
 
@@ -83,11 +86,12 @@ export function duration(ms: number): string {
   return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
 }
 
-/** Aligns rows of cells into columns. */
+/** Aligns rows of cells into columns, each cell escaped by {@link oneLine} (a cell cannot add a row). */
 export function table(rows: ReadonlyArray<ReadonlyArray<string>>): string {
+  const cells = rows.map((row) => row.map(oneLine));
   const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows
+  for (const row of cells) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return cells
     .map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '))
     .join('\n');
 }

@@ -4,6 +4,7 @@ import type { EndedSession, Hosts } from '@cq/contract';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { exitCodes } from './exit-codes.js';
 import { main } from './main.js';
+import { attacks, forgedLine, TERMINAL_CONTROL } from './test-support/terminal-attacks.js';
 
 /** The API's answers, as the contract shapes them (what the CLI prints is all this tests). */
 const hosts: Hosts = {
@@ -101,6 +102,66 @@ const readyEvents = [
   { type: 'completed', sessionId: 's-rey', userId: 'rey', fence: 3, at: '2026-11-22T12:00:09.000Z', exitCode: 0 },
 ];
 
+/** Every attack on the terminal, raw as a hostile session writes it and as `cq` shows it. */
+const hostile = [...attacks, forgedLine];
+const hostileRaw = hostile.map(([, raw]) => raw).join(' ');
+const hostileShown = hostile.map(([, , shown]) => shown).join(' ');
+
+/** A ready session whose endpoint and host id (and so on) carry every attack. */
+const malSession = {
+  sessionId: 's-mal',
+  userId: 'mal',
+  fence: 7,
+  state: 'running',
+  ready: true,
+  endpoint: `10.0.0.7:8080 ${hostileRaw}`,
+  workerId: 'host-1\r\x1b[1A',
+  startedAt: '2026-11-22T12:00:00.000Z',
+};
+
+/** How `cq` opens a line about that session. */
+const malShown = `mal: running (ready), fence 7, session s-mal, on host-1\\r\\x1b[1A, at 10.0.0.7:8080 ${hostileShown}`;
+
+/** Its output: a line per attack, stdout and stderr in turn (the API keeps the text as the session wrote it). */
+const malLines = hostile.map(([, raw], i) => ({
+  id: `1-${i}`,
+  at: `2026-11-22T12:00:${String(i).padStart(2, '0')}.000Z`,
+  stream: i % 2 === 0 ? 'stdout' : 'stderr',
+  line: `before ${raw} after`,
+}));
+
+/** How `cq logs` prints those lines: one printed line per line, each attack a visible escape. */
+const malLinesShown = hostile.map(
+  ([, , shown], i) => `${malLines[i]!.at} ${i % 2 === 0 ? 'out' : 'err'} before ${shown} after`,
+);
+
+/** Its event stream: its current state (with the endpoint), then its end. */
+const malEvents = [
+  {
+    type: 'ready',
+    sessionId: 's-mal',
+    userId: 'mal',
+    fence: 7,
+    at: '2026-11-22T12:00:01.000Z',
+    workerId: malSession.workerId,
+    endpoint: malSession.endpoint,
+  },
+  { type: 'completed', sessionId: 's-mal', userId: 'mal', fence: 7, at: '2026-11-22T12:00:09.000Z', exitCode: 0 },
+];
+
+/** An error answer whose message tries the attacks on stderr. */
+const hostileError = { code: 'internal', message: `failed ${hostileRaw}` };
+
+/** Server-sent events as the API writes them: `event`, `data` (JSON) and a blank line each. */
+function sse(messages: ReadonlyArray<{ event: string; data: unknown }>): string {
+  return messages.map(({ event, data }) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join('');
+}
+
+/** The printed text holds no character a terminal acts on (lines are split at the newlines between them). */
+function expectInert(lines: readonly string[]): void {
+  for (const line of lines) expect(line).not.toMatch(TERMINAL_CONTROL);
+}
+
 describe('cq against an API', () => {
   let server: Server;
   let url: string;
@@ -114,9 +175,23 @@ describe('cq against an API', () => {
         res.end(JSON.stringify({ error: { code: 'unauthorized', message } }));
         return;
       }
-      if (req.url === '/v1/users/rey/session/events') {
+      const streams: Record<string, string> = {
+        '/v1/users/rey/session/events': sse(readyEvents.map((e) => ({ event: e.type, data: e }))),
+        '/v1/users/mal/session/events': sse(malEvents.map((e) => ({ event: e.type, data: e }))),
+        '/v1/users/mal/sessions/s-mal/logs': sse([
+          ...malLines.map((line) => ({ event: 'line', data: line })),
+          { event: 'end', data: { sessionId: 's-mal' } },
+        ]),
+      };
+      const stream = streams[req.url ?? ''];
+      if (stream !== undefined && req.headers.accept === 'text/event-stream') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.end(readyEvents.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join(''));
+        res.end(stream);
+        return;
+      }
+      if (req.url === '/v1/users/boom/session') {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: hostileError }));
         return;
       }
       const bodies: Record<string, unknown> = {
@@ -130,6 +205,36 @@ describe('cq against an API', () => {
         '/v1/users/ann/history': history,
         '/v1/users/ida/history': idleHistory,
         '/v1/users/ivy/session': idleSession(),
+        '/v1/users/mal/session': malSession,
+        '/v1/users/mal/history': {
+          sessions: [
+            { sessionId: 's-mal', fence: 7, state: 'completed', endedAt: '2026-11-22T12:00:09.000Z', exitCode: 0 },
+          ],
+        },
+        '/v1/webhooks': {
+          webhooks: [
+            {
+              id: 'wh_1',
+              url: `https://hooks.example/${hostileRaw}`,
+              events: [],
+              createdAt: '2026-11-22T12:00:00.000Z',
+            },
+          ],
+        },
+        '/v1/webhooks/wh_1/deliveries': {
+          deliveries: [
+            {
+              eventId: 'e-1',
+              type: 'ready',
+              attempt: 1,
+              error: `refused ${hostileRaw}`,
+              at: '2026-11-22T12:00:01.000Z',
+            },
+          ],
+        },
+        // Two pages, the second after the first's last line.
+        '/v1/users/mal/sessions/s-mal/logs': { lines: malLines.slice(0, 4), droppedBytes: 0, more: true },
+        '/v1/users/mal/sessions/s-mal/logs?after=1-3': { lines: malLines.slice(4), droppedBytes: 0, more: false },
       };
       const body = bodies[req.url ?? ''];
       // Anything else (ann's live session, for one) is a 404, as the API answers for a user without one.
@@ -247,6 +352,85 @@ describe('cq against an API', () => {
     const watch = await run('watch', 'ida');
     expect(watch.lines).toEqual(['ida: stopped (idle) (exit code 143), session s-idle at 2026-11-22T11:00:00.000Z']);
     expect(watch.code).toBe(12);
+  });
+
+  it.each([[['logs', 'mal']], [['logs', 'mal', '--follow']]])(
+    "cq %j prints a hostile session's output as visible escapes, one printed line per line of output",
+    async (argv) => {
+      const { code, lines } = await run(...argv);
+      expect(lines).toEqual(malLinesShown);
+      expectInert(lines);
+      expect(code).toBe(exitCodes.ok);
+    },
+  );
+
+  it.each([[['logs', 'mal', '--json']], [['logs', 'mal', '--follow', '--json']]])(
+    'cq %j prints each line exactly as the API sent it',
+    async (argv) => {
+      const { code, lines } = await run(...argv);
+      expect(lines.map((line) => JSON.parse(line) as unknown)).toEqual(malLines);
+      expect(code).toBe(exitCodes.ok);
+    },
+  );
+
+  it('status prints an endpoint the session announced as visible escapes on one line; --json exactly', async () => {
+    const status = await run('status', 'mal');
+    expect(status.lines).toEqual([malShown]);
+    expectInert(status.lines);
+    const json = await run('status', 'mal', '--json');
+    expect(json.lines.map((line) => JSON.parse(line) as unknown)).toEqual([malSession]);
+  });
+
+  it('watch on a terminal rewrites its status line with its own CR and erase, the text after them escaped', async () => {
+    const tty = process.stdout.isTTY;
+    process.stdout.isTTY = true;
+    let written = '';
+    const write = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      written += String(chunk);
+      return true;
+    });
+    let watch;
+    try {
+      watch = await run('watch', 'mal');
+    } finally {
+      write.mockRestore();
+      process.stdout.isTTY = tty;
+    }
+    expect(written).toBe(`\r\x1b[2K${malShown}\n`);
+    expect(watch.lines).toEqual(['mal: completed (exit code 0), session s-mal']);
+    expect(watch.code).toBe(exitCodes.ok);
+  });
+
+  it('webhooks and their deliveries print a URL and a delivery error as visible escapes, one row each', async () => {
+    const list = await run('webhooks');
+    expect(list.lines[1]!.split(/\s{2,}/)).toEqual([
+      'wh_1',
+      `https://hooks.example/${hostileShown}`,
+      'all',
+      '2026-11-22T12:00:00.000Z',
+    ]);
+    const deliveries = await run('webhooks', 'deliveries', 'wh_1');
+    expect(deliveries.lines[1]!.split(/\s{2,}/)).toEqual([
+      '2026-11-22T12:00:01.000Z',
+      'e-1',
+      'ready',
+      '1',
+      `refused ${hostileShown}`,
+      '-',
+    ]);
+    for (const { lines } of [list, deliveries]) {
+      expect(lines).toHaveLength(2);
+      expectInert(lines);
+    }
+  });
+
+  it('prints an error message from the API on stderr as visible escapes, one line; --json exactly', async () => {
+    const text = await runCapturing(['status', 'boom', '--url', url, '--key', 'k']);
+    expect(text.stderr).toBe(`internal: failed ${hostileShown}\n`);
+    expectInert([text.stderr.slice(0, -1)]);
+    expect(text.code).toBe(exitCodes.rejected);
+    const json = await runCapturing(['status', 'boom', '--url', url, '--key', 'k', '--json']);
+    expect((JSON.parse(json.stderr) as { error: unknown }).error).toEqual({ ...hostileError, status: 500 });
   });
 
   it('watch, with no live session, says how the last one ended, out_of_memory included, and exits as failed', async () => {

@@ -30,6 +30,9 @@ options:
   --key KEY    a service key (default: $CQ_API_KEY; ./scripts/up.sh keeps its key in .data/dev-api-key)
   --json       print JSON instead of text
 
+output: text shows each control character in what the API sent (session output, endpoints, ids, URLs,
+errors) as a visible escape (\\x1b, \\r, \\n, \\u202e), so none can drive the terminal; --json prints it exactly.
+
 session states: pending, running, running (ready) once the session announced it is ready, stopping; then
 completed, failed, expired, stopped or lost (status, watch and demo use the same words).
 

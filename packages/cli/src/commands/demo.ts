@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseIntOption } from '../args.js';
 import type { Context } from '../context.js';
+import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { describeError, stateWords } from '../format.js';
 import { UsageError } from '../usage-error.js';
@@ -30,7 +31,7 @@ async function run(ctx: Context, users: number): Promise<number> {
       const admitted = await ctx.client.spawn(token);
       sessions.set(userId, admitted.sessionId);
       event({ userId, event: 'admitted', sessionId: admitted.sessionId, fence: admitted.fence });
-      say(`  ${userId}: admitted, fence ${admitted.fence}, session ${admitted.sessionId}`);
+      say(escaped`  ${userId}: admitted, fence ${admitted.fence}, session ${admitted.sessionId}`);
     } catch (err) {
       event({ userId, event: 'refused', error: describeError(err) });
       say(`  ${userId}: ${describeError(err)}`);
@@ -57,7 +58,7 @@ async function run(ctx: Context, users: number): Promise<number> {
         (await ctx.client.issueToken({ userId: second, metadata: { durationMs: 2000 } })).token,
       );
       sessions.set(second, admitted.sessionId);
-      say(`  ${second}: admitted again, fence ${admitted.fence} (the throttle was already open)`);
+      say(escaped`  ${second}: admitted again, fence ${admitted.fence} (the throttle was already open)`);
     } catch (err) {
       event({ userId: second, event: 'refused', error: describeError(err) });
       say(`  ${second}: ${describeError(err)}`);
@@ -75,7 +76,7 @@ async function run(ctx: Context, users: number): Promise<number> {
         if (seen.get(userId) !== words) {
           seen.set(userId, words);
           event({ userId, event: live.state, ready: live.ready, sessionId: live.sessionId, workerId: live.workerId });
-          say(`  ${userId}: ${words}${live.workerId ? ` on ${live.workerId}` : ''}`);
+          say(escaped`  ${userId}: ${words}${live.workerId ? ` on ${live.workerId}` : ''}`);
         }
         continue;
       }
@@ -83,7 +84,9 @@ async function run(ctx: Context, users: number): Promise<number> {
       if (ended !== undefined) {
         pending.delete(userId);
         event({ userId, event: ended.state, sessionId: ended.sessionId, exitCode: ended.exitCode });
-        say(`  ${userId}: ${ended.state}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}`);
+        say(
+          escaped`  ${userId}: ${ended.state}${ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`}`,
+        );
       }
     }
     if (pending.size > 0) await sleep(300);

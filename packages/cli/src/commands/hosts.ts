@@ -1,4 +1,5 @@
 import { print } from '../context.js';
+import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { duration, table } from '../format.js';
 import type { Command } from './command.js';
@@ -25,7 +26,7 @@ export const hosts: Command = async (ctx) => {
           ]),
         ]),
       );
-    ctx.out(`free slots: ${freeSlots}`);
+    ctx.out(escaped`free slots: ${freeSlots}`);
   }
   return exitCodes.ok;
 };
@@ -36,7 +37,7 @@ export const drain: Command = async (ctx, { need }) => {
   print(
     ctx,
     host,
-    `${host.workerId}: draining, ${host.busy} session(s) left to end on their own; it exits when they have`,
+    escaped`${host.workerId}: draining, ${host.busy} session(s) left to end on their own; it exits when they have`,
   );
   return exitCodes.ok;
 };

@@ -1,11 +1,17 @@
 import { NoSessionError, type OutputLineData } from '@cq/client';
 import type { Context } from '../context.js';
+import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import type { Command } from './command.js';
 
-/** One line as printed: `<time> <stream> <line>` (stderr marked), or the line as JSON with `--json`. */
+/**
+ * One line as printed: `<time> <stream> <line>` (stderr marked) with the session's text escaped (it
+ * cannot drive the terminal nor rewrite the lines above it), or the line as JSON with `--json`.
+ */
 function show(ctx: Context, line: OutputLineData): void {
-  ctx.out(ctx.json ? JSON.stringify(line) : `${line.at} ${line.stream === 'stderr' ? 'err' : 'out'} ${line.line}`);
+  ctx.out(
+    ctx.json ? JSON.stringify(line) : escaped`${line.at} ${line.stream === 'stderr' ? 'err' : 'out'} ${line.line}`,
+  );
 }
 
 /** The session whose output is shown: the user's live one, else the user's latest ended one. */
@@ -37,7 +43,7 @@ export const logs: Command = async (ctx, { need, options }) => {
   }
   if (page.droppedBytes > 0 && !ctx.json)
     process.stderr.write(
-      `cq: ${page.droppedBytes} bytes of this session's output were dropped (over LOG_RATE_BYTES)\n`,
+      escaped`cq: ${page.droppedBytes} bytes of this session's output were dropped (over LOG_RATE_BYTES)\n`,
     );
   return exitCodes.ok;
 };

@@ -1,5 +1,6 @@
 import type { LiveSession } from '@cq/client';
 import { print } from '../context.js';
+import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { duration, sessionOpening, stateWords } from '../format.js';
 import { UsageError } from '../usage-error.js';
@@ -40,6 +41,6 @@ export const extend: Command = async (ctx, { need, positionals }) => {
 /** `stop <userId>`: stop the user's live session. */
 export const stop: Command = async (ctx, { need }) => {
   const stopped = await ctx.client.stopSession(need('a user id'));
-  print(ctx, stopped, `${stopped.userId}: ${stopped.state}, session ${stopped.sessionId}`);
+  print(ctx, stopped, escaped`${stopped.userId}: ${stopped.state}, session ${stopped.sessionId}`);
   return exitCodes.ok;
 };

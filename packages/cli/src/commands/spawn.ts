@@ -1,5 +1,6 @@
 import { parseIntOption, parseMetadata } from '../args.js';
 import { print } from '../context.js';
+import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { duration } from '../format.js';
 import { UsageError } from '../usage-error.js';
@@ -26,7 +27,8 @@ export const spawn: Command = async (ctx, { options, positionals }) => {
   print(
     ctx,
     admitted,
-    `${admitted.userId}: admitted, fence ${admitted.fence}, session ${admitted.sessionId}, lifetime ${duration(admitted.lifetimeMs)}`,
+    escaped`${admitted.userId}: admitted, fence ${admitted.fence}, session ${admitted.sessionId}` +
+      `, lifetime ${duration(admitted.lifetimeMs)}`,
   );
   return exitCodes.ok;
 };

@@ -1,5 +1,6 @@
 import { parseIntOption, parseMetadata } from '../args.js';
 import { print } from '../context.js';
+import { oneLine } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import type { Command } from './command.js';
 
@@ -16,6 +17,6 @@ export const token: Command = async (ctx, { options, need }) => {
     ...(lifetimeMs ? { lifetimeMs } : {}),
     ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
   });
-  print(ctx, issued, issued.token);
+  print(ctx, issued, oneLine(issued.token));
   return exitCodes.ok;
 };

@@ -1,6 +1,7 @@
 import { NoSessionError, type EndedSession, type StreamedEvent } from '@cq/client';
 import { isFinalEventType } from '@cq/contract';
 import { print, type Context } from '../context.js';
+import { escaped, oneLine } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { duration, eventWords, sessionOpening } from '../format.js';
 import type { Command } from './command.js';
@@ -45,7 +46,8 @@ async function follow(ctx: Context, userId: string): Promise<number> {
     if (isFinalEventType(event.type)) break;
     const line = describeEvent(event);
     if (ctx.json) ctx.out(JSON.stringify(event));
-    else if (tty) process.stdout.write(`\r\x1b[2K${line}`);
+    // The status line is rewritten in place: ours the CR and the erase, the line after them one line, escaped.
+    else if (tty) process.stdout.write(`\r\x1b[2K${oneLine(line)}`);
     else ctx.out(line);
   }
   if (tty) process.stdout.write('\n');
@@ -56,13 +58,17 @@ async function follow(ctx: Context, userId: string): Promise<number> {
   if (sessionId === undefined && ended === undefined)
     throw new NoSessionError(404, 'no_session', `User ${userId} has no live or ended session.`, undefined);
   if (ended === undefined) {
-    print(ctx, { userId, sessionId, state: 'replaced' }, `${userId}: session ${sessionId} was replaced by a newer one`);
+    print(
+      ctx,
+      { userId, sessionId, state: 'replaced' },
+      escaped`${userId}: session ${sessionId} was replaced by a newer one`,
+    );
     return exitCodes.ok;
   }
   const when = sessionId === undefined ? ` at ${ended.endedAt}` : '';
   const why = ended.reason === undefined ? '' : ` (${ended.reason})`;
   const code = ended.exitCode === undefined ? '' : ` (exit code ${ended.exitCode})`;
-  print(ctx, { userId, ...ended }, `${userId}: ${ended.state}${why}${code}, session ${ended.sessionId}${when}`);
+  print(ctx, { userId, ...ended }, escaped`${userId}: ${ended.state}${why}${code}, session ${ended.sessionId}${when}`);
   return endCodes[ended.state];
 }
 

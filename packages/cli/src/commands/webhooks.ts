@@ -1,4 +1,5 @@
 import { print } from '../context.js';
+import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { table } from '../format.js';
 import { UsageError } from '../usage-error.js';
@@ -24,8 +25,8 @@ export const webhooks: Command = async (ctx, { positionals, options }) => {
       print(
         ctx,
         created,
-        `${created.id}: ${created.url} (${created.events.length === 0 ? 'every event' : created.events.join(', ')})\n` +
-          `secret: ${created.secret}\n(shown only now: receivers verify signatures with it)`,
+        escaped`${created.id}: ${created.url} (${created.events.length === 0 ? 'every event' : created.events.join(', ')})\n` +
+          escaped`secret: ${created.secret}\n(shown only now: receivers verify signatures with it)`,
       );
       return exitCodes.ok;
     }
@@ -46,7 +47,7 @@ export const webhooks: Command = async (ctx, { positionals, options }) => {
     case 'delete': {
       const id = needArgument('a webhook id');
       await ctx.client.deleteWebhook(id);
-      print(ctx, { id, deleted: true }, `${id}: deleted; its pending deliveries are dropped`);
+      print(ctx, { id, deleted: true }, escaped`${id}: deleted; its pending deliveries are dropped`);
       return exitCodes.ok;
     }
     case 'deliveries': {

@@ -244,7 +244,7 @@ describe('the HTTP edge in the error format', async () => {
     const cases: Array<[string, string]> = [
       ['DELETE', '/v1/users/someone/session'],
       ['POST', '/v1/hosts/some-host/drain'],
-      ['DELETE', '/v1/webhooks/abc'],
+      ['DELETE', `/v1/webhooks/wh_${'0'.repeat(24)}`],
       ['POST', '/v1/users/someone/session/activity'],
     ];
     for (const [method, path] of cases) {

@@ -1,6 +1,5 @@
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import swagger from '@fastify/swagger';
-import underPressure from '@fastify/under-pressure';
 import type { Socket } from 'node:net';
 import Fastify, {
   type ConnectionError,
@@ -17,7 +16,10 @@ import type { Resolver } from './webhooks/address-guard.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { errorBody, httpErrors } from './http-errors.js';
 import { jsonBodyParser } from './json-body.js';
+import { requestSerializer } from './request-log.js';
 import { metricsPlugin } from './plugins/metrics.js';
+import { connectionsPlugin } from './plugins/connections.js';
+import { loadSheddingPlugin } from './plugins/load-shedding.js';
 import { servicesPlugin } from './plugins/services/index.js';
 import { DASHBOARD_PATH, dashboardPlugin } from './dashboard/plugin.js';
 import { operationRoutes } from './routes/operations.js';
@@ -116,7 +118,8 @@ export interface BuildAppOptions {
   requestTimeoutMs?: number;
   /**
    * Name resolution of webhook hosts, at creation and at every delivery attempt (tests make a name
-   * resolve elsewhere between the two). @defaultValue the system resolver (`dns.promises.lookup`, all addresses)
+   * resolve elsewhere between the two).
+   * @defaultValue `resolveHost` (c-ares, bounded in time: `webhooks/host-resolver.ts`)
    */
   webhookResolve?: Resolver;
 }
@@ -129,7 +132,8 @@ const sse = sseModule as unknown as FastifyPluginAsync<SSEPluginOptions>;
 export async function buildApp(options: BuildAppOptions) {
   const requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = Fastify({
-    loggerInstance: options.logger,
+    // Request log lines never hold a credential a client put in the query string (request-log.ts).
+    loggerInstance: options.logger.child({}, { serializers: { req: requestSerializer } }),
     bodyLimit: BODY_LIMIT,
     // Answered in our format by the hook below.
     return503OnClosing: false,
@@ -173,24 +177,18 @@ export async function buildApp(options: BuildAppOptions) {
   // JSON bodies: nesting counted as the bytes arrive (400 beyond MAX_BODY_DEPTH, before any parsing),
   // `__proto__` and `constructor` keys refused, parse errors without the body's text; an empty body
   // (curl -H 'content-type: application/json' -X DELETE ...) is no body at all.
-  app.removeContentTypeParser('application/json');
+  // Every other type (text/plain included, which Fastify parses by default) is 415 unsupported_media_type.
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', jsonBodyParser({ bodyLimit: BODY_LIMIT }));
 
   await app.register(metricsPlugin, { defaultMetrics: options.defaultMetrics ?? true });
-  // Load shedding that looks at the process, not at who asks: junk from one address can never make a
-  // valid token fail, however much of it there is (see docs/http-api.md, "Load and abuse").
+  await app.register(connectionsPlugin, {
+    maxConnections: options.config.maxConnections,
+    keepAliveTimeoutMs: options.config.keepAliveTimeoutMs,
+  });
+  // Load shedding that looks at the process, not at who asks (see docs/http-api.md, "Load and abuse").
   if (options.config.maxEventLoopDelayMs > 0)
-    await app.register(underPressure, {
-      maxEventLoopDelay: options.config.maxEventLoopDelayMs,
-      retryAfter: 1,
-      pressureHandler: (_request, reply) => {
-        app.metrics.shed.inc();
-        void reply
-          .code(503)
-          .header('Retry-After', '1')
-          .send(errorBody('unavailable', 'The API is overloaded; retry shortly.'));
-      },
-    });
+    await app.register(loadSheddingPlugin, { maxEventLoopDelayMs: options.config.maxEventLoopDelayMs });
   await app.register(errorsPlugin);
   await app.register(servicesPlugin, {
     config: options.config,

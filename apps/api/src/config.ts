@@ -3,12 +3,14 @@ import {
   commonConfig,
   commonEnvShape,
   intVar,
+  optionalIntVar,
   parseEnv,
   stringVar,
   type CommonConfig,
 } from '@cq/service-kit';
 import { MAX_TOKEN_TTL_MS, defaultPolicy, type Policy } from '@cq/coordinator';
 import { z } from 'zod';
+import { MIN_CONNECTIONS, connectionBound, openFileLimit } from './connection-limits.js';
 
 /** The API's configuration, parsed once from the environment at start-up. */
 export interface ApiConfig extends CommonConfig {
@@ -40,6 +42,17 @@ export interface ApiConfig extends CommonConfig {
    * (for pools that autoscale on queue length). @defaultValue true
    */
   capacityCheck: boolean;
+  /**
+   * Most client connections open at once; a connection over it is accepted and closed at once, so no
+   * number of clients can take the descriptors the process needs. @defaultValue the open-file limit
+   * less 128, at most 10,000
+   */
+  maxConnections: number;
+  /**
+   * How long a connection may stay open with no request after its last answer, ms (an answer to a
+   * request without a valid key closes its connection at once). @defaultValue 5000
+   */
+  keepAliveTimeoutMs: number;
   /** Allow webhook URLs that resolve to loopback, private or link-local addresses. @defaultValue false */
   webhookAllowPrivate: boolean;
   /**
@@ -90,6 +103,8 @@ const apiEnvShape = {
   TRUST_PROXY: stringVar('false', /^(true|false)$/, 'true or false'),
   CAPACITY_CHECK: stringVar('true', /^(true|false)$/, 'true or false'),
   MAX_EVENT_LOOP_DELAY_MS: intVar(1000, 0, 60_000),
+  MAX_CONNECTIONS: optionalIntVar(MIN_CONNECTIONS, 1_000_000),
+  KEEP_ALIVE_TIMEOUT_MS: intVar(5000, 1, 600_000),
   WEBHOOK_ALLOW_PRIVATE: stringVar('false', /^(true|false)$/, 'true or false'),
   WEBHOOK_SECRET_KEY: z
     .string()
@@ -104,13 +119,21 @@ const apiEnvShape = {
     }),
 };
 
-/** Parses the API's environment; throws a one-line ConfigError naming the first bad variable. */
-export function loadApiConfig(env: Readonly<Record<string, string | undefined>>): ApiConfig {
+/**
+ * Parses the API's environment; throws a one-line ConfigError naming the first bad variable.
+ * `fileLimit` is the process's open-file limit, which bounds MAX_CONNECTIONS (tests pass their own).
+ */
+export function loadApiConfig(
+  env: Readonly<Record<string, string | undefined>>,
+  fileLimit: number | undefined = openFileLimit(),
+): ApiConfig {
   const parsed = parseEnv(apiEnvShape, env);
   if (parsed.IDLE_TIMEOUT_MS > parsed.MAX_LIFETIME_MS)
     throw new ConfigError(
       `IDLE_TIMEOUT_MS must be at most MAX_LIFETIME_MS (${parsed.MAX_LIFETIME_MS}): a session never runs longer than that`,
     );
+  const connections = connectionBound(parsed.MAX_CONNECTIONS, fileLimit);
+  if ('problem' in connections) throw new ConfigError(connections.problem);
   return {
     ...commonConfig(parsed),
     host: parsed.HOST,
@@ -132,6 +155,8 @@ export function loadApiConfig(env: Readonly<Record<string, string | undefined>>)
     trustProxy: parsed.TRUST_PROXY === 'true',
     capacityCheck: parsed.CAPACITY_CHECK === 'true',
     maxEventLoopDelayMs: parsed.MAX_EVENT_LOOP_DELAY_MS,
+    maxConnections: connections.bound,
+    keepAliveTimeoutMs: parsed.KEEP_ALIVE_TIMEOUT_MS,
     webhookAllowPrivate: parsed.WEBHOOK_ALLOW_PRIVATE === 'true',
     webhookSecretKey: parsed.WEBHOOK_SECRET_KEY,
   };

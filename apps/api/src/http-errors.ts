@@ -24,6 +24,7 @@ export const statusOfCoordinatorCode: Readonly<Record<ErrorCode, number>> = {
   no_host: 404,
   lifetime_too_long: 400,
   session_stopping: 409,
+  session_mismatch: 409,
   unavailable: 503,
   script_failed: 500,
 };

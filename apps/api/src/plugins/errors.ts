@@ -11,19 +11,46 @@ interface ValidationIssue {
   params: { keys?: string[] };
 }
 
-/** One sentence naming the field that is wrong and how. */
+/** How a message names the fields of one part of the request (Fastify's validation context). */
+interface RequestPart {
+  /** The part as a whole. */
+  whole: string;
+  /** One of its fields, and several. */
+  one: string;
+  many: string;
+  /** After the field's name: where it is, when the noun does not say. */
+  where: string;
+}
+
+const requestParts: Readonly<Record<string, RequestPart>> = {
+  body: { whole: 'body', one: 'field', many: 'fields', where: ' in body' },
+  querystring: { whole: 'query string', one: 'query parameter', many: 'query parameters', where: '' },
+  params: { whole: 'path', one: 'path parameter', many: 'path parameters', where: '' },
+  headers: { whole: 'headers', one: 'header', many: 'headers', where: '' },
+};
+
+const wholeRequest: RequestPart = { whole: 'request', one: 'field', many: 'fields', where: ' in request' };
+
+function capitalized(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+/**
+ * One sentence naming the field that is wrong and how: `Unknown field "x" in body.`, `Unknown query
+ * parameter "x".`, `Path parameter "sessionId" is not valid: ...`.
+ */
 function describeValidation(issues: readonly ValidationIssue[], context: string | undefined): string {
   const issue = issues[0]!;
-  const where = context ?? 'request';
+  const part = (context === undefined ? undefined : requestParts[context]) ?? wholeRequest;
   if (issue.keyword === 'unrecognized_keys') {
     const keys = issue.params.keys ?? [];
     // Named (the contract asks for it), but cut short: a message never carries much of what was sent.
     const named = keys.slice(0, 5).map((k) => JSON.stringify(k.length > 64 ? `${k.slice(0, 64)}…` : k));
-    return `Unknown ${keys.length > 1 ? 'fields' : 'field'} ${named.join(', ')}${keys.length > 5 ? ', …' : ''} in ${where}.`;
+    return `Unknown ${keys.length > 1 ? part.many : part.one} ${named.join(', ')}${keys.length > 5 ? ', …' : ''}${part.where}.`;
   }
   const field = issue.instancePath.replace(/^\//, '').replace(/\//g, '.');
-  if (field === '') return `The ${where} is not valid: ${issue.message}.`;
-  return `Field "${field}" in ${where} is not valid: ${issue.message}.`;
+  if (field === '') return `The ${part.whole} is not valid: ${issue.message}.`;
+  return `${capitalized(part.one)} "${field}"${part.where} is not valid: ${issue.message}.`;
 }
 
 /** The methods each route template takes, and a matcher of concrete paths, built from the route table. */

@@ -3,6 +3,9 @@ import { z } from 'zod';
 import { BUDGET, settleWithin } from '@cq/service-kit';
 import { errorBody } from '../http-errors.js';
 
+/** Least time between two reads of Redis for `/metrics` (its slot and host gauges), ms. */
+export const METRICS_READ_EVERY_MS = 5000;
+
 /** What `GET /` points to: where to go from the API's root. */
 export const rootLinks = {
   service: 'worker-coordinator',
@@ -66,17 +69,24 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
     return reply.code(503).send(errorBody('unavailable', 'Redis does not answer.'));
   });
 
-  app.get('/metrics', { schema: { summary: 'Prometheus metrics', hide: true } }, async (_request, reply) => {
-    // Capacity and hosts are read at the scrape; with Redis away they keep their last values.
-    const { workers } = app.coordinator;
+  // Capacity and hosts are read from Redis at most once per METRICS_READ_EVERY_MS, however often and by
+  // however many the endpoint is scraped (it takes no key); with Redis away they keep their last values.
+  const { workers } = app.coordinator;
+  let lastRead: { at: number; done: Promise<void> } | undefined;
+  const readRedisGauges = async (): Promise<void> => {
     const read = Promise.all([workers.capacity(), workers.list()]).catch(() => undefined);
     const seen = (await settleWithin(read, BUDGET.readyMs)) ? await read : undefined;
-    if (seen !== undefined) {
-      const [capacity, hosts] = seen;
-      for (const kind of ['free', 'total', 'held'] as const) app.metrics.slots.set({ kind }, capacity[kind]);
-      for (const state of ['active', 'draining'] as const)
-        app.metrics.hosts.set({ state }, hosts.filter((h) => h.state === state).length);
-    }
+    if (seen === undefined) return;
+    const [capacity, hosts] = seen;
+    for (const kind of ['free', 'total', 'held'] as const) app.metrics.slots.set({ kind }, capacity[kind]);
+    for (const state of ['active', 'draining'] as const)
+      app.metrics.hosts.set({ state }, hosts.filter((h) => h.state === state).length);
+  };
+  app.get('/metrics', { schema: { summary: 'Prometheus metrics', hide: true } }, async (_request, reply) => {
+    const now = performance.now();
+    if (lastRead === undefined || now - lastRead.at >= METRICS_READ_EVERY_MS)
+      lastRead = { at: now, done: readRedisGauges() };
+    await lastRead.done;
     reply.header('Content-Type', app.metrics.registry.contentType);
     return app.metrics.registry.metrics();
   });

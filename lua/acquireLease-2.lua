@@ -24,9 +24,9 @@ local maxLifetimeMs = tonumber(ARGV[3])
 
 --- @include "includes/nowMs"
 
-if rcall('EXISTS', leaseKey) == 1 then
-  return { -9, math.max(rcall('PTTL', leaseKey), 0) }
-end
+-- PTTL answers -2 when there is no such key: the lease is free.
+local heldMs = rcall('PTTL', leaseKey)
+if heldMs ~= -2 then return { -9, math.max(heldMs, 0) } end
 local now = nowMs()
 local fence = rcall('INCR', fenceKey)
 local deadline = now + maxLifetimeMs

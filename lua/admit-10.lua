@@ -34,15 +34,12 @@
 ]]
 local rcall = redis.call
 local tokenKey = KEYS[1]
-local sessionKey = KEYS[2]
 local fenceKey = KEYS[3]
 local throttleKey = KEYS[4]
-local leaseKey = KEYS[5]
-local historyKey = KEYS[6]
-local shardKey = KEYS[7]
-local endedKey = KEYS[8]
 local tombstoneKey = KEYS[9]
-local eventsKey = KEYS[10]
+-- The session's key group (see includes/sessionKeys), here in this script's own order.
+local K = { session = KEYS[2], lease = KEYS[5], history = KEYS[6], liveIndex = KEYS[7], ended = KEYS[8],
+  events = KEYS[10] }
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local intervalMs = tonumber(ARGV[3])
@@ -60,8 +57,8 @@ local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i')
 if not token[1] then return { -1 } end
 
 local now = nowMs()
-if settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now) then
-  local live = rcall('HMGET', sessionKey, 'id', 'state')
+if settleSession(K, userId, historyLength, now) then
+  local live = rcall('HMGET', K.session, 'id', 'state')
   return { -2, live[1], live[2] }
 end
 
@@ -71,19 +68,18 @@ if not allowed then
 end
 
 -- The throttle's previous TAT (epoch ms; '' when the quota was full), for a cancellation to restore.
-local previousTat = ''
-if tat > 0 then previousTat = now + tat end
+local previousTat = gcraTatAt(tat, now) or ''
 gcraCommit(throttleKey, tat, newTat)
 rcall('DEL', tokenKey)
 local lifetimeMs = maxLifetimeMs
 if token[2] ~= '' and tonumber(token[2]) < maxLifetimeMs then lifetimeMs = tonumber(token[2]) end
 local fence = rcall('INCR', fenceKey)
 local pendingDeadline = now + pendingTimeoutMs
-rcall('HSET', sessionKey,
+rcall('HSET', K.session,
   'id', sessionId, 'user', userId, 'fence', fence, 'state', 'pending', 'created', now,
   'pdl', pendingDeadline, 'life', lifetimeMs, 'meta', token[1],
   'tokL', token[2], 'tokE', token[3], 'ptat', previousTat, 'idle', tonumber(token[4]) or 0)
-rcall('ZADD', shardKey, pendingDeadline, userId)
-emitEvent(eventsKey, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
+rcall('ZADD', K.liveIndex, pendingDeadline, userId)
+emitEvent(K.events, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
   lifetimeMs = lifetimeMs }, now)
 return { 1, fence, lifetimeMs, token[1], pendingDeadline, burst, remaining, newTat }

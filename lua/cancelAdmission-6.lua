@@ -26,7 +26,7 @@ local rcall = redis.call
 local sessionKey = KEYS[1]
 local tokenKey = KEYS[2]
 local throttleKey = KEYS[3]
-local shardKey = KEYS[4]
+local liveIndexKey = KEYS[4]
 local tombstoneKey = KEYS[5]
 local eventsKey = KEYS[6]
 local sessionId = ARGV[1]
@@ -35,6 +35,7 @@ local tombstoneTtlMs = tonumber(ARGV[3])
 
 --- @include "includes/nowMs"
 --- @include "includes/events"
+--- @include "includes/gcra"
 
 rcall('SET', tombstoneKey, '1', 'PX', tombstoneTtlMs)
 local s = rcall('HMGET', sessionKey, 'id', 'state', 'meta', 'tokL', 'tokE', 'ptat', 'fence', 'idle')
@@ -48,13 +49,8 @@ if tokenExpiresAt > now then
   rcall('PEXPIRE', tokenKey, tokenExpiresAt - now)
   restored = 1
 end
-local previousTat = tonumber(s[6])
-if previousTat and previousTat > now then
-  rcall('SET', throttleKey, previousTat - now, 'PX', previousTat - now)
-else
-  rcall('DEL', throttleKey)
-end
+gcraRestore(throttleKey, tonumber(s[6]), now)
 rcall('DEL', sessionKey)
-rcall('ZREM', shardKey, userId)
+rcall('ZREM', liveIndexKey, userId)
 emitEvent(eventsKey, { type = 'withdrawn', sessionId = sessionId, userId = userId, fence = tonumber(s[7]) }, now)
 return { 1, restored }

@@ -28,12 +28,8 @@
     {-6} pending_timeout: the session waited too long and has now been ended as `lost`
 ]]
 local rcall = redis.call
-local sessionKey = KEYS[1]
-local leaseKey = KEYS[2]
-local historyKey = KEYS[3]
-local shardKey = KEYS[4]
-local endedKey = KEYS[5]
-local eventsKey = KEYS[6]
+--- @include "includes/sessionKeys"
+local K = sessionKeys(KEYS)
 local sessionId = ARGV[1]
 local fence = ARGV[2]
 local owner = ARGV[3]
@@ -46,12 +42,12 @@ local historyLength = tonumber(ARGV[8])
 --- @include "includes/nowMs"
 --- @include "includes/endSession"
 
-local s = rcall('HMGET', sessionKey, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle')
+local s = rcall('HMGET', K.session, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle')
 if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } end
 
 local now = nowMs()
 if now >= tonumber(s[4]) then
-  endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, 'lost', nil, now)
+  endSession(K, userId, historyLength, 'lost', nil, now)
   return { -6 }
 end
 
@@ -59,12 +55,12 @@ local lifetimeMs = tonumber(s[5])
 local deadline = now + lifetimeMs
 local hardDeadline = deadline + graceMs
 local leaseExpiresAt = now + math.min(leaseMs, hardDeadline - now)
-rcall('DEL', leaseKey)
-rcall('HSET', leaseKey, 'o', owner, 'f', fence, 'd', hardDeadline)
-rcall('PEXPIREAT', leaseKey, leaseExpiresAt)
-rcall('HSET', sessionKey, 'state', 'running', 'worker', workerId, 'owner', owner,
+rcall('DEL', K.lease)
+rcall('HSET', K.lease, 'o', owner, 'f', fence, 'd', hardDeadline)
+rcall('PEXPIREAT', K.lease, leaseExpiresAt)
+rcall('HSET', K.session, 'state', 'running', 'worker', workerId, 'owner', owner,
   'started', now, 'deadline', deadline, 'leaseExp', leaseExpiresAt, 'act', now)
-rcall('ZADD', shardKey, leaseExpiresAt, userId)
-emitEvent(eventsKey, { type = 'running', sessionId = sessionId, userId = userId, fence = tonumber(fence),
+rcall('ZADD', K.liveIndex, leaseExpiresAt, userId)
+emitEvent(K.events, { type = 'running', sessionId = sessionId, userId = userId, fence = tonumber(fence),
   workerId = workerId, deadline = deadline }, now)
 return { 1, deadline, leaseExpiresAt, lifetimeMs, s[6], now, tonumber(s[7]) or 0 }

@@ -20,48 +20,46 @@
     ARGV[2] history length, entries kept per user
     ARGV[3] the new lifetime, milliseconds (from now for a running session, from its start for a pending one)
     ARGV[4] maximum session lifetime, milliseconds: the cap from the session's start
+    ARGV[5] the session meant ('' for whichever is live): act only when the live session is this one
 
   Output:
     {1, field, value, field, value, ...} changed: the live session's hash after the change
     {-10} no_session: the user has no live session
     {-15, largest lifetimeMs allowed now} lifetime_too_long: it would end after its start + the cap
     {-16, sessionId} session_stopping: a stop is under way; its lifetime no longer matters
+    {-17, the live session's id ('' when there is none)} session_mismatch: ARGV[5] names a session and the
+      user's live session is another one, or there is none; nothing was changed
 ]]
 local rcall = redis.call
-local sessionKey = KEYS[1]
-local leaseKey = KEYS[2]
-local historyKey = KEYS[3]
-local shardKey = KEYS[4]
-local endedKey = KEYS[5]
-local eventsKey = KEYS[6]
+--- @include "includes/sessionKeys"
+local K = sessionKeys(KEYS)
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 local lifetimeMs = tonumber(ARGV[3])
 local maxLifetimeMs = tonumber(ARGV[4])
+local expectedSessionId = ARGV[5]
 
---- @include "includes/nowMs"
---- @include "includes/settleSession"
+--- @include "includes/settleForChange"
 
-local now = nowMs()
-local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now)
-if not state then return { -10 } end
-if state == 'stopping' then return { -16, rcall('HGET', sessionKey, 'id') } end
+local now, state, refusal = settleForChange(K, userId, historyLength, expectedSessionId)
+if refusal then return refusal end
+if state == 'stopping' then return { -16, rcall('HGET', K.session, 'id') } end
 
 if state == 'pending' then
   if lifetimeMs > maxLifetimeMs then return { -15, maxLifetimeMs } end
-  rcall('HSET', sessionKey, 'life', lifetimeMs)
+  rcall('HSET', K.session, 'life', lifetimeMs)
 else
-  local s = rcall('HMGET', sessionKey, 'started', 'deadline')
+  local s = rcall('HMGET', K.session, 'started', 'deadline')
   local started = tonumber(s[1])
   local largest = started + maxLifetimeMs - now
   if lifetimeMs > largest then return { -15, math.max(0, largest) } end
   -- The claim set the hard deadline to the deadline plus the stop grace; this keeps that distance, so it
   -- holds for sessions claimed by any host version.
-  local graceMs = tonumber(rcall('HGET', leaseKey, 'd')) - tonumber(s[2])
+  local graceMs = tonumber(rcall('HGET', K.lease, 'd')) - tonumber(s[2])
   local deadline = now + lifetimeMs
-  rcall('HSET', leaseKey, 'd', deadline + graceMs)
-  rcall('HSET', sessionKey, 'deadline', deadline, 'life', deadline - started)
+  rcall('HSET', K.lease, 'd', deadline + graceMs)
+  rcall('HSET', K.session, 'deadline', deadline, 'life', deadline - started)
 end
-local fields = rcall('HGETALL', sessionKey)
+local fields = rcall('HGETALL', K.session)
 table.insert(fields, 1, 1)
 return fields

@@ -27,12 +27,8 @@
     {-11} bad_argument: the state is not a terminal state, or the reason is unknown or does not go with it
 ]]
 local rcall = redis.call
-local sessionKey = KEYS[1]
-local leaseKey = KEYS[2]
-local historyKey = KEYS[3]
-local shardKey = KEYS[4]
-local endedKey = KEYS[5]
-local eventsKey = KEYS[6]
+--- @include "includes/sessionKeys"
+local K = sessionKeys(KEYS)
 local sessionId = ARGV[1]
 local owner = ARGV[2]
 local state = ARGV[3]
@@ -53,8 +49,7 @@ if reason == nil or reason == '' then
 elseif reasonState[reason] ~= state then
   return { -11 }
 end
-local s = rcall('HMGET', sessionKey, 'id', 'owner')
+local s = rcall('HMGET', K.session, 'id', 'owner')
 if s[1] ~= sessionId or s[2] ~= owner then return { -4 } end
-endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, state, tonumber(exitCode), nowMs(),
-  reason)
+endSession(K, userId, historyLength, state, tonumber(exitCode), nowMs(), reason)
 return { 1 }

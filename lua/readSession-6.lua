@@ -18,21 +18,17 @@
     {-10} no_session: the user has no live session
 ]]
 local rcall = redis.call
-local sessionKey = KEYS[1]
-local leaseKey = KEYS[2]
-local historyKey = KEYS[3]
-local shardKey = KEYS[4]
-local endedKey = KEYS[5]
-local eventsKey = KEYS[6]
+--- @include "includes/sessionKeys"
+local K = sessionKeys(KEYS)
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 
 --- @include "includes/nowMs"
 --- @include "includes/settleSession"
 
-if not settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, nowMs()) then
+if not settleSession(K, userId, historyLength, nowMs()) then
   return { -10 }
 end
-local fields = rcall('HGETALL', sessionKey)
+local fields = rcall('HGETALL', K.session)
 table.insert(fields, 1, 1)
 return fields

@@ -14,32 +14,30 @@
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
+    ARGV[3] the session meant ('' for whichever is live): act only when the live session is this one
 
   Output:
     {1, sessionId, state ('pending' | 'running' | 'stopping'), lastActivityAt (epoch ms, '' before it runs)}
       the user has a live session; its activity was recorded when it is running
     {-10} no_session: the user has no live session
+    {-17, the live session's id ('' when there is none)} session_mismatch: ARGV[3] names a session and the
+      user's live session is another one, or there is none; nothing was changed
 ]]
 local rcall = redis.call
-local sessionKey = KEYS[1]
-local leaseKey = KEYS[2]
-local historyKey = KEYS[3]
-local shardKey = KEYS[4]
-local endedKey = KEYS[5]
-local eventsKey = KEYS[6]
+--- @include "includes/sessionKeys"
+local K = sessionKeys(KEYS)
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
+local expectedSessionId = ARGV[3]
 
---- @include "includes/nowMs"
---- @include "includes/settleSession"
+--- @include "includes/settleForChange"
 
-local now = nowMs()
-local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now)
-if not state then return { -10 } end
-local s = rcall('HMGET', sessionKey, 'id', 'act')
+local now, state, refusal = settleForChange(K, userId, historyLength, expectedSessionId)
+if refusal then return refusal end
+local s = rcall('HMGET', K.session, 'id', 'act')
 local lastActivity = tonumber(s[2])
 if state == 'running' and lastActivity and now > lastActivity then
   lastActivity = now
-  rcall('HSET', sessionKey, 'act', lastActivity)
+  rcall('HSET', K.session, 'act', lastActivity)
 end
 return { 1, s[1], state, lastActivity or '' }

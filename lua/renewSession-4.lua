@@ -29,7 +29,7 @@
 local rcall = redis.call
 local leaseKey = KEYS[1]
 local sessionKey = KEYS[2]
-local shardKey = KEYS[3]
+local liveIndexKey = KEYS[3]
 local eventsKey = KEYS[4]
 local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
@@ -46,7 +46,7 @@ local code, expiresAt, hardDeadline = extendLease(leaseKey, owner, leaseMs, now)
 if code == -7 then return { -7 } end
 if code == -8 then return { -8, hardDeadline } end
 rcall('HSET', sessionKey, 'leaseExp', expiresAt)
-rcall('ZADD', shardKey, expiresAt, userId)
+rcall('ZADD', liveIndexKey, expiresAt, userId)
 local s = rcall('HMGET', sessionKey, 'stop', 'deadline', 'idle', 'act', 'state', 'id', 'fence', 'worker')
 local stop = s[1]
 local lastActivity = tonumber(s[4])

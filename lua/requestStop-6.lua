@@ -13,35 +13,33 @@
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
+    ARGV[3] the session meant ('' for whichever is live): act only when the live session is this one
 
   Output:
     {1, sessionId, state after the request ('stopped' | 'stopping')} accepted
     {-10} no_session: the user has no live session
+    {-17, the live session's id ('' when there is none)} session_mismatch: ARGV[3] names a session and the
+      user's live session is another one, or there is none; nothing was changed
 ]]
 local rcall = redis.call
-local sessionKey = KEYS[1]
-local leaseKey = KEYS[2]
-local historyKey = KEYS[3]
-local shardKey = KEYS[4]
-local endedKey = KEYS[5]
-local eventsKey = KEYS[6]
+--- @include "includes/sessionKeys"
+local K = sessionKeys(KEYS)
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
+local expectedSessionId = ARGV[3]
 
---- @include "includes/nowMs"
---- @include "includes/settleSession"
+--- @include "includes/settleForChange"
 
-local now = nowMs()
-local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now)
-if not state then return { -10 } end
-local sessionId = rcall('HGET', sessionKey, 'id')
+local now, state, refusal = settleForChange(K, userId, historyLength, expectedSessionId)
+if refusal then return refusal end
+local sessionId = rcall('HGET', K.session, 'id')
 if state == 'pending' then
-  endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, 'stopped', nil, now)
+  endSession(K, userId, historyLength, 'stopped', nil, now)
   return { 1, sessionId, 'stopped' }
 end
 if state == 'stopping' then return { 1, sessionId, 'stopping' } end
-rcall('HSET', sessionKey, 'state', 'stopping', 'stop', 'requested')
-local s = rcall('HMGET', sessionKey, 'fence', 'worker')
-emitEvent(eventsKey, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),
+rcall('HSET', K.session, 'state', 'stopping', 'stop', 'requested')
+local s = rcall('HMGET', K.session, 'fence', 'worker')
+emitEvent(K.events, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),
   workerId = s[2] }, now)
 return { 1, sessionId, 'stopping' }

@@ -20,31 +20,27 @@
     {-10} no_session: there was none (the index entry is removed)
 ]]
 local rcall = redis.call
-local sessionKey = KEYS[1]
-local leaseKey = KEYS[2]
-local historyKey = KEYS[3]
-local shardKey = KEYS[4]
-local endedKey = KEYS[5]
-local eventsKey = KEYS[6]
+--- @include "includes/sessionKeys"
+local K = sessionKeys(KEYS)
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 
 --- @include "includes/nowMs"
 --- @include "includes/settleSession"
 
-local existed = rcall('EXISTS', sessionKey) == 1
+local existed = rcall('EXISTS', K.session) == 1
 local now = nowMs()
-local state = settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now)
+local state = settleSession(K, userId, historyLength, now)
 if not state then
   if existed then return { 1 } end
-  rcall('ZREM', shardKey, userId)
+  rcall('ZREM', K.liveIndex, userId)
   return { -10 }
 end
 local dueAt
 if state == 'pending' then
-  dueAt = tonumber(rcall('HGET', sessionKey, 'pdl'))
+  dueAt = tonumber(rcall('HGET', K.session, 'pdl'))
 else
-  dueAt = now + math.max(rcall('PTTL', leaseKey), 0)
+  dueAt = now + math.max(rcall('PTTL', K.lease), 0)
 end
-rcall('ZADD', shardKey, dueAt, userId)
+rcall('ZADD', K.liveIndex, dueAt, userId)
 return { 0, dueAt }

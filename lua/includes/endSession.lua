@@ -9,9 +9,9 @@
 --- @include "events"
 local RECENT_ENDINGS_PER_SLOT = 20
 
-local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, state, exitCode, now,
-                          reason)
-  local s = rcall('HMGET', sessionKey, 'id', 'fence', 'worker', 'started', 'state')
+-- K is the session's key group (see includes/sessionKeys).
+local function endSession(K, userId, historyLength, state, exitCode, now, reason)
+  local s = rcall('HMGET', K.session, 'id', 'fence', 'worker', 'started', 'state')
   local entry = { sessionId = s[1], fence = tonumber(s[2]), state = state, endedAt = now }
   if state == 'lost' then
     if s[5] == 'pending' then entry['reason'] = 'not_claimed' else entry['reason'] = 'host_lost' end
@@ -21,14 +21,14 @@ local function endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, 
   if s[3] then entry['workerId'] = s[3] end
   if s[4] then entry['startedAt'] = tonumber(s[4]) end
   if exitCode ~= nil then entry['exitCode'] = exitCode end
-  rcall('LPUSH', historyKey, cjson.encode(entry))
-  rcall('LTRIM', historyKey, 0, historyLength - 1)
+  rcall('LPUSH', K.history, cjson.encode(entry))
+  rcall('LTRIM', K.history, 0, historyLength - 1)
   entry['userId'] = userId
-  rcall('LPUSH', endedKey, cjson.encode(entry))
-  rcall('LTRIM', endedKey, 0, RECENT_ENDINGS_PER_SLOT - 1)
-  emitEvent(eventsKey, { type = state, sessionId = entry.sessionId, userId = userId, fence = entry.fence,
+  rcall('LPUSH', K.ended, cjson.encode(entry))
+  rcall('LTRIM', K.ended, 0, RECENT_ENDINGS_PER_SLOT - 1)
+  emitEvent(K.events, { type = state, sessionId = entry.sessionId, userId = userId, fence = entry.fence,
     workerId = entry.workerId, exitCode = entry.exitCode, reason = entry.reason }, now)
-  if rcall('HGET', leaseKey, 'f') == s[2] then rcall('DEL', leaseKey) end
-  rcall('DEL', sessionKey)
-  rcall('ZREM', shardKey, userId)
+  if rcall('HGET', K.lease, 'f') == s[2] then rcall('DEL', K.lease) end
+  rcall('DEL', K.session)
+  rcall('ZREM', K.liveIndex, userId)
 end

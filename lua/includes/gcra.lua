@@ -4,7 +4,8 @@
   The theoretical arrival time (TAT) is the key's expiry: the key lives exactly while the TAT is in the
   future, and its time to live (PTTL) is TAT - now, by Redis's own clock. So a check reads one number
   (PTTL) and needs no TIME, and a commit moves the expiry (PEXPIRE, or SET PX when there is no key yet).
-  The value is '1' and nothing reads it.
+  The value is '1' and nothing reads it. Only this file knows that layout: a caller that keeps a TAT to
+  put back later keeps it as an instant (gcraTatAt) and puts it back with gcraRestore.
   A burst of `burst` calls is allowed at once, then one per `intervalMs`.
 ]]
 
@@ -25,5 +26,21 @@ local function gcraCommit(key, tat, newTat)
     rcall('PEXPIRE', key, newTat)
   else
     rcall('SET', key, '1', 'PX', newTat)
+  end
+end
+
+-- The TAT as an instant (epoch ms), given gcraCheck's tat (TAT - now) and the current time; nil when the
+-- quota is full (no TAT in the future).
+local function gcraTatAt(tat, now)
+  if tat > 0 then return now + tat end
+  return nil
+end
+
+-- Puts the TAT back to tatAt (epoch ms, as gcraTatAt answered; nil or not after now: the quota full).
+local function gcraRestore(key, tatAt, now)
+  if tatAt and tatAt > now then
+    rcall('SET', key, '1', 'PX', tatAt - now)
+  else
+    rcall('DEL', key)
   end
 end

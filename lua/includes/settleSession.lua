@@ -5,18 +5,19 @@
 ]]
 --- @include "endSession"
 
-local function settleSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, now)
-  local s = rcall('HMGET', sessionKey, 'state', 'pdl', 'fence')
+-- K is the session's key group (see includes/sessionKeys).
+local function settleSession(K, userId, historyLength, now)
+  local s = rcall('HMGET', K.session, 'state', 'pdl', 'fence')
   local state = s[1]
   if not state then return false end
   local overdue
   if state == 'pending' then
     overdue = now >= tonumber(s[2])
   else
-    overdue = rcall('HGET', leaseKey, 'f') ~= s[3]
+    overdue = rcall('HGET', K.lease, 'f') ~= s[3]
   end
   if overdue then
-    endSession(sessionKey, leaseKey, historyKey, shardKey, endedKey, eventsKey, userId, historyLength, 'lost', nil, now)
+    endSession(K, userId, historyLength, 'lost', nil, now)
     return false
   end
   return state

@@ -34,6 +34,15 @@ export interface EventsOptions {
   onOpen?: () => void;
 }
 
+/** Options of the calls that change a user's session: `stopSession`, `extend`, `recordActivity`. */
+export interface SessionMatchOptions {
+  /**
+   * The session meant: the call acts only when the user's live session is this one, else it throws
+   * {@link SessionMismatchError} and nothing changes. Absent: whichever session is live.
+   */
+  sessionId?: string;
+}
+
 /** Options of {@link CoordinatorClient}. */
 export interface ClientOptions {
   /** Where the API listens, e.g. `http://127.0.0.1:3000`. */
@@ -85,11 +94,7 @@ export class CoordinatorClient {
    * session's output is kept.
    */
   logs(userId: string, sessionId: string, options: { after?: string; limit?: number } = {}): Promise<SessionLogs> {
-    const query = new URLSearchParams();
-    if (options.after !== undefined) query.set('after', options.after);
-    if (options.limit !== undefined) query.set('limit', String(options.limit));
-    const search = query.size === 0 ? '' : `?${query.toString()}`;
-    return this.#request('GET', `${logsPath(userId, sessionId)}${search}`);
+    return this.#request('GET', `${logsPath(userId, sessionId)}${queryString(options)}`);
   }
 
   /**
@@ -224,24 +229,28 @@ export class CoordinatorClient {
    * `PATCH /v1/users/{userId}/session`: a running session now ends `lifetimeMs` from now (sooner or
    * later than before); a pending one gets that lifetime once started. Answers the session with its
    * new `deadline`; throws {@link LifetimeTooLongError} (with `largestLifetimeMs`) beyond its start +
-   * `MAX_LIFETIME_MS`, {@link NoSessionError} when there is none.
+   * `MAX_LIFETIME_MS`, {@link NoSessionError} when there is none, {@link SessionMismatchError} when
+   * `options.sessionId` is not the live session.
    */
-  extend(userId: string, lifetimeMs: number): Promise<LiveSession> {
-    return this.#request('PATCH', `/v1/users/${encodeURIComponent(userId)}/session`, { lifetimeMs });
+  extend(userId: string, lifetimeMs: number, options: SessionMatchOptions = {}): Promise<LiveSession> {
+    return this.#request('PATCH', sessionPath(userId, '', options), { lifetimeMs });
   }
 
   /**
    * `POST /v1/users/{userId}/session/activity`: the user's session is in use (e.g. its user is working),
    * so its idle clock starts again (see `idleTimeoutMs`); throws {@link NoSessionError} when the user
-   * has no live session.
+   * has no live session, {@link SessionMismatchError} when `options.sessionId` is not the live session.
    */
-  async recordActivity(userId: string): Promise<void> {
-    await this.#request('POST', `/v1/users/${encodeURIComponent(userId)}/session/activity`);
+  async recordActivity(userId: string, options: SessionMatchOptions = {}): Promise<void> {
+    await this.#request('POST', sessionPath(userId, '/activity', options));
   }
 
-  /** `DELETE /v1/users/{userId}/session`: stop the live session. */
-  stopSession(userId: string): Promise<StopAccepted> {
-    return this.#request('DELETE', `/v1/users/${encodeURIComponent(userId)}/session`);
+  /**
+   * `DELETE /v1/users/{userId}/session`: stop the live session; throws {@link SessionMismatchError} when
+   * `options.sessionId` is not the live session.
+   */
+  stopSession(userId: string, options: SessionMatchOptions = {}): Promise<StopAccepted> {
+    return this.#request('DELETE', sessionPath(userId, '', options));
   }
 
   /** `GET /v1/users/{userId}/history`: ended sessions, newest first. */
@@ -301,6 +310,18 @@ export class CoordinatorClient {
       throw err;
     }
   }
+}
+
+/** `?name=value&…` of the parameters that are set; '' when none is. */
+function queryString(params: Readonly<Record<string, string | number | undefined>>): string {
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) if (value !== undefined) query.set(name, String(value));
+  return query.size === 0 ? '' : `?${query.toString()}`;
+}
+
+/** The path of the user's session (`suffix`: a sub-resource such as `/activity`), with its precondition. */
+function sessionPath(userId: string, suffix: string, options: SessionMatchOptions): string {
+  return `/v1/users/${encodeURIComponent(userId)}/session${suffix}${queryString({ sessionId: options.sessionId })}`;
 }
 
 function logsPath(userId: string, sessionId: string): string {

@@ -35,6 +35,14 @@ export class SessionExistsError extends ApiError {
   }
 }
 
+/**
+ * 409 `session_mismatch`: the call named a session (`sessionId`) and the user's live session is another
+ * one, or there is none; nothing was changed.
+ */
+export class SessionMismatchError extends ApiError {
+  override name = 'SessionMismatchError';
+}
+
 /** 403 `token_invalid`: unknown, expired or already used. */
 export class TokenInvalidError extends ApiError {
   override name = 'TokenInvalidError';
@@ -129,6 +137,8 @@ export function toApiError(status: number, body: unknown, headers: Headers): Api
       return new LifetimeTooLongError(status, code, message, body, Number(error?.largestLifetimeMs));
     case 'session_exists':
       return new SessionExistsError(status, code, message, body, String(error?.sessionId ?? ''));
+    case 'session_mismatch':
+      return new SessionMismatchError(status, code, message, body);
     case 'token_invalid':
       return new TokenInvalidError(status, code, message, body);
     case 'no_session':

@@ -1,4 +1,10 @@
-export { CoordinatorClient, type ClientOptions, type EventsOptions, type StreamedEvent } from './client.js';
+export {
+  CoordinatorClient,
+  type ClientOptions,
+  type EventsOptions,
+  type SessionMatchOptions,
+  type StreamedEvent,
+} from './client.js';
 export {
   ApiError,
   LifetimeTooLongError,
@@ -7,6 +13,7 @@ export {
   NoSessionError,
   NoWebhookError,
   SessionExistsError,
+  SessionMismatchError,
   ThrottledError,
   TokenInvalidError,
   UnauthorizedError,

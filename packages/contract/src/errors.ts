@@ -30,6 +30,10 @@ export const apiErrors = {
     message: 'The lifetime asked for would end the session after its start + the lifetime cap.',
   },
   session_stopping: { status: 409, message: 'The session is stopping; its lifetime can no longer change.' },
+  session_mismatch: {
+    status: 409,
+    message: "The user's live session is not the one the request names (sessionId); nothing was changed.",
+  },
   no_capacity: { status: 503, message: 'No worker host has a free slot now; retry shortly.' },
   unavailable: { status: 503, message: 'Redis is unavailable; retry shortly.' },
   internal: { status: 500, message: 'Something went wrong on our side; it has been logged.' },

@@ -4,6 +4,8 @@ import {
   MAX_METADATA_BYTES,
   MAX_TOKEN_TTL_MS,
   USER_ID_PATTERN,
+  WEBHOOK_ID_PATTERN,
+  WORKER_ID_PATTERN,
   containments,
   terminalReasons,
   terminalStates,
@@ -36,6 +38,12 @@ export const userIdSchema = z
   .string()
   .regex(USER_ID_PATTERN, 'userId must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ -')
   .describe('The user: 1 to 128 characters of A-Z a-z 0-9 . _ : @ -');
+
+/** A session id: a UUID, as `POST /v1/spawn` answers it (read in any case, compared in lowercase). */
+export const sessionIdSchema = z
+  .uuid('must be a session id (a UUID, as POST /v1/spawn answered it)')
+  .toLowerCase()
+  .describe('A session id (a UUID)');
 
 const metadataSchema = z
   .record(z.string(), z.unknown())
@@ -87,6 +95,24 @@ export const spawnAdmitted = z.object({
 });
 
 export const userParams = z.object({ userId: userIdSchema }).strict();
+
+/** The query of a route that takes none: any query parameter is refused (400 naming it). */
+export const noQuery = z.object({}).strict().describe('No query parameters');
+
+/**
+ * The query of the routes that change the user's session (`DELETE`, `PATCH`, `POST .../activity`): an
+ * optional precondition naming the session meant.
+ */
+export const sessionMatchQuery = z
+  .object({
+    sessionId: sessionIdSchema
+      .optional()
+      .describe(
+        "Act only when the user's live session is this one: otherwise (another one, or none) 409 " +
+          'session_mismatch and nothing changes',
+      ),
+  })
+  .strict();
 
 /** The body of a route that takes none: absent, empty, or `{}`; any field in it is refused (400). */
 export const emptyBody = z.object({}).strict().nullish().describe('No body (an empty object is accepted)');
@@ -177,7 +203,7 @@ export const workerParams = z
   .object({
     workerId: z
       .string()
-      .regex(/^[A-Za-z0-9._:@-]{1,128}$/, 'must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ -')
+      .regex(WORKER_ID_PATTERN, 'must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ -')
       .describe("A worker host's WORKER_ID"),
   })
   .strict();
@@ -212,10 +238,7 @@ export const errorSchema = z.object({
 export const sessionLogParams = z
   .object({
     userId: userIdSchema,
-    sessionId: z
-      .string()
-      .regex(/^[A-Za-z0-9._:@-]{1,128}$/, 'must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ -')
-      .describe('A session id of that user (current or ended)'),
+    sessionId: sessionIdSchema.describe('A session id of that user (current or ended): a UUID'),
   })
   .strict();
 
@@ -287,8 +310,8 @@ export const webhookParams = z
   .object({
     id: z
       .string()
-      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a webhook id (1 to 64 characters of A-Z a-z 0-9 _ -)')
-      .describe('A webhook id'),
+      .regex(WEBHOOK_ID_PATTERN, 'must be a webhook id (wh_ and 24 hex digits, as POST /v1/webhooks answered it)')
+      .describe('A webhook id: wh_ and 24 hex digits'),
   })
   .strict();
 

@@ -34,6 +34,12 @@ export const containments = ['namespace', 'group'] as const;
 /** What a user id may be: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`. */
 export const USER_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
 
+/** What a worker host's `WORKER_ID` may be: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`. */
+export const WORKER_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+/** What a webhook id is: `wh_` and 24 lowercase hex digits (12 random bytes), as the coordinator makes them. */
+export const WEBHOOK_ID_PATTERN = /^wh_[0-9a-f]{24}$/;
+
 /** Longest token life accepted: 30 days. */
 export const MAX_TOKEN_TTL_MS = 30 * 24 * 3_600_000;
 

@@ -195,7 +195,7 @@ export class Claims {
         }
       },
       ...(options.onError === undefined ? {} : { onError: options.onError }),
-    });
+    }).start();
   }
 
   /**

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import type { Coordinator } from './coordinator.js';
+import { WEBHOOK_DISPATCH_LEASE } from './keys.js';
 import { loadScripts, scriptNames } from './script-loader.js';
 import { slotOf } from './slots.js';
 import { testCoordinator } from './test-support/setup.js';
@@ -53,6 +54,11 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ],
     ['leases.renew', () => c.leases.renew(state['l'].lease)],
     ['leases.release', () => c.leases.release(state['l'].lease)],
+    [
+      'leases.acquire (webhook dispatch)',
+      async () => (state['d'] = await c.leases.acquire(WEBHOOK_DISPATCH_LEASE, { leaseMs: 1000, maxLifetimeMs: 5000 })),
+    ],
+    ['webhooks.setCursor', () => c.webhooks.setCursor('1-0-0', state['d'].lease)],
     ['gcra.check', () => c.gcraLimiter({ name: 'g', intervalMs: 100 }).check('x')],
     ['fixedWindow.check', () => c.fixedWindowLimiter({ name: 'f', limit: 1, windowMs: 100 }).check('x')],
     ['slidingWindow.check', () => c.slidingWindowLimiter({ name: 's', limit: 1, windowMs: 100 }).check('x')],

@@ -20,6 +20,7 @@ export const errorCodes = {
   no_host: { message: apiErrors.no_host.message },
   lifetime_too_long: { message: apiErrors.lifetime_too_long.message },
   session_stopping: { message: apiErrors.session_stopping.message },
+  session_mismatch: { message: apiErrors.session_mismatch.message },
   unavailable: { message: apiErrors.unavailable.message },
   script_failed: { message: 'A coordinator script returned an unexpected reply.' },
 } as const;
@@ -85,6 +86,7 @@ export enum ScriptCode {
   NoHost = -14,
   LifetimeTooLong = -15,
   SessionStopping = -16,
+  SessionMismatch = -17,
 }
 
 const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
@@ -103,6 +105,7 @@ const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
   [ScriptCode.NoHost]: 'no_host',
   [ScriptCode.LifetimeTooLong]: 'lifetime_too_long',
   [ScriptCode.SessionStopping]: 'session_stopping',
+  [ScriptCode.SessionMismatch]: 'session_mismatch',
 };
 
 /** The code a script answered with: the first element of its reply. */

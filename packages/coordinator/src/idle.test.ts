@@ -4,15 +4,9 @@ import { InvalidArgumentError } from './errors.js';
 import { SessionField } from './records.js';
 import { loadScripts } from './script-loader.js';
 import type { Claim } from './session-types.js';
-import { connectionPool, coordinatorsOn, elapse, testCoordinator } from './test-support/setup.js';
+import { connectionPool, coordinatorsOn, elapse, redisNow, testCoordinator } from './test-support/setup.js';
 
 const worker = { workerId: 'host-a', leaseMs: 10_000, graceMs: 1000 };
-
-/** Redis's own clock, epoch ms. */
-async function redisNow(c: Coordinator): Promise<number> {
-  const [seconds, micros] = await c.redis.time();
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
 
 /** The events of one user's stream (types and data), oldest first. */
 async function eventsOf(c: Coordinator, userId: string): Promise<Array<Record<string, unknown>>> {

@@ -119,6 +119,6 @@ export class LeaseManager {
       ttlMs: Math.min(lease.leaseMs, lease.maxLifetimeMs) - elapsed,
       deadlineInMs: lease.maxLifetimeMs - elapsed,
       ...(options.onError === undefined ? {} : { onError: options.onError }),
-    });
+    }).start();
   }
 }

@@ -17,7 +17,9 @@ describe('the hash layouts', () => {
   it('names exactly the fields the Lua scripts write', () => {
     const lua = allLua();
     const written = new Set(
-      [...lua.matchAll(/'HSET',\s*\w+,([^)]*)\)/g)].flatMap((m) => [...m[1]!.matchAll(/'(\w+)'/g)].map((f) => f[1]!)),
+      [...lua.matchAll(/'HSET',\s*[\w.]+,([^)]*)\)/g)].flatMap((m) =>
+        [...m[1]!.matchAll(/'(\w+)'/g)].map((f) => f[1]!),
+      ),
     );
     for (const field of [...Object.values(SessionField), ...Object.values(LeaseField)])
       expect(written, field).toContain(field);

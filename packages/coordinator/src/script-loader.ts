@@ -19,6 +19,7 @@ export const scriptNames = [
   'heartbeatWorker',
   'issueToken',
   'markReady',
+  'moveWebhookCursor',
   'publishEventMark',
   'readCapacity',
   'recordActivity',

@@ -135,6 +135,27 @@ export type ClaimOutcome =
   | { readonly claimed: false; readonly reason: 'stale' | 'pending_timeout' };
 
 /**
+ * Which session a change to a user's session is meant for (the API's `?sessionId=`): with `sessionId`,
+ * the change is made only when the user's live session is that one, in the same script that makes it.
+ */
+export interface SessionMatch {
+  /** The session meant; absent: whichever session is live. */
+  readonly sessionId?: string;
+}
+
+/**
+ * A change refused because the user's live session is not the one {@link SessionMatch} named: another
+ * one, or none. Nothing was changed.
+ */
+export interface SessionMismatch {
+  readonly outcome: 'session_mismatch';
+  /** The session meant ({@link SessionMatch.sessionId}). */
+  readonly sessionId: string;
+  /** The user's live session; absent when there is none. */
+  readonly liveSessionId?: string;
+}
+
+/**
  * What {@link SessionStore.setLifetime} answers. `changed` carries the session as it is now (a running
  * one with its new `deadline`); a refusal changed nothing.
  */
@@ -144,7 +165,8 @@ export type LifetimeOutcome =
   /** The session would end after its start + the lifetime cap; `largestLifetimeMs` is the most allowed now. */
   | { readonly outcome: 'lifetime_too_long'; readonly largestLifetimeMs: number }
   /** A stop is under way (`stopping`): the session ends anyway, so its lifetime no longer changes. */
-  | { readonly outcome: 'stopping'; readonly sessionId: string };
+  | { readonly outcome: 'stopping'; readonly sessionId: string }
+  | SessionMismatch;
 
 /** What {@link SessionStore.recordActivity} answers. */
 export type ActivityOutcome =
@@ -156,8 +178,11 @@ export type ActivityOutcome =
       /** Its last activity now, epoch ms (undefined before it runs). */
       readonly lastActivityAt?: number;
     }
-  | { readonly outcome: 'no_session' };
+  | { readonly outcome: 'no_session' }
+  | SessionMismatch;
 
 /** What {@link SessionStore.requestStop} answers. */
 export type StopOutcome =
-  { readonly outcome: 'stopped' | 'stopping'; readonly sessionId: string } | { readonly outcome: 'no_session' };
+  | { readonly outcome: 'stopped' | 'stopping'; readonly sessionId: string }
+  | { readonly outcome: 'no_session' }
+  | SessionMismatch;

@@ -12,11 +12,30 @@ import {
   type HistoryEntry,
   type LifetimeOutcome,
   type LiveState,
+  type SessionMatch,
+  type SessionMismatch,
   type SessionView,
   type StopOutcome,
 } from './session-types.js';
 import { parseToken } from './tokens.js';
-import { assertInteger } from './validate.js';
+import { assertInteger, assertName } from './validate.js';
+
+/** The script argument of a {@link SessionMatch}: the session meant, or '' for whichever is live. */
+function expectedSessionArg(match: SessionMatch): string {
+  if (match.sessionId === undefined) return '';
+  assertName(match.sessionId, 'sessionId');
+  return match.sessionId;
+}
+
+/** The outcome of a `session_mismatch` reply (`{-17, live session id or ''}`) to a call with `match`. */
+function mismatchOf(reply: readonly unknown[], match: SessionMatch): SessionMismatch {
+  const liveSessionId = String(reply[1] ?? '');
+  return {
+    outcome: 'session_mismatch',
+    sessionId: match.sessionId ?? '',
+    ...(liveSessionId === '' ? {} : { liveSessionId }),
+  };
+}
 
 /** How long a cancelled admission's tombstone is kept: longer than any command can wait in a socket. */
 export const CANCELLED_ADMISSION_TTL_MS = 10 * 60_000;
@@ -139,14 +158,26 @@ export class SessionStore {
 
   /**
    * Asks for the user's live session to stop: a pending one ends at once as `stopped`; a running one
-   * moves to `stopping` and its host stops it. One round trip.
+   * moves to `stopping` and its host stops it. With `match.sessionId`, only when that is the live
+   * session (else `session_mismatch`, nothing changed). One round trip.
    */
-  async requestStop(userId: string): Promise<StopOutcome> {
+  async requestStop(userId: string, match: SessionMatch = {}): Promise<StopOutcome> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('requestStop', keys.ending, [userId, this.#policy.historyLength]);
-    if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
-    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('requestStop', reply);
-    return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
+    const reply = await this.#context.scripts.run('requestStop', keys.ending, [
+      userId,
+      this.#policy.historyLength,
+      expectedSessionArg(match),
+    ]);
+    switch (replyCode(reply)) {
+      case ScriptCode.Ok:
+        return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
+      case ScriptCode.NoSession:
+        return { outcome: 'no_session' };
+      case ScriptCode.SessionMismatch:
+        return mismatchOf(reply, match);
+      default:
+        throw unexpectedReply('requestStop', reply);
+    }
   }
 
   /**
@@ -154,12 +185,14 @@ export class SessionStore {
    * deadline. A running session now ends at (Redis) now + `lifetimeMs`, sooner or later than before,
    * never after its start + `maxLifetimeMs`; its host learns of it at its next renewal. A pending one
    * gets `lifetimeMs` as the lifetime it will have once claimed (at most `maxLifetimeMs`). An overdue
-   * session is first ended as `lost` (answering `no_session`); a `stopping` one is left alone.
+   * session is first ended as `lost` (answering `no_session`); a `stopping` one is left alone. With
+   * `match.sessionId`, only when that is the live session (else `session_mismatch`, nothing changed).
    */
   async setLifetime(
     userId: string,
     lifetimeMs: number,
     maxLifetimeMs: number = this.#policy.maxLifetimeMs,
+    match: SessionMatch = {},
   ): Promise<LifetimeOutcome> {
     assertInteger(lifetimeMs, 'lifetimeMs', 1);
     assertInteger(maxLifetimeMs, 'maxLifetimeMs', 1);
@@ -169,6 +202,7 @@ export class SessionStore {
       this.#policy.historyLength,
       lifetimeMs,
       maxLifetimeMs,
+      expectedSessionArg(match),
     ]);
     switch (replyCode(reply)) {
       case ScriptCode.Ok: {
@@ -182,6 +216,8 @@ export class SessionStore {
         return { outcome: 'lifetime_too_long', largestLifetimeMs: Number(reply[1]) };
       case ScriptCode.SessionStopping:
         return { outcome: 'stopping', sessionId: String(reply[1]) };
+      case ScriptCode.SessionMismatch:
+        return mismatchOf(reply, match);
       default:
         throw unexpectedReply('extendSession', reply);
     }
@@ -191,12 +227,18 @@ export class SessionStore {
    * Records activity of the user's running session (the service saw its user working): its last
    * activity becomes (Redis) now, which puts off its idle stop; its host learns of it at its next
    * renewal. A pending or stopping session is left as it is; an overdue one is first ended as `lost`
-   * (answering `no_session`). One round trip.
+   * (answering `no_session`). With `match.sessionId`, only when that is the live session (else
+   * `session_mismatch`, nothing changed). One round trip.
    */
-  async recordActivity(userId: string): Promise<ActivityOutcome> {
+  async recordActivity(userId: string, match: SessionMatch = {}): Promise<ActivityOutcome> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('recordActivity', keys.ending, [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run('recordActivity', keys.ending, [
+      userId,
+      this.#policy.historyLength,
+      expectedSessionArg(match),
+    ]);
     if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
+    if (replyCode(reply) === ScriptCode.SessionMismatch) return mismatchOf(reply, match);
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('recordActivity', reply);
     const lastActivityAt = String(reply[3] ?? '');
     return {

@@ -1,18 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { Coordinator } from './coordinator.js';
 import { InvalidArgumentError } from './errors.js';
 import type { LeaseLostError } from './keepalive.js';
 import { LeaseField } from './records.js';
 import type { Claim } from './session-types.js';
-import { abortedWithin, elapse, issueAndAdmit, testCoordinator } from './test-support/setup.js';
+import { abortedWithin, elapse, issueAndAdmit, redisNow, testCoordinator } from './test-support/setup.js';
 
 const worker = { workerId: 'host-a', leaseMs: 5000, graceMs: 1000 };
-
-/** Redis's own clock, epoch ms. */
-async function redisNow(c: Coordinator): Promise<number> {
-  const [seconds, micros] = await c.redis.time();
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
 
 describe("changing a session's lifetime", () => {
   const coordinator = testCoordinator({

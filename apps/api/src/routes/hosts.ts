@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { WorkerRecord } from '@cq/coordinator';
-import { emptyBody, errorSchema, hostView, hostsView, workerParams, type Host } from '@cq/contract';
+import { emptyBody, errorSchema, hostView, hostsView, noQuery, workerParams, type Host } from '@cq/contract';
 import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import { iso } from '../iso.js';
@@ -30,6 +30,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         summary: 'The live worker hosts and the free slots',
         security: [{ serviceKey: [] }],
+        querystring: noQuery,
         response: { 200: hostsView, 401: errorSchema, 503: errorSchema },
       },
     },
@@ -49,6 +50,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Drain a worker host: it takes no new sessions, lets its running ones end on their own, then exits 0',
         security: [{ serviceKey: [] }],
         params: workerParams,
+        querystring: noQuery,
         body: emptyBody,
         response: { 202: hostView, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
       },

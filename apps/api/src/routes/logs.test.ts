@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { OutputLineData } from '@cq/contract';
 import { NoSessionError } from '@cq/client';
 import type { Claim } from '@cq/coordinator';
@@ -55,7 +56,7 @@ describe('a session output route (GET /v1/users/{userId}/sessions/{sessionId}/lo
   it("is 404 for an unknown session and another user's session, 401 without a key, 400 for a bad page", async () => {
     const claim = await running(api, 'logs-owner');
     await print(api, claim, 'o:mine');
-    await expect(api.client.logs('logs-owner', 'no-such-session')).rejects.toThrow(NoSessionError);
+    await expect(api.client.logs('logs-owner', randomUUID())).rejects.toThrow(NoSessionError);
     await expect(api.client.logs('logs-someone-else', claim.sessionId)).rejects.toThrow(NoSessionError);
     const unauthorized = await send(api.baseUrl, 'GET', path('logs-owner', claim.sessionId));
     expect(unauthorized.status).toBe(401);
@@ -66,6 +67,24 @@ describe('a session output route (GET /v1/users/{userId}/sessions/{sessionId}/lo
       expect(answer.status, query).toBe(400);
       expect(answer.body.error.code, query).toBe('invalid_request');
     }
+  });
+
+  it('a session id that is not a UUID is 400 naming sessionId, as JSON and as SSE: "<id>:rec" (the key of its output record) never reaches Redis', async () => {
+    const claim = await running(api, 'logs-shape');
+    await print(api, claim, 'o:kept');
+    for (const sessionId of [`${claim.sessionId}:rec`, 'no-such-session', encodeURIComponent(`${claim.sessionId}/x`)])
+      for (const accept of ['application/json', 'text/event-stream']) {
+        const answer = await send(api.baseUrl, 'GET', path('logs-shape', sessionId), {
+          headers: { ...jsonHeaders(), accept },
+        });
+        expect(answer.status, `${sessionId} ${accept}`).toBe(400);
+        expect(answer.body.error).toEqual({
+          code: 'invalid_request',
+          message:
+            'Path parameter "sessionId" is not valid: must be a session id (a UUID, as POST /v1/spawn answered it).',
+        });
+      }
+    expect(api.logs.filter((line) => Number(line['level']) >= 50)).toEqual([]);
   });
 
   it('as server-sent events: the kept lines, new ones as they come, then end once the session has ended', async () => {
@@ -96,7 +115,7 @@ describe('a session output route (GET /v1/users/{userId}/sessions/{sessionId}/lo
   });
 
   it('as server-sent events, 404 for an unknown session and 400 for a Last-Event-ID that is not a line id', async () => {
-    await expect(collect(api.client.followLogs('logs-none', 'no-such-session'))).rejects.toThrow(NoSessionError);
+    await expect(collect(api.client.followLogs('logs-none', randomUUID()))).rejects.toThrow(NoSessionError);
     const claim = await running(api, 'logs-bad-id');
     const answer = await send(api.baseUrl, 'GET', path('logs-bad-id', claim.sessionId), {
       headers: { ...jsonHeaders(), accept: 'text/event-stream', 'last-event-id': 'nope' },

@@ -1,3 +1,4 @@
+import { SessionMismatchError } from '@cq/client';
 import { until } from '@cq/test-harness';
 import { describe, expect, it } from 'vitest';
 import { claimAs, jsonHeaders, send, startTestApi } from '../test-support/app.js';
@@ -309,5 +310,124 @@ describe('idle sessions: the idle timeout, last activity and activity from the s
     const claim = await claimAs(api, admitted);
     expect(await api.coordinator.claims.finish(claim, 'stopped', 143, 'idle')).toBe(true);
     expect((await api.client.history('idle-ended'))[0]).toMatchObject({ state: 'stopped', reason: 'idle' });
+  });
+});
+
+describe('?sessionId= on DELETE, PATCH and POST activity: the session the call means', async () => {
+  const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' });
+  const get = (userId: string) => send(api.baseUrl, 'GET', `/v1/users/${userId}/session`, { headers: jsonHeaders() });
+  /** The three calls that change a user's session, each with `?<query>`. */
+  const changes = (userId: string, query: string) =>
+    [
+      ['DELETE', `/v1/users/${userId}/session?${query}`, undefined],
+      ['PATCH', `/v1/users/${userId}/session?${query}`, '{"lifetimeMs": 1000}'],
+      ['POST', `/v1/users/${userId}/session/activity?${query}`, undefined],
+    ] as const;
+  const call = ([method, path, body]: ReturnType<typeof changes>[number]) =>
+    send(api.baseUrl, method, path, {
+      headers: body === undefined ? { authorization: jsonHeaders().authorization! } : jsonHeaders(),
+      ...(body === undefined ? {} : { body }),
+    });
+  const running = async (userId: string) =>
+    claimAs(api, await api.client.spawn((await api.client.issueToken({ userId })).token));
+
+  /** The user's first session ended; the second (the successor) runs. */
+  async function replaced(userId: string): Promise<{ stale: string; successor: Awaited<ReturnType<typeof running>> }> {
+    const first = await running(userId);
+    await api.client.stopSession(userId);
+    expect(await api.coordinator.claims.finish(first, 'stopped', 0)).toBe(true);
+    return { stale: first.sessionId, successor: await running(userId) };
+  }
+
+  it('409 session_mismatch for a stale sessionId after the session was replaced: the successor still runs, its deadline and last activity unchanged', async () => {
+    const { stale, successor } = await replaced('mm-stale');
+    const before = (await get('mm-stale')).body;
+    expect(before).toMatchObject({ sessionId: successor.sessionId, state: 'running' });
+    // Redis's clock is this machine's: past the start, so recorded activity would show.
+    await until(() => Date.now() > successor.startedAt + 20, 1000, 'the clock past the start');
+    for (const change of changes('mm-stale', `sessionId=${stale}`)) {
+      const res = await call(change);
+      expect(res.status, change[0]).toBe(409);
+      expect(res.body.error, change[0]).toEqual({
+        code: 'session_mismatch',
+        message: `The request names session ${stale} of user mm-stale, but the user's live session is another one; nothing was changed.`,
+      });
+    }
+    // The typed client passes it too.
+    await expect(api.client.stopSession('mm-stale', { sessionId: stale })).rejects.toBeInstanceOf(SessionMismatchError);
+    await expect(api.client.extend('mm-stale', 1000, { sessionId: stale })).rejects.toBeInstanceOf(
+      SessionMismatchError,
+    );
+    await expect(api.client.recordActivity('mm-stale', { sessionId: stale })).rejects.toBeInstanceOf(
+      SessionMismatchError,
+    );
+    expect((await get('mm-stale')).body).toEqual(before);
+    expect(await api.coordinator.claims.renew(successor)).toMatchObject({
+      ok: true,
+      stopRequested: false,
+      deadline: successor.deadline,
+    });
+  });
+
+  it('naming the live session (in either case) acts as without it', async () => {
+    const { successor } = await replaced('mm-live');
+    await until(() => Date.now() > successor.startedAt + 20, 1000, 'the clock past the start');
+    await api.client.recordActivity('mm-live', { sessionId: successor.sessionId });
+    expect(Date.parse((await get('mm-live')).body.lastActivityAt)).toBeGreaterThan(successor.startedAt);
+    const extended = await api.client.extend('mm-live', 5000, { sessionId: successor.sessionId.toUpperCase() });
+    expect(Date.parse(extended.deadline!)).toBeLessThan(successor.deadline);
+    expect(await api.client.stopSession('mm-live', { sessionId: successor.sessionId })).toEqual({
+      sessionId: successor.sessionId,
+      userId: 'mm-live',
+      state: 'stopping',
+    });
+  });
+
+  it('409 session_mismatch when the user has no live session; without sessionId that stays 404 no_session', async () => {
+    const first = await running('mm-none');
+    await api.client.stopSession('mm-none');
+    expect(await api.coordinator.claims.finish(first, 'stopped', 0)).toBe(true);
+    for (const change of changes('mm-none', `sessionId=${first.sessionId}`)) {
+      const res = await call(change);
+      expect(res.status, change[0]).toBe(409);
+      expect(res.body.error.message, change[0]).toBe(
+        `The request names session ${first.sessionId} of user mm-none, but the user has no live session; nothing was changed.`,
+      );
+    }
+    for (const change of changes('mm-none', '')) expect((await call(change)).body.error.code).toBe('no_session');
+  });
+
+  it('400 naming the query parameter for a sessionId that is not a UUID, or for an unknown one; nothing changes', async () => {
+    const claim = await running('mm-bad');
+    const before = (await get('mm-bad')).body;
+    for (const [query, message] of [
+      [`sessionId=${claim.sessionId}:rec`, 'Query parameter "sessionId" is not valid: must be a session id (a UUID'],
+      ['sessionId=', 'Query parameter "sessionId" is not valid'],
+      [`sessionId=${claim.sessionId}&sessionId=${claim.sessionId}`, 'Query parameter "sessionId" is not valid'],
+      [`session=${claim.sessionId}`, 'Unknown query parameter "session".'],
+      ['force=1&dryRun', 'Unknown query parameters "force", "dryRun".'],
+    ] as const)
+      for (const change of changes('mm-bad', query)) {
+        const res = await call(change);
+        expect(res.status, `${change[0]} ?${query}`).toBe(400);
+        expect(res.body.error.code).toBe('invalid_request');
+        expect(res.body.error.message, `${change[0]} ?${query}`).toContain(message);
+      }
+    expect((await get('mm-bad')).body).toEqual(before);
+  });
+
+  it('the OpenAPI document lists sessionId as an optional query parameter of the three, and 409 among their answers', async () => {
+    const doc = (await send(api.baseUrl, 'GET', '/openapi.json')).body;
+    for (const [path, method] of [
+      ['/v1/users/{userId}/session', 'delete'],
+      ['/v1/users/{userId}/session', 'patch'],
+      ['/v1/users/{userId}/session/activity', 'post'],
+    ] as const) {
+      const operation = doc.paths[path][method];
+      expect(operation.parameters, `${method} ${path}`).toContainEqual(
+        expect.objectContaining({ in: 'query', name: 'sessionId', required: false }),
+      );
+      expect(operation.responses, `${method} ${path}`).toHaveProperty('409');
+    }
   });
 });

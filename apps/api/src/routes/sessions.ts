@@ -1,11 +1,13 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
-import type { SessionView } from '@cq/coordinator';
+import type { SessionMismatch, SessionView } from '@cq/coordinator';
 import {
   emptyBody,
   errorSchema,
   historyView,
+  noQuery,
+  sessionMatchQuery,
   sessionView,
   setLifetimeBody,
   stopAccepted,
@@ -38,6 +40,16 @@ function liveSession(session: SessionView): LiveSession {
   };
 }
 
+/** The 409 of a change whose `?sessionId=` is not the user's live session: nothing was changed. */
+function sessionMismatch(userId: string, mismatch: SessionMismatch): HttpError {
+  const live =
+    mismatch.liveSessionId === undefined ? 'the user has no live session' : "the user's live session is another one";
+  return new HttpError(
+    'session_mismatch',
+    `The request names session ${mismatch.sessionId} of user ${userId}, but ${live}; nothing was changed.`,
+  );
+}
+
 /** The user's session (`GET`, `PATCH`, `DELETE`) and history (service key). */
 export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   const auth = requireServiceKey(app.config.apiKeys);
@@ -50,6 +62,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: "The user's live (non-terminal) session",
         security: [{ serviceKey: [] }],
         params: userParams,
+        querystring: noQuery,
         response: { 200: sessionView, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
       },
     },
@@ -71,9 +84,11 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
           'A running session now ends at now + lifetimeMs (sooner or later than before), never after its ' +
           'start + MAX_LIFETIME_MS; its worker host learns of it at its next lease renewal (about a second). ' +
           'A pending session gets lifetimeMs as the lifetime it will have once started. ' +
-          '409 session_stopping while a stop is under way.',
+          '409 session_stopping while a stop is under way; 409 session_mismatch when sessionId names another ' +
+          'session than the live one (nothing changes).',
         security: [{ serviceKey: [] }],
         params: userParams,
+        querystring: sessionMatchQuery,
         body: setLifetimeBody,
         response: {
           200: sessionView,
@@ -89,10 +104,12 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       const { userId } = request.params;
       const { lifetimeMs } = request.body;
       const { maxLifetimeMs } = app.config.policy;
-      const outcome = await app.coordinator.sessions.setLifetime(userId, lifetimeMs, maxLifetimeMs);
+      const outcome = await app.coordinator.sessions.setLifetime(userId, lifetimeMs, maxLifetimeMs, request.query);
       switch (outcome.outcome) {
         case 'no_session':
           throw new HttpError('no_session', `User ${userId} has no live session.`);
+        case 'session_mismatch':
+          throw sessionMismatch(userId, outcome);
         case 'lifetime_too_long':
           throw new HttpError(
             'lifetime_too_long',
@@ -124,16 +141,26 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: auth,
       schema: {
         summary: "Stop the user's live session (it ends as stopped)",
+        description: '409 session_mismatch when sessionId names another session than the live one (nothing changes).',
         security: [{ serviceKey: [] }],
         params: userParams,
+        querystring: sessionMatchQuery,
         body: emptyBody,
-        response: { 202: stopAccepted, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
+        response: {
+          202: stopAccepted,
+          400: errorSchema,
+          401: errorSchema,
+          404: errorSchema,
+          409: errorSchema,
+          503: errorSchema,
+        },
       },
     },
     async (request, reply) => {
       const { userId } = request.params;
-      const outcome = await app.coordinator.sessions.requestStop(userId);
+      const outcome = await app.coordinator.sessions.requestStop(userId, request.query);
       if (outcome.outcome === 'no_session') throw new HttpError('no_session', `User ${userId} has no live session.`);
+      if (outcome.outcome === 'session_mismatch') throw sessionMismatch(userId, outcome);
       // A pending session stopped here gives its worker slot back now (a running one, through its host).
       if (outcome.outcome === 'stopped')
         await app.coordinator.workers
@@ -154,23 +181,27 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
           'The service saw the session in use (e.g. its user working): its idle clock starts again, so a ' +
           "session with an idle timeout (the token's idleTimeoutMs, else IDLE_TIMEOUT_MS) is stopped only " +
           'that long after its last activity. Its worker host learns of it at its next lease renewal. ' +
-          '204 for any live session (only a running one has an idle clock); 404 no_session without one.',
+          '204 for any live session (only a running one has an idle clock); 404 no_session without one; ' +
+          '409 session_mismatch when sessionId names another session than the live one (nothing changes).',
         security: [{ serviceKey: [] }],
         params: userParams,
+        querystring: sessionMatchQuery,
         body: emptyBody,
         response: {
           204: z.null().describe('Recorded'),
           400: errorSchema,
           401: errorSchema,
           404: errorSchema,
+          409: errorSchema,
           503: errorSchema,
         },
       },
     },
     async (request, reply) => {
       const { userId } = request.params;
-      const outcome = await app.coordinator.sessions.recordActivity(userId);
+      const outcome = await app.coordinator.sessions.recordActivity(userId, request.query);
       if (outcome.outcome === 'no_session') throw new HttpError('no_session', `User ${userId} has no live session.`);
+      if (outcome.outcome === 'session_mismatch') throw sessionMismatch(userId, outcome);
       request.log.debug({ userId, sessionId: outcome.sessionId, state: outcome.state }, 'activity recorded');
       return reply.code(204).send(null);
     },
@@ -184,6 +215,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: "The user's ended sessions, newest first",
         security: [{ serviceKey: [] }],
         params: userParams,
+        querystring: noQuery,
         response: { 200: historyView, 400: errorSchema, 401: errorSchema, 503: errorSchema },
       },
     },

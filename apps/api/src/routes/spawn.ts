@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError, sendError } from '../http-errors.js';
 import { retryAfterSeconds, setRateLimitHeaders } from '../rate-limit-headers.js';
-import { errorSchema, spawnAdmitted, spawnBody } from '@cq/contract';
+import { errorSchema, noQuery, spawnAdmitted, spawnBody } from '@cq/contract';
 
 /** `POST /v1/spawn`: admit a spawn with a one-time token (the token is the credential). */
 export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
@@ -12,6 +12,7 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         summary: 'Admit a spawn: token valid, no live session, throttle open; then the session is queued',
+        querystring: noQuery,
         body: spawnBody,
         response: {
           202: spawnAdmitted,

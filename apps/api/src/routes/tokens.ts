@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { sendError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import { setRateLimitHeaders } from '../rate-limit-headers.js';
-import { errorSchema, issueTokenBody, tokenIssued } from '@cq/contract';
+import { errorSchema, issueTokenBody, noQuery, tokenIssued } from '@cq/contract';
 import { iso } from '../iso.js';
 
 /** `POST /v1/tokens`: issue a one-time spawn token for a user (service key). */
@@ -15,6 +15,7 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         summary: 'Issue a one-time spawn token for a user',
         security: [{ serviceKey: [] }],
+        querystring: noQuery,
         body: issueTokenBody,
         response: { 201: tokenIssued, 400: errorSchema, 401: errorSchema, 429: errorSchema, 503: errorSchema },
       },

@@ -40,6 +40,12 @@ export function coordinatorsOn(pool: readonly Redis[], like: Coordinator): Coord
   return pool.map((redis) => new Coordinator({ redis, keyPrefix: like.keys.prefix, policy: like.policy }));
 }
 
+/** Redis's own clock, epoch ms. */
+export async function redisNow(c: Coordinator): Promise<number> {
+  const [seconds, micros] = await c.redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
 /** Resolves after `ms` milliseconds: for tests whose claim is about time itself (retry advice, expiry). */
 export function elapse(ms: number): Promise<void> {
   return sleep(ms);

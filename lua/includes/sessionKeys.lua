@@ -1,0 +1,10 @@
+--[[
+  The `ending` key group of a user's session (keys.ts: `ending`), bound once per script as a table:
+  session (hash: the live session), lease (hash {o, f, d}), history (list of JSON, newest first),
+  liveIndex (the live-session index of the user's slot), ended (the recent endings of the user's slot),
+  events (the event stream of the user's slot). settleSession and endSession take it whole.
+]]
+local function sessionKeys(keys)
+  return { session = keys[1], lease = keys[2], history = keys[3], liveIndex = keys[4], ended = keys[5],
+    events = keys[6] }
+end

@@ -1,8 +1,9 @@
 --[[
   Keeps a new webhook endpoint, stamped with its creation time from the Redis clock, and bumps the
-  endpoints' version (so dispatchers read the endpoints again). The time is Redis TIME, the clock the
-  session events carry too, so "the events after a webhook's creation" means the same on every API process
-  whatever their own clocks say.
+  endpoints' version (so dispatchers read the endpoints again). The time is Redis TIME, so "the events
+  after a webhook's creation" means the same on every API process whatever their own clocks say. On one
+  Redis it is the clock the session events carry; on a cluster it is this slot's master's, and an event's
+  is its own slot's master's, so the boundary is only as sharp as those clocks agree.
 
   Input:
     KEYS[1] the webhooks' endpoints (hash: id -> JSON)

@@ -28,6 +28,9 @@ export interface UserKeys {
   readonly ending: readonly string[];
 }
 
+/** The resource of the lease that makes one API process the webhook dispatcher (see {@link Keys.webhooks}). */
+export const WEBHOOK_DISPATCH_LEASE = 'webhook-dispatch';
+
 /**
  * Builds every Redis key of the coordinator; nothing else concatenates key strings.
  * Layout: `<prefix>:{u:<userId>}:<kind>` for a user's keys, `<prefix>:{<slotTag>}:live` for the
@@ -172,16 +175,17 @@ export class Keys {
   }
 
   /**
-   * The webhooks' keys, all on one slot (`{webhooks}`): the endpoints (hash: id → JSON), a version bumped
-   * on each change, the dispatch cursor (the id of the last event handed to the delivery queue), and
-   * the BullMQ prefix of the delivery queue.
+   * The webhooks' keys: on the `{webhooks}` slot the endpoints (hash: id → JSON), a version bumped on
+   * each change and the BullMQ prefix of the delivery queue; on the dispatch lease's slot
+   * (`{r:webhook-dispatch}`) the dispatch cursor (the id of the last event handed to the delivery queue),
+   * so the script that moves it can check the lease's fence in the same slot.
    */
   webhooks(): { endpoints: string; version: string; cursor: string; queuePrefix: string } {
     const base = `${this.prefix}:{webhooks}`;
     return {
       endpoints: `${base}:endpoints`,
       version: `${base}:version`,
-      cursor: `${base}:cursor`,
+      cursor: `${this.lease(WEBHOOK_DISPATCH_LEASE).lease}:cursor`,
       queuePrefix: `${base}:q`,
     };
   }

@@ -4,7 +4,9 @@ import type { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { until } from '@cq/test-harness';
 import { jsonHeaders, send, startTestApi, type TestApi } from '../test-support/app.js';
+import { fakeDns } from '../test-support/fake-dns.js';
 import type { Resolver } from '../webhooks/address-guard.js';
+import { createHostResolver } from '../webhooks/host-resolver.js';
 import { DELIVERY_QUEUE, deliveryJobId } from '../webhooks/delivery-job.js';
 
 /** Every key under the API's prefix with its DUMP, the delivery queue's own keys aside (its worker's timers write there). */
@@ -106,6 +108,30 @@ describe('webhook URLs without WEBHOOK_ALLOW_PRIVATE', async () => {
   });
 });
 
+describe('a webhook host whose DNS never answers', async () => {
+  const dns = await fakeDns();
+  const api = await startTestApi(
+    {},
+    { webhookResolve: createHostResolver({ servers: [dns.server], tryTimeoutMs: 5000, tries: 1, timeoutMs: 500 }) },
+  );
+
+  it('is refused with 400 webhook_url_forbidden within the resolver’s bound, and nothing is kept', async () => {
+    const started = performance.now();
+    const refused = await send(api.baseUrl, 'POST', '/v1/webhooks', {
+      body: JSON.stringify({ url: 'https://hangs.example/hook' }),
+      headers: jsonHeaders(),
+    });
+    expect(performance.now() - started).toBeLessThan(1500);
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({
+      code: 'webhook_url_forbidden',
+      message: 'The webhook URL is refused: hangs.example does not resolve (ETIMEOUT).',
+    });
+    expect(dns.asked).toContain('hangs.example');
+    expect((await send(api.baseUrl, 'GET', '/v1/webhooks', { headers: jsonHeaders() })).body).toEqual({ webhooks: [] });
+  });
+});
+
 describe('DNS rebinding: a name that resolves to a public address at creation and to 127.0.0.1 at delivery', () => {
   /** Creates a webhook for `name` while it resolves to a public address, then makes it resolve to 127.0.0.1 and spawns a session. */
   async function rebound(api: TestApi, dns: ReturnType<typeof switchableResolver>, url: string, userId: string) {
@@ -145,9 +171,10 @@ describe('DNS rebinding: a name that resolves to a public address at creation an
     );
   });
 
-  it('is not called either when the name turns to 127.0.0.1 between the check and the connection', async () => {
-    // Public for the creation and for the delivery's address check, loopback for the connection's own lookup.
-    const answers = [[PUBLIC], [PUBLIC], ['127.0.0.1']];
+  it('is resolved once per attempt, by the connection itself: the addresses checked are the ones connected to', async () => {
+    // Public for the creation, loopback for the delivery: no separate check before the connection's own
+    // lookup could pass a name that the connection then resolves elsewhere.
+    const answers = [[PUBLIC], ['127.0.0.1']];
     const asked: string[] = [];
     const resolve: Resolver = async (host) => {
       asked.push(host);
@@ -163,7 +190,7 @@ describe('DNS rebinding: a name that resolves to a public address at creation an
     await api.client.spawn((await api.client.issueToken({ userId: 'rebind-2' })).token);
     await until(async () => (await api.client.deliveries(created.body.id)).length > 0, 15_000, 'the first attempt');
     const [attempt] = await api.client.deliveries(created.body.id);
-    expect(asked).toEqual(['late.rebind.test', 'late.rebind.test', 'late.rebind.test']);
+    expect(asked).toEqual(['late.rebind.test', 'late.rebind.test']);
     expect(attempt!.error).toBe(
       'late.rebind.test resolves to 127.0.0.1, a loopback address; set WEBHOOK_ALLOW_PRIVATE=true to allow it',
     );

@@ -4,6 +4,7 @@ import {
   deliveriesView,
   emptyBody,
   errorSchema,
+  noQuery,
   webhookCreated,
   webhookParams,
   webhooksView,
@@ -38,6 +39,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         summary: 'Create a webhook: every session event of its types is POSTed to it, signed (Standard Webhooks)',
         security: [{ serviceKey: [] }],
+        querystring: noQuery,
         body: createWebhookBody,
         response: { 201: webhookCreated, 400: errorSchema, 401: errorSchema, 503: errorSchema },
       },
@@ -70,6 +72,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         summary: 'Every webhook (without secrets), oldest first',
         security: [{ serviceKey: [] }],
+        querystring: noQuery,
         response: { 200: webhooksView, 401: errorSchema, 503: errorSchema },
       },
     },
@@ -84,6 +87,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Delete a webhook: its deliveries stop, pending retries included',
         security: [{ serviceKey: [] }],
         params: webhookParams,
+        querystring: noQuery,
         body: emptyBody,
         response: {
           204: z.null().describe('Deleted'),
@@ -109,6 +113,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: "A webhook's delivery attempts, newest first (the last 200)",
         security: [{ serviceKey: [] }],
         params: webhookParams,
+        querystring: noQuery,
         response: { 200: deliveriesView, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
       },
     },

@@ -1,5 +1,5 @@
-import { promises as dns } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
+import { resolveHost } from './host-resolver.js';
 
 /**
  * SSRF protection for webhook URLs: which addresses a webhook may not reach, and whether a URL may be
@@ -46,7 +46,7 @@ export interface CheckWebhookUrlOptions {
   allowPrivate: boolean;
   /**
    * Name resolution.
-   * @defaultValue {@link resolveAll} (`dns.promises.lookup(host, { all: true })`, what connections use)
+   * @defaultValue {@link resolveHost} (c-ares, bounded: see `host-resolver.ts`), what deliveries use too
    */
   resolve?: Resolver;
 }
@@ -264,31 +264,24 @@ export function whyForbidden(host: string, addresses: readonly string[]): string
   return undefined;
 }
 
-/** Every address of `host`, IPv4 and IPv6, from the system resolver (`dns.promises.lookup` with `all`). */
-export const resolveAll: Resolver = async (host) => {
-  const found = await dns.lookup(host, { all: true });
-  return found.map(({ address }) => address);
-};
-
 /** The host of a URL as an address or a name: without IPv6 brackets. */
 export function urlHost(url: URL): string {
   return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
 }
 
 /**
- * Whether `raw` may be registered as a webhook URL: `http:` or `https:`, no user name or password, and a
- * host that is an allowed IP address or a name whose every address is allowed (unless `allowPrivate`,
- * which skips the address rules and the resolution). WHATWG parsing has already turned the decimal, hex
- * and octal IPv4 forms (`http://2130706433`, `http://0x7f.1`, `http://017700000001`) into dotted ones,
- * and IPv6 into its canonical form, so they are judged as the addresses they are.
- *
- * A name that does not resolve is refused (its addresses cannot be checked); a name may still resolve
- * elsewhere later, which is why delivery checks again.
+ * The rules a webhook URL must meet that need no name resolution: it parses, it is `http:` or `https:`,
+ * it carries no user name or password, and, unless `allowPrivate`, a host that is an IP address is an
+ * allowed one. What registration and every delivery attempt check first (a name's addresses are checked
+ * after: at registration by {@link checkWebhookUrl}, at delivery on the addresses the connection uses).
+ * WHATWG parsing has already turned the decimal, hex and octal IPv4 forms (`http://2130706433`,
+ * `http://0x7f.1`, `http://017700000001`) into dotted ones, and IPv6 into its canonical form, so they
+ * are judged as the addresses they are.
  */
-export async function checkWebhookUrl(raw: string, options: CheckWebhookUrlOptions): Promise<WebhookUrlCheck> {
+export function checkUrlForm(raw: string | URL, allowPrivate: boolean): WebhookUrlCheck {
   let url: URL;
   try {
-    url = new URL(raw);
+    url = typeof raw === 'string' ? new URL(raw) : raw;
   } catch {
     return { ok: false, reason: 'not a valid URL' };
   }
@@ -298,20 +291,33 @@ export async function checkWebhookUrl(raw: string, options: CheckWebhookUrlOptio
   if (url.username !== '' || url.password !== '') {
     return { ok: false, reason: 'the URL carries a user name or password; remove them' };
   }
-  if (options.allowPrivate) return { ok: true, url };
-
   const host = urlHost(url);
+  if (!allowPrivate && isIP(host) !== 0) {
+    const reason = whyForbidden(host, [host]);
+    if (reason !== undefined) return { ok: false, reason };
+  }
+  return { ok: true, url };
+}
+
+/**
+ * Whether `raw` may be registered as a webhook URL: {@link checkUrlForm}, and a host name whose every
+ * address is allowed (unless `allowPrivate`, which skips the address rules and the resolution).
+ *
+ * A name that does not resolve, or not within the resolver's bound, is refused (its addresses cannot be
+ * checked); a name may still resolve elsewhere later, which is why delivery checks again.
+ */
+export async function checkWebhookUrl(raw: string, options: CheckWebhookUrlOptions): Promise<WebhookUrlCheck> {
+  const form = checkUrlForm(raw, options.allowPrivate);
+  if (!form.ok || options.allowPrivate) return form;
+  const host = urlHost(form.url);
+  if (isIP(host) !== 0) return form;
   let addresses: string[];
-  if (isIP(host) !== 0) {
-    addresses = [host];
-  } else {
-    try {
-      addresses = await (options.resolve ?? resolveAll)(host);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-      return { ok: false, reason: `${host} does not resolve (${code})` };
-    }
+  try {
+    addresses = await (options.resolve ?? resolveHost)(host);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    return { ok: false, reason: `${host} does not resolve (${code})` };
   }
   const reason = whyForbidden(host, addresses);
-  return reason === undefined ? { ok: true, url } : { ok: false, reason };
+  return reason === undefined ? form : { ok: false, reason };
 }

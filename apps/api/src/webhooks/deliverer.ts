@@ -1,7 +1,7 @@
 import type { Coordinator, DeliveryAttempt } from '@cq/coordinator';
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import { checkWebhookUrl, type Resolver } from './address-guard.js';
+import type { Resolver } from './address-guard.js';
 import { ATTEMPT_TIMEOUT_MS, DELIVERY_ATTEMPTS, retryDelayMs, type DeliveryJob } from './delivery-job.js';
 import { postWebhook } from './post-webhook.js';
 import type { SecretBox } from './secret-box.js';
@@ -15,7 +15,7 @@ export interface DelivererDeps {
   readonly coordinator: Coordinator;
   readonly secrets: SecretBox;
   readonly allowPrivate: boolean;
-  /** Name resolution for the address check and the connection. @defaultValue the system resolver */
+  /** Name resolution for the connection (its addresses are checked before any is used). @defaultValue `resolveHost` */
   readonly resolve?: Resolver;
   readonly log: Logger;
   readonly onOutcome?: (outcome: DeliveryOutcome) => void;
@@ -23,10 +23,11 @@ export interface DelivererDeps {
 
 /**
  * One attempt of one delivery (the delivery queue's processor): the webhook as it is now (deleted:
- * dropped, with its pending retries), its address checked again (a name that now resolves to a
- * forbidden address is not called), the body signed per Standard Webhooks with this attempt's
- * timestamp and POSTed within 10 s, the attempt recorded in the webhook's delivery log. Anything but a
- * 2xx throws, so the queue retries it with its exponential backoff.
+ * dropped, with its pending retries), the body signed per Standard Webhooks with this attempt's
+ * timestamp and POSTed within 10 s (its address checked again at connect time: a name that now resolves
+ * to a forbidden address is not called), the attempt recorded in the webhook's delivery log. Anything
+ * but a 2xx throws, so the queue retries it with its exponential backoff; a 2xx is delivered even when
+ * recording it fails (logged), so the receiver does not get it twice.
  */
 export async function deliver(job: Job<DeliveryJob>, deps: DelivererDeps): Promise<DeliveryOutcome> {
   const { coordinator, log } = deps;
@@ -56,29 +57,31 @@ export async function deliver(job: Job<DeliveryJob>, deps: DelivererDeps): Promi
     deps.onOutcome?.('gave_up');
     throw new UnrecoverableError((err as Error).message);
   }
-  const checked = await checkWebhookUrl(webhook.url, { allowPrivate: deps.allowPrivate, resolve: deps.resolve });
+  // The URL and the addresses are checked by postWebhook, on the very addresses it connects to.
   const timestamp = Math.floor(Date.now() / 1000);
-  const result = checked.ok
-    ? await postWebhook({
-        url: webhook.url,
-        body,
-        headers: {
-          'webhook-id': eventId,
-          'webhook-timestamp': String(timestamp),
-          'webhook-signature': sign({ secret, id: eventId, timestamp, body }),
-        },
-        timeoutMs: ATTEMPT_TIMEOUT_MS,
-        allowPrivate: deps.allowPrivate,
-        resolve: deps.resolve,
-      })
-    : { error: checked.reason };
+  const result = await postWebhook({
+    url: webhook.url,
+    body,
+    headers: {
+      'webhook-id': eventId,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': sign({ secret, id: eventId, timestamp, body }),
+    },
+    timeoutMs: ATTEMPT_TIMEOUT_MS,
+    allowPrivate: deps.allowPrivate,
+    resolve: deps.resolve,
+  });
   const delivered = 'status' in result && result.status >= 200 && result.status < 300;
   const last = delivered || attempt >= DELIVERY_ATTEMPTS;
-  await record(result, last);
   if (delivered) {
+    // The receiver has it: a failure to record that must not fail the job, or it would be sent again.
+    await record(result, true).catch((err: unknown) =>
+      log.warn({ err, webhookId, eventId, attempt }, 'webhook delivered but its attempt was not recorded'),
+    );
     deps.onOutcome?.('delivered');
     return 'delivered';
   }
+  await record(result, last);
   const why = 'status' in result ? `the receiver answered ${result.status}` : result.error;
   deps.onOutcome?.(last ? 'gave_up' : 'retrying');
   if (last) log.warn({ webhookId, eventId, attempt, why }, 'webhook delivery given up after its last attempt');

@@ -1,19 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   EVENT_RETENTION_MS,
+  WEBHOOK_DISPATCH_LEASE,
   parseEventId,
   type Coordinator,
   type EventFeed,
+  type Lease,
   type SessionEvent,
   type Webhook,
 } from '@cq/coordinator';
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import { wire } from '../routes/events.js';
+import { wire } from '../event-wire.js';
 import { DELIVERY_ATTEMPTS, FIRST_RETRY_MS, deliveryJobId, type DeliveryJob } from './delivery-job.js';
 
-/** The lease that makes one API process the dispatcher. */
-const LEASE = 'webhook-dispatch';
 /** Events handed to the queue in one round trip at most. */
 const BATCH = 500;
 
@@ -93,7 +93,7 @@ export class WebhookDispatcher {
           continue;
         }
         this.#options.onWebhooks?.();
-        const outcome = await coordinator.leases.acquire(LEASE, { leaseMs, maxLifetimeMs: 3_600_000 });
+        const outcome = await coordinator.leases.acquire(WEBHOOK_DISPATCH_LEASE, { leaseMs, maxLifetimeMs: 3_600_000 });
         if (!outcome.acquired) {
           await sleep(Math.min(leaseMs, Math.max(100, outcome.retryAfterMs)), undefined, { signal }).catch(() => {});
           continue;
@@ -104,7 +104,7 @@ export class WebhookDispatcher {
         const held = AbortSignal.any([keepalive.signal, signal]);
         log.info({ fence: outcome.lease.fence }, 'dispatching webhook deliveries');
         try {
-          await this.#dispatch(held);
+          await this.#dispatch(held, outcome.lease);
         } finally {
           keepalive.stop();
           await coordinator.leases.release(outcome.lease).catch(() => false);
@@ -129,8 +129,12 @@ export class WebhookDispatcher {
     return this.#hooks.length > 0;
   }
 
-  /** Follows the feed from the cursor while `held`, queueing each batch's deliveries, then moving the cursor. */
-  async #dispatch(held: AbortSignal): Promise<void> {
+  /**
+   * Follows the feed from the cursor while `held`, queueing each batch's deliveries, then moving the
+   * cursor: a script that checks `lease`'s fence, so a process that lost the lease without noticing yet
+   * (a pause longer than the lease) cannot move it, and never back.
+   */
+  async #dispatch(held: AbortSignal, lease: Lease): Promise<void> {
     const { coordinator, events, log } = this.#options;
     const cursor = await coordinator.webhooks.cursor();
     const saved = cursor === undefined ? undefined : parseEventId(cursor);
@@ -158,8 +162,12 @@ export class WebhookDispatcher {
           batch.push(next);
         }
         await this.#queue(batch);
-        if (held.aborted) return; // queued, but another process may have moved the cursor on since
-        await coordinator.webhooks.setCursor(batch.at(-1)!.id);
+        if (held.aborted) return;
+        const last = batch.at(-1)!.id;
+        const moved = await coordinator.webhooks.setCursor(last, lease);
+        // Queued, but the lease is another's now: its holder moves the cursor (the jobs' ids dedupe).
+        if (moved === 'lease_lost') return;
+        if (moved === 'not_forward') log.warn({ eventId: last }, 'webhook dispatch cursor is already past this batch');
       }
     } finally {
       held.removeEventListener('abort', stop);
@@ -174,7 +182,8 @@ export class WebhookDispatcher {
     for (const event of batch)
       for (const hook of this.#hooks) {
         if (hook.events.length > 0 && !hook.events.includes(event.type)) continue;
-        // A webhook receives the events from its creation on only (both times are Redis TIME).
+        // A webhook receives the events from its creation on only: both times are Redis TIME, of one
+        // clock on one Redis, of two masters' on a cluster (see WebhookStore.create).
         if (event.at < hook.createdAt) continue;
         jobs.push({
           name: event.type,

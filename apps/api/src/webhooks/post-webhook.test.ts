@@ -325,7 +325,7 @@ describe('postWebhook address checks', () => {
         error: 'the scheme is ftp:; only http: and https: are allowed',
       });
       expect(await postWebhook({ url: 'http://u:p@example.com/', body: '{}', allowPrivate })).toEqual({
-        error: 'the URL carries a user name or password',
+        error: 'the URL carries a user name or password; remove them',
       });
       expect(await postWebhook({ url: 'not a url', body: '{}', allowPrivate })).toEqual({ error: 'not a valid URL' });
     }

@@ -2,7 +2,8 @@ import type { LookupAddress } from 'node:dns';
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { resolveAll, urlHost, whyForbidden, type Resolver } from './address-guard.js';
+import { checkUrlForm, whyForbidden, type Resolver } from './address-guard.js';
+import { resolveHost } from './host-resolver.js';
 
 /**
  * One webhook delivery attempt: a POST whose outcome is the receiver's status or why there is none.
@@ -36,7 +37,7 @@ export interface PostWebhookOptions {
   allowPrivate: boolean;
   /**
    * Name resolution for the connection; every address it gives is checked before any is used.
-   * @defaultValue {@link resolveAll}
+   * @defaultValue {@link resolveHost}
    */
   resolve?: Resolver;
 }
@@ -98,24 +99,11 @@ function checkedLookup(resolve: Resolver, allowPrivate: boolean): LookupFunction
  */
 export function postWebhook(options: PostWebhookOptions): Promise<PostWebhookResult> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  let url: URL;
-  try {
-    url = typeof options.url === 'string' ? new URL(options.url) : options.url;
-  } catch {
-    return Promise.resolve({ error: 'not a valid URL' });
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    return Promise.resolve({ error: `the scheme is ${url.protocol}; only http: and https: are allowed` });
-  }
-  if (url.username !== '' || url.password !== '') {
-    return Promise.resolve({ error: 'the URL carries a user name or password' });
-  }
-  // An IP literal is connected to without a lookup, so it is checked here.
-  const host = urlHost(url);
-  if (!options.allowPrivate && isIP(host) !== 0) {
-    const refusal = whyForbidden(host, [host]);
-    if (refusal !== undefined) return Promise.resolve({ error: refusal });
-  }
+  // The URL's form, and an IP literal's address (connected to without a lookup); a name's addresses are
+  // checked by the lookup, on the very addresses the socket is given.
+  const form = checkUrlForm(options.url, options.allowPrivate);
+  if (!form.ok) return Promise.resolve({ error: form.reason });
+  const { url } = form;
 
   const body = typeof options.body === 'string' ? Buffer.from(options.body, 'utf8') : options.body;
   const headers: Record<string, string> = { 'user-agent': WEBHOOK_USER_AGENT };
@@ -157,7 +145,7 @@ export function postWebhook(options: PostWebhookOptions): Promise<PostWebhookRes
           method: 'POST',
           headers,
           agent: false,
-          lookup: checkedLookup(options.resolve ?? resolveAll, options.allowPrivate),
+          lookup: checkedLookup(options.resolve ?? resolveHost, options.allowPrivate),
         },
         onResponse,
       );

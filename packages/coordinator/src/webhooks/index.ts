@@ -1,2 +1,9 @@
 // Webhook endpoints, their delivery logs and the dispatch cursor, kept in Redis.
-export { WebhookStore, DELIVERY_LOG_LENGTH, type DeliveryAttempt, type Webhook } from './webhook-store.js';
+export { WEBHOOK_DISPATCH_LEASE } from '../keys.js';
+export {
+  WebhookStore,
+  DELIVERY_LOG_LENGTH,
+  type CursorMove,
+  type DeliveryAttempt,
+  type Webhook,
+} from './webhook-store.js';

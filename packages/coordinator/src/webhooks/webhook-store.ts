@@ -1,7 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Context } from '../context.js';
-import { wrapRedisError } from '../redis-errors.js';
+import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from '../errors.js';
+import { parseEventId } from '../events/codec.js';
 import type { SessionEventType } from '../events/session-event.js';
+import { WEBHOOK_DISPATCH_LEASE } from '../keys.js';
+import type { Lease } from '../lease.js';
+import { wrapRedisError } from '../redis-errors.js';
 
 /** A webhook endpoint as kept (its secret sealed: see {@link WebhookStore}). */
 export interface Webhook {
@@ -31,6 +35,9 @@ export interface DeliveryAttempt {
   readonly nextAttemptAt?: number;
 }
 
+/** What {@link WebhookStore.setCursor} did with the cursor. */
+export type CursorMove = 'moved' | 'lease_lost' | 'not_forward';
+
 /** Attempts each webhook's log keeps (the contract asks for at least the last 100). */
 export const DELIVERY_LOG_LENGTH = 200;
 
@@ -52,11 +59,15 @@ export class WebhookStore {
   }
 
   /**
-   * Keeps a new endpoint; answers it with its new id and its creation time, Redis TIME (the clock the
-   * session events carry, so a webhook receives exactly the events from its creation on). One script.
+   * Keeps a new endpoint; answers it with its new id and its creation time, Redis TIME, so it does not
+   * depend on the API processes' clocks. A webhook receives the events stamped at or after it. On one
+   * Redis that is the same clock as the events', so exactly the events from its creation on; on a
+   * cluster the time is the `{webhooks}` slot's master's and each event's is its own slot's master's,
+   * so an event within those masters' clock difference of the creation may fall on either side. One script.
    */
   async create(input: Omit<Webhook, 'id' | 'createdAt'>): Promise<Webhook> {
     const keys = this.#context.keys.webhooks();
+    // The shape the API's routes take (`WEBHOOK_ID_PATTERN` of @cq/contract): wh_ and 24 hex digits.
     const id = `wh_${randomBytes(12).toString('hex')}`;
     const reply = await this.#context.scripts.run(
       'createWebhook',
@@ -148,8 +159,34 @@ export class WebhookStore {
     return (await wrap(this.#context.redis.get(this.#context.keys.webhooks().cursor))) ?? undefined;
   }
 
-  /** Moves the dispatch cursor to `eventId`. */
-  async setCursor(eventId: string): Promise<void> {
-    await wrap(this.#context.redis.set(this.#context.keys.webhooks().cursor, eventId));
+  /**
+   * Moves the dispatch cursor forward to `eventId`, for the holder of the dispatch lease
+   * ({@link WEBHOOK_DISPATCH_LEASE}) only: one script checks the lease's fence and compares the ids in
+   * Redis, so a dispatcher that lost its lease (even one that does not know it yet) cannot write, and
+   * the cursor never moves back. `moved`; `lease_lost` when the lease is not held with `lease.fence`;
+   * `not_forward` when the cursor is already at or past `eventId` (it stays there).
+   */
+  async setCursor(eventId: string, lease: Lease): Promise<CursorMove> {
+    if (lease.resource !== WEBHOOK_DISPATCH_LEASE)
+      throw new InvalidArgumentError(
+        `the cursor moves under the ${WEBHOOK_DISPATCH_LEASE} lease, not ${lease.resource}`,
+      );
+    if (parseEventId(eventId) === undefined)
+      throw new InvalidArgumentError(`the cursor must be an event id (<ms>-<seq>-<slot>), not ${eventId}`);
+    const reply = await this.#context.scripts.run(
+      'moveWebhookCursor',
+      [this.#context.keys.lease(WEBHOOK_DISPATCH_LEASE).lease, this.#context.keys.webhooks().cursor],
+      [lease.fence, eventId],
+    );
+    switch (replyCode(reply)) {
+      case ScriptCode.Ok:
+        return 'moved';
+      case ScriptCode.LeaseLost:
+        return 'lease_lost';
+      case ScriptCode.Stale:
+        return 'not_forward';
+      default:
+        throw unexpectedReply('moveWebhookCursor', reply);
+    }
   }
 }

@@ -9,7 +9,8 @@ import { deliver, type DeliveryOutcome } from '../../webhooks/deliverer.js';
 import { DELIVERY_ATTEMPTS, DELIVERY_QUEUE, type DeliveryJob } from '../../webhooks/delivery-job.js';
 import { WebhookDispatcher } from '../../webhooks/dispatcher.js';
 import { SecretBox } from '../../webhooks/secret-box.js';
-import { resolveAll, type Resolver } from '../../webhooks/address-guard.js';
+import type { Resolver } from '../../webhooks/address-guard.js';
+import { resolveHost } from '../../webhooks/host-resolver.js';
 
 /** The webhooks of this process: the secret sealing, the delivery queue, its worker and the dispatcher. */
 export interface WebhookService {
@@ -23,7 +24,7 @@ export interface WebhookService {
 
 /** Options of {@link webhooksPlugin}. */
 export interface WebhooksPluginOptions {
-  /** Name resolution of webhook hosts. @defaultValue {@link resolveAll} (the system resolver) */
+  /** Name resolution of webhook hosts. @defaultValue {@link resolveHost} (c-ares, bounded in time) */
   resolve?: Resolver;
 }
 
@@ -44,7 +45,7 @@ const DELIVERY_CONCURRENCY = 50;
 export const webhooksPlugin = fp(
   async (app: FastifyInstance, options: WebhooksPluginOptions) => {
     const { config, coordinator } = app;
-    const resolve = options.resolve ?? resolveAll;
+    const resolve = options.resolve ?? resolveHost;
     const secrets = new SecretBox(config.webhookSecretKey === undefined ? config.apiKeys : [config.webhookSecretKey]);
     const prefix = coordinator.keys.webhooks().queuePrefix;
     const queueRedis = createRedis(config, 'blocking', { logger: app.log, name: 'cq-api-webhooks' });

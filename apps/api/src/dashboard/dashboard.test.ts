@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { startRedisServer } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
@@ -184,19 +185,26 @@ describe('dashboard', async () => {
     const unknown = await send(
       api.baseUrl,
       'GET',
-      `/dashboard/api/output?userId=dash-output&sessionId=${admitted.sessionId}x`,
+      `/dashboard/api/output?userId=dash-output&sessionId=${randomUUID()}`,
       { headers: basic(TEST_API_KEY) },
     );
     expect(unknown.status).toBe(404);
     expect(unknown.body).toEqual({ error: { code: 'no_session', message: expect.stringContaining('dash-output') } });
+    const sid = admitted.sessionId;
     for (const query of [
-      'userId=a/b&sessionId=s',
+      `userId=a/b&sessionId=${sid}`,
       'userId=a',
-      'userId=a&sessionId=s&tail=0',
-      'userId=a&sessionId=s&x=1',
+      `userId=a&sessionId=${sid}&tail=0`,
+      `userId=a&sessionId=${sid}&x=1`,
+      // A session id is a UUID: nothing else reaches the logs route (or Redis).
+      `userId=dash-output&sessionId=${sid}x`,
+      `userId=dash-output&sessionId=${sid}:rec`,
+      `userId=dash-output&sessionId=${encodeURIComponent(`${sid}/rec`)}`,
+      `userId=dash-output&sessionId=${encodeURIComponent('{x}')}`,
     ]) {
       const bad = await send(api.baseUrl, 'GET', `/dashboard/api/output?${query}`, { headers: basic(TEST_API_KEY) });
       expect(bad.status, query).toBe(400);
+      expect(bad.body.error.code, query).toBe('invalid_request');
     }
   });
 

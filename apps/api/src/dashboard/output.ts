@@ -1,3 +1,4 @@
+import { sessionIdSchema, userIdSchema } from '@cq/contract';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { errorBody } from '../http-errors.js';
@@ -12,8 +13,8 @@ const MAX_PAGES = 20;
 /** What the page asks for: the newest `tail` lines of a session's output after `after`. */
 export const outputQuery = z
   .object({
-    userId: z.string().regex(/^[A-Za-z0-9._:@-]{1,128}$/),
-    sessionId: z.string().regex(/^[A-Za-z0-9._:@-]{1,128}$/),
+    userId: userIdSchema,
+    sessionId: sessionIdSchema,
     after: z.string().min(1).max(128).optional(),
     tail: z.coerce.number().int().min(1).max(PAGE_LINES).default(OUTPUT_TAIL),
   })

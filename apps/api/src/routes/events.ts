@@ -4,13 +4,13 @@ import {
   parseEventId,
   type EventSubscription,
   type SessionEvent,
-  type UserEvent,
   type UserStream,
 } from '@cq/coordinator';
-import { errorSchema, userParams } from '@cq/contract';
+import { errorSchema, noQuery, userParams } from '@cq/contract';
 import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { wire } from '../event-wire.js';
 import { HttpError } from '../http-errors.js';
 import { iso } from '../iso.js';
 import { requireServiceKey } from '../plugins/auth.js';
@@ -51,29 +51,6 @@ const eventStream = {
 export const lastEventIdHeader = z.object({
   'last-event-id': z.string().max(64).optional().describe('Resume after this event id (EventSource sends it)'),
 });
-
-/** The wire form of an event (`at`, `deadline` as ISO-8601), built once however many readers get it. */
-const wireCache = new WeakMap<UserEvent, string>();
-export function wire(event: UserEvent): string {
-  let data = wireCache.get(event);
-  if (data === undefined) {
-    data = JSON.stringify({
-      type: event.type,
-      sessionId: event.sessionId,
-      userId: event.userId,
-      fence: event.fence,
-      at: iso(event.at),
-      ...(event.workerId === undefined ? {} : { workerId: event.workerId }),
-      ...(event.endpoint === undefined ? {} : { endpoint: event.endpoint }),
-      ...(event.deadline === undefined ? {} : { deadline: iso(event.deadline) }),
-      ...(event.lifetimeMs === undefined ? {} : { lifetimeMs: event.lifetimeMs }),
-      ...(event.exitCode === undefined ? {} : { exitCode: event.exitCode }),
-      ...(event.reason === undefined ? {} : { reason: event.reason }),
-    });
-    wireCache.set(event, data);
-  }
-  return data;
-}
 
 /**
  * Starts the stream: headers out at once (a reader learns it is connected before the first event), and
@@ -153,6 +130,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         summary: 'Every session event of every user, as server-sent events with ids (resume with Last-Event-ID)',
         security: [{ serviceKey: [] }],
+        querystring: noQuery,
         headers: lastEventIdHeader,
         response: { 200: eventStream, 400: errorSchema, 401: errorSchema, 503: errorSchema },
       },
@@ -185,6 +163,7 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: "The user's current or next session as server-sent events: its state, then each change, until it ends",
         security: [{ serviceKey: [] }],
         params: userParams,
+        querystring: noQuery,
         response: { 200: eventStream, 400: errorSchema, 401: errorSchema, 503: errorSchema },
       },
     },

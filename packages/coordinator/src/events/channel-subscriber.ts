@@ -35,18 +35,22 @@ export class ChannelSubscriber {
     this.#channels = new Set(options.channels);
   }
 
-  /** True while a connection is open (it may still be subscribing). */
+  /** True while a connection is open (it may still be subscribing); false again once it is lost. */
   get isOpen(): boolean {
     return this.#connection !== undefined;
   }
 
   /**
-   * Subscribes to one more channel: at once on the open connection (resolving once subscribed), and
-   * on every connection opened later.
+   * Subscribes to one more channel: at once on the open connection (resolving once subscribed, or
+   * once that connection is lost), and on every connection opened later.
    */
   async add(channel: string): Promise<void> {
     this.#channels.add(channel);
-    await this.#connection?.subscribe(channel);
+    const connection = this.#connection;
+    // A connection lost or dropped meanwhile needs nothing more: the next one subscribes to every channel.
+    await connection?.subscribe(channel).catch((err: unknown) => {
+      if (this.#connection === connection) throw err;
+    });
   }
 
   /** Unsubscribes from a channel (a connection lost meanwhile needs nothing more). */
@@ -55,7 +59,10 @@ export class ChannelSubscriber {
     this.#connection?.unsubscribe(channel).catch(() => {});
   }
 
-  /** Opens a new connection (dropping any open one) and resolves once every channel is subscribed. */
+  /**
+   * Opens a new connection (dropping any open one) and resolves once every channel is subscribed;
+   * rejects, closed, when that connection fails or is lost or dropped meanwhile.
+   */
   async open(): Promise<void> {
     const redis = this.#redis;
     const nodes = 'nodes' in redis ? redis.nodes('all') : [redis];
@@ -73,14 +80,17 @@ export class ChannelSubscriber {
     connection.on('message', (channel: string, message: string) => this.#options.onMessage(channel, message));
     this.drop();
     this.#connection = connection;
-    await connection.connect();
-    if (this.#channels.size > 0) await connection.subscribe(...this.#channels);
-    if (this.#connection !== connection) {
-      connection.disconnect();
-      throw new Error('the subscription was dropped while it was being opened');
+    try {
+      await connection.connect();
+      if (this.#channels.size > 0) await connection.subscribe(...this.#channels);
+      if (this.#connection !== connection) throw new Error('the subscription was dropped while it was being opened');
+      if (connection.status !== 'ready') throw new Error('the subscription was lost while it was being opened');
+    } catch (err) {
+      if (this.#connection === connection) this.drop();
+      else connection.disconnect();
+      throw err;
     }
     connection.once('close', () => this.#lost(connection));
-    if (connection.status !== 'ready') this.#lost(connection);
   }
 
   /** Closes the connection, if one is open; that does not count as lost. */
@@ -92,7 +102,10 @@ export class ChannelSubscriber {
   }
 
   #lost(connection: Redis): void {
-    if (this.#connection === connection) this.#options.onLost();
+    if (this.#connection !== connection) return;
+    // Closed from now on, so that the owner's next open opens a new connection.
+    this.#connection = undefined;
+    this.#options.onLost();
   }
 }
 

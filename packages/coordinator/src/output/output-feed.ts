@@ -26,22 +26,31 @@ export interface OutputFeedOptions {
  */
 class Tail {
   readonly followers = new Set<OutputFollower>();
-  /** The id of the newest line read (and handed to the followers). */
-  lastId = '0-0';
+  /** Settles once the tail is subscribed and anchored: a follower joins, and reads its first page, only then. */
+  readonly ready: Promise<void>;
+  /** The id of the newest line read (and handed to the followers); undefined until anchored. */
+  #lastId: string | undefined;
   #reading = false;
   #again = false;
 
+  /** `anchoring` resolves, once subscribed, with the newest line's id: every line after it reaches the followers. */
   constructor(
     readonly userId: string,
     readonly sessionId: string,
     readonly channel: string,
     readonly store: OutputStore,
     readonly onError: (err: unknown) => void,
-  ) {}
+    anchoring: Promise<string>,
+  ) {
+    this.ready = anchoring.then((id) => {
+      this.#lastId = id;
+      if (this.#again) this.poke();
+    });
+  }
 
   /** New lines were announced (or may have been missed): read what came after the last one read. */
   poke(): void {
-    if (this.#reading) {
+    if (this.#reading || this.#lastId === undefined) {
       this.#again = true;
       return;
     }
@@ -54,9 +63,9 @@ class Tail {
       this.#again = false;
       try {
         for (;;) {
-          const page = await this.store.read(this.userId, this.sessionId, { after: this.lastId });
+          const page = await this.store.read(this.userId, this.sessionId, { after: this.#lastId });
           if (page === undefined || page.lines.length === 0) break;
-          this.lastId = page.lines.at(-1)!.id;
+          this.#lastId = page.lines.at(-1)!.id;
           for (const follower of this.followers) follower.deliver(page.lines);
           if (!page.more) break;
         }
@@ -115,16 +124,16 @@ export class OutputFeed {
     if (this.#closing.signal.aborted) throw new Error('the output feed is closed');
     // The user's events first, so the session's ending cannot fall between a read and the subscription.
     const events = await this.#events.subscribe({ userId });
-    let tail: Tail | undefined;
     let follower: OutputFollower | undefined;
     try {
-      tail = await this.#tail(userId, sessionId);
+      const tail = this.#tail(userId, sessionId);
+      // Join and read once the tail is anchored: the batches it hands on from then continue what this read sees.
+      await tail.ready;
       follower = new OutputFollower(this.#store, userId, sessionId, after, this.#options.maxQueued, () =>
-        this.#leave(tail!, follower!, events),
+        this.#leave(tail, follower!, events),
       );
       tail.followers.add(follower);
       follower.watch(events);
-      // Read after joining the tail: the batches it hands on from now continue what this read sees.
       if (!(await follower.begin())) {
         follower.close();
         return undefined;
@@ -132,10 +141,7 @@ export class OutputFeed {
       return follower;
     } catch (err) {
       if (follower !== undefined) follower.close();
-      else {
-        events.close();
-        if (tail !== undefined && tail.followers.size === 0) this.#drop(tail);
-      }
+      else events.close();
       throw err;
     }
   }
@@ -147,27 +153,26 @@ export class OutputFeed {
     this.#subscriber.drop();
   }
 
-  async #tail(userId: string, sessionId: string): Promise<Tail> {
-    const { channel } = this.#context.keys.output(userId, sessionId);
-    let tail = this.#tails.get(channel);
-    if (tail !== undefined) return tail;
-    tail = new Tail(userId, sessionId, channel, this.#store, (err) => this.#options.onError?.(err));
+  /** The session's tail, set up once however many followers join it meanwhile (they wait for `ready`). */
+  #tail(userId: string, sessionId: string): Tail {
+    const { channel, lines } = this.#context.keys.output(userId, sessionId);
+    const known = this.#tails.get(channel);
+    if (known !== undefined) return known;
+    const onError = (err: unknown): void => this.#options.onError?.(err);
+    const tail = new Tail(userId, sessionId, channel, this.#store, onError, this.#subscribe(channel, lines));
     this.#tails.set(channel, tail);
-    try {
-      await this.#open();
-      await this.#subscriber.add(channel);
-      // Anchored at the newest line now: every line after it reaches this tail's followers.
-      const newest = await this.#context.redis
-        .xrevrange(this.#context.keys.output(userId, sessionId).lines, '+', '-', 'COUNT', 1)
-        .catch((err: unknown) => {
-          throw wrapRedisError(err);
-        });
-      tail.lastId = newest[0]?.[0] ?? '0-0';
-      return tail;
-    } catch (err) {
-      if (tail.followers.size === 0) this.#drop(tail);
-      throw err;
-    }
+    tail.ready.catch(() => this.#drop(tail));
+    return tail;
+  }
+
+  /** Subscribes to a session's channel; resolves with its newest line's id then (every later line is announced). */
+  async #subscribe(channel: string, lines: string): Promise<string> {
+    await this.#open();
+    await this.#subscriber.add(channel);
+    const newest = await this.#context.redis.xrevrange(lines, '+', '-', 'COUNT', 1).catch((err: unknown) => {
+      throw wrapRedisError(err);
+    });
+    return newest[0]?.[0] ?? '0-0';
   }
 
   #open(): Promise<void> {
@@ -175,7 +180,6 @@ export class OutputFeed {
     this.#opening ??= this.#subscriber
       .open()
       .catch((err: unknown) => {
-        this.#subscriber.drop();
         throw wrapRedisError(err);
       })
       .finally(() => (this.#opening = undefined));

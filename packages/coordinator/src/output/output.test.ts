@@ -1,10 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import { watchClient } from '@cq/test-harness';
 import type { Redis } from 'ioredis';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import type { Coordinator } from '../coordinator.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Claim } from '../session-types.js';
-import { testCoordinator } from '../test-support/setup.js';
+import { connectionPool, coordinatorsOn, testCoordinator } from '../test-support/setup.js';
+import type { OutputFeedOptions, OutputFollower } from './output-feed.js';
 import type { OutputLine } from './output-store.js';
 
 const worker = { workerId: 'host-o', leaseMs: 5000, graceMs: 1000 };
@@ -89,10 +91,11 @@ describe("a session's output", () => {
 describe("following a session's output", () => {
   const coordinator = testCoordinator({ policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000 } });
   const { output } = coordinator;
+  const [appender] = coordinatorsOn(connectionPool(1), coordinator) as [Coordinator];
 
-  function feeds(): ReturnType<Coordinator['outputFeed']> {
+  function feeds(options?: OutputFeedOptions): ReturnType<Coordinator['outputFeed']> {
     const events = coordinator.eventFeed();
-    const feed = coordinator.outputFeed(events);
+    const feed = coordinator.outputFeed(events, options);
     onTestFinished(async () => {
       feed.close();
       await events.close();
@@ -107,6 +110,15 @@ describe("following a session's output", () => {
       got.push(line.line);
       if (got.length === n) break;
     }
+    return got;
+  }
+
+  /** The lines `follower` hands on, as they come. */
+  function drain(follower: OutputFollower | undefined): string[] {
+    const got: string[] = [];
+    void (async () => {
+      for await (const line of follower!) got.push(line.line);
+    })();
     return got;
   }
 
@@ -171,5 +183,52 @@ describe("following a session's output", () => {
     );
     for (const it of iterators) await it.return?.(undefined);
     expect(feed.sessions).toBe(0);
+  });
+
+  it('through a lost subscription, an open follower gets every line once and in order, and a new follow is live', async () => {
+    const name = `cq-output-${randomUUID()}`;
+    const feed = feeds({ name });
+    const [a, b] = [await running(coordinator, 'follow-lost-a'), await running(coordinator, 'follow-lost-b')];
+    const append = async (i: number): Promise<void> => {
+      await output.append('follow-lost-a', a.sessionId, out(1, i), keeping);
+      await output.append('follow-lost-b', b.sessionId, out(1, i), keeping);
+    };
+    await append(0);
+    const early = drain(await feed.follow('follow-lost-a', a.sessionId));
+    let late: string[] = [];
+    for (let i = 1; i < 60; i++) {
+      if (i === 20) {
+        // Only this feed's connection: other files use the same Redis.
+        const clients = String(await coordinator.redis.client('LIST'));
+        await coordinator.redis.client('KILL', 'ID', new RegExp(`^id=(\\d+) .* name=${name} `, 'm').exec(clients)![1]!);
+        late = drain(await feed.follow('follow-lost-b', b.sessionId));
+      }
+      await append(i);
+    }
+    const lines = out(60).map((l) => l.line);
+    await expect.poll(() => early, { timeout: 10_000 }).toEqual(lines);
+    await expect.poll(() => late, { timeout: 10_000 }).toEqual(lines);
+  });
+
+  it('100 followers joining while lines come each get every kept line once, in order', async () => {
+    const feed = feeds();
+    // Ten followers join each of ten sessions at once: the first one's tail is set up while the others join.
+    const sessions = await Promise.all(Array.from({ length: 10 }, (_, i) => running(coordinator, `follow-join-${i}`)));
+    const joined = sessions.map(async ({ userId, sessionId }) => {
+      const { channel } = coordinator.keys.output(userId, sessionId);
+      let n = 0;
+      const append = (): Promise<unknown> =>
+        appender.output.append(userId, sessionId, out(1, n++), { ...keeping, keepLines: 1000 });
+      const joining = Promise.all(Array.from({ length: 10 }, () => feed.follow(userId, sessionId)));
+      // Lines come, on a connection of their own, while the followers join and until the feed has
+      // subscribed to the session's channel, then again once every follower has joined.
+      do await append();
+      while (Number((await appender.redis.pubsub('NUMSUB', channel))[1]) === 0 && n < 500);
+      const followers = (await joining).map(drain);
+      for (let i = 0; i < 10; i++) await append();
+      return { followers, lines: out(n).map((l) => l.line) };
+    });
+    for (const { followers, lines } of await Promise.all(joined))
+      for (const got of followers) await expect.poll(() => got, { timeout: 10_000 }).toEqual(lines);
   });
 });

@@ -1,12 +1,13 @@
 // Bounds on session output with real hosts (standalone Redis: a proxy cuts one host off, MEMORY USAGE
-// reads a stream's size): retention, a flood, a host cut off from Redis.
+// reads a stream's size): retention, a flood, a host cut off from Redis. What must hold is asserted here;
+// how fast things go under a flood is measured by the bench (test/bench/src/output-flood.ts).
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NoSessionError } from '@cq/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { until, type Started, rss } from '../support/processes.js';
-import { allLines, percentile, spawnWith } from '../support/output.js';
+import { allLines, spawnWith } from '../support/output.js';
 import { startSystem } from '../support/system.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 
@@ -29,7 +30,7 @@ describe('bounds on output', () => {
     expect(Date.now() - endedAt).toBeGreaterThan(500);
   });
 
-  it('a session writing 100 MB of short lines as fast as it can: Redis holds at most LOG_KEEP_LINES lines of it, the dropped bytes are counted and marked, a neighbour prints on unaffected', async () => {
+  it('a session writing 100 MB of short lines as fast as it can: Redis holds at most LOG_KEEP_LINES lines of it, the dropped bytes are counted and marked (never more than was written), a neighbour loses no line and a spawn meanwhile runs', async () => {
     const KEEP = 2000;
     const system = await startSystem({ workerEnv: { LOG_KEEP_LINES: String(KEEP), SLOTS: '4' } });
     const { client } = system;
@@ -39,25 +40,22 @@ describe('bounds on output', () => {
       10_000,
       'neighbour prints',
     );
-    /** From a spawn to its `running` event on the user's stream, ms. */
-    const eventLatency = async (userId: string): Promise<number> => {
+    /** Spawns a session for `userId` and waits for its `running` event on the user's stream. */
+    const runs = async (userId: string): Promise<void> => {
       let opened!: () => void;
       const open = new Promise<void>((resolve) => (opened = resolve));
       const events = client.events({ userId, onOpen: () => opened() });
       const running = (async () => {
-        for await (const event of events) if (event.type === 'running') return performance.now();
+        for await (const event of events) if (event.type === 'running') return;
         throw new Error(`${userId}'s stream ended before running`);
       })();
       await open;
-      const startedAt = performance.now();
       await spawnWith(system, userId, { durationMs: 100 });
-      return (await running) - startedAt;
+      await running;
     };
-    const quiet = await eventLatency('out-probe-quiet');
-    const flood = await spawnWith(system, 'out-flood', { floodBytes: 100_000_000 });
-    const loud = await eventLatency('out-probe-flood');
-    console.info(`spawn to running event: ${Math.round(quiet)} ms before the flood, ${Math.round(loud)} ms during it`);
-    expect(loud).toBeLessThan(quiet + 2000);
+    const FLOOD = 100_000_000;
+    const flood = await spawnWith(system, 'out-flood', { floodBytes: FLOOD });
+    await runs('out-probe-flood');
     const redis = system.connect();
     afterAll(() => redis.disconnect());
     const keyOf = (sessionId: string): string => `${system.keyPrefix}:{u:out-flood}:out:${sessionId}`;
@@ -78,6 +76,15 @@ describe('bounds on output', () => {
     expect(Number(await redis.xlen(keyOf(flood.sessionId)))).toBeLessThanOrEqual(KEEP);
     const markers = lines.filter((l) => /^\[output dropped: \d+ bytes\]$/.test(l.line));
     expect(markers.length).toBeGreaterThan(0);
+    // What is kept and what is counted as dropped are never more than the session wrote (the flood comes
+    // in chunks of 65,516 bytes, after a line of under 100 bytes saying who the session is; LOG_KEEP_LINES
+    // trims the rest).
+    const { droppedBytes } = await client.logs('out-flood', flood.sessionId, { limit: 1 });
+    const keptBytes = lines
+      .filter((l) => !markers.includes(l))
+      .reduce((sum, l) => sum + Buffer.byteLength(l.line) + 1, 0);
+    const written = Math.ceil(FLOOD / 65_516) * 65_516 + 100;
+    expect(droppedBytes + keptBytes).toBeLessThanOrEqual(written);
     // The bound: LOG_KEEP_LINES × (the 16 KiB line cap + 100 bytes of entry overhead).
     const bound = KEEP * (16_384 + 100);
     console.info(
@@ -85,18 +92,11 @@ describe('bounds on output', () => {
         `${(await client.logs('out-flood', flood.sessionId, { limit: 1 })).droppedBytes} bytes dropped`,
     );
     expect(peak).toBeLessThan(bound);
-    // The neighbour's lines all arrived, in order, none missing, promptly.
+    // The neighbour's lines all arrived, in order, none missing (how fast: the bench's output-flood).
     const own = await allLines(client, 'out-neighbour', neighbour.sessionId);
     const ticks = own.filter((l) => l.line.startsWith('tick')).map((l) => Number(l.line.split(' ')[1]));
+    expect(ticks.length).toBeGreaterThan(3);
     expect(ticks).toEqual(Array.from({ length: ticks.length }, (_, i) => i));
-    const delays = own
-      .filter((l) => l.line.startsWith('tick'))
-      .map((l) => Date.parse(l.at) - Number(l.line.split(' ')[2]))
-      .sort((a, b) => a - b);
-    console.info(
-      `the neighbour's lines during the flood: print to Redis p50 ${percentile(delays, 50)} ms, p99 ${percentile(delays, 99)} ms`,
-    );
-    expect(percentile(delays, 99)).toBeLessThan(2000);
     for (const userId of ['out-flood', 'out-neighbour']) await client.stopSession(userId);
   }, 120_000);
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NoSessionError, type OutputLineData } from '@cq/client';
 import { describe, expect, it } from 'vitest';
@@ -75,7 +76,7 @@ describe("a session's output through the API", async () => {
   it("an unknown session or another user's session id is 404; no service key is 401", async () => {
     const s = await spawnWith(system, 'out-owner', { output: [['stdout', 'mine']], durationMs: 200 });
     await system.ended('out-owner', s.sessionId);
-    await expect(client.logs('out-owner', 'no-such-session')).rejects.toBeInstanceOf(NoSessionError);
+    await expect(client.logs('out-owner', randomUUID())).rejects.toBeInstanceOf(NoSessionError);
     await expect(client.logs('out-someone-else', s.sessionId)).rejects.toBeInstanceOf(NoSessionError);
     const path = `/v1/users/out-owner/sessions/${s.sessionId}/logs`;
     expect((await fetch(`${system.api.baseUrl}${path}`)).status).toBe(401);
@@ -120,7 +121,7 @@ describe("a session's output through the API", async () => {
     const lines: string[] = [];
     for await (const line of client.followLogs('out-after', s.sessionId)) lines.push(line.line);
     expect(lines.filter((l) => l === 'a' || l === 'b').sort()).toEqual(['a', 'b']);
-    await expect(client.followLogs('out-after', 'no-such-session').next()).rejects.toBeInstanceOf(NoSessionError);
+    await expect(client.followLogs('out-after', randomUUID()).next()).rejects.toBeInstanceOf(NoSessionError);
   });
 
   it('100 readers of one session cost Redis no more commands per second than one', async () => {

@@ -47,11 +47,18 @@ export interface StartOptions {
    * test can signal the whole group without reaching the test runner. @defaultValue false
    */
   ownGroup?: boolean;
+  /** Its open-file limit (soft and hard, as `ulimit -n` sets it), through util-linux's `prlimit`. */
+  nofile?: number;
 }
 
 /** Starts `node <script>` with `env` added to a clean environment; killed (if still running) after the file's tests. */
 export function startNode(script: string, env: Record<string, string>, options: StartOptions = {}): Started {
-  const child = spawn(process.execPath, [script], {
+  // prlimit sets the limit and execs node: the child's pid is node's.
+  const [command, args] =
+    options.nofile === undefined
+      ? [process.execPath, [script]]
+      : ['prlimit', [`--nofile=${options.nofile}:${options.nofile}`, '--', process.execPath, script]];
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { PATH: process.env['PATH'] ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -126,8 +133,15 @@ export function startNode(script: string, env: Record<string, string>, options: 
 }
 
 /** Starts the built API with `env`; resolves once it listens, with its base URL. */
-export async function startApi(env: Record<string, string>): Promise<Started & { baseUrl: string }> {
-  const api = startNode(`${ROOT}apps/api/dist/main.js`, { HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env });
+export async function startApi(
+  env: Record<string, string>,
+  options: StartOptions = {},
+): Promise<Started & { baseUrl: string }> {
+  const api = startNode(
+    `${ROOT}apps/api/dist/main.js`,
+    { HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    options,
+  );
   const line = await api.waitForLog(
     (l) => typeof l['msg'] === 'string' && (l['msg'] as string).startsWith('Server listening at http://127.0.0.1'),
   );

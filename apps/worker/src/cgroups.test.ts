@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cgroupLayout, createCgroup, oomKills, procsFiles } from './cgroups.js';
+import { prepareCgroups, createCgroup, oomKills, procsFiles } from './cgroups.js';
 
 const roots: string[] = [];
 afterAll(() => roots.forEach((root) => rmSync(root, { recursive: true, force: true })));
@@ -25,7 +25,7 @@ describe('cgroup v1', () => {
     const self = join(root, 'self');
     writeFileSync(self, '9:pids:/\n4:memory:/svc/worker\n0::/\n');
     mkdirSync(join(root, 'memory/svc/worker'), { recursive: true });
-    const layout = cgroupLayout({ memoryMb: 64, pidsMax: 32 }, { root, self, pid: 42 })!;
+    const layout = prepareCgroups({ memoryMb: 64, pidsMax: 32 }, { root, self, pid: 42 })!;
     expect(layout.version).toBe(1);
     const spec = layout.specFor('session-a');
     expect(spec.dirs.map((d) => d.path)).toEqual([
@@ -42,20 +42,20 @@ describe('cgroup v1', () => {
 
   it('refuses a cap whose controller is not there, naming it', () => {
     const root = fakeRoot({ 'pids/cgroup.procs': '', self: '8:pids:/\n' });
-    expect(() => cgroupLayout({ memoryMb: 64 }, { root, self: join(root, 'self') })).toThrow(
+    expect(() => prepareCgroups({ memoryMb: 64 }, { root, self: join(root, 'self') })).toThrow(
       `the cgroup v1 memory controller is not mounted at ${join(root, 'memory')}`,
     );
   });
 
   it('no caps: no cgroups at all', () => {
-    expect(cgroupLayout({})).toBeUndefined();
+    expect(prepareCgroups({})).toBeUndefined();
   });
 
   it('removes what hosts that died left behind, and leaves a live host’s alone', () => {
     const root = fakeRoot({ 'pids/cgroup.procs': '', self: '8:pids:/\n' });
     mkdirSync(join(root, 'pids/cq-worker-999999999/session-old'), { recursive: true });
     mkdirSync(join(root, `pids/cq-worker-${process.pid}`), { recursive: true });
-    cgroupLayout({ pidsMax: 8 }, { root, self: join(root, 'self'), pid: 7 });
+    prepareCgroups({ pidsMax: 8 }, { root, self: join(root, 'self'), pid: 7 });
     const left = readdirSync(join(root, 'pids')).filter((e) => e.startsWith('cq-worker-'));
     expect(left.sort()).toEqual([`cq-worker-${process.pid}`, 'cq-worker-7'].sort());
   });
@@ -64,7 +64,7 @@ describe('cgroup v1', () => {
 describe('cgroup v2', () => {
   it('refuses controllers not delegated to the host, saying how to delegate them', () => {
     const root = fakeRoot({ 'cgroup.controllers': 'cpu io', 'svc/cgroup.controllers': 'cpu', self: '0::/svc\n' });
-    expect(() => cgroupLayout({ memoryMb: 64 }, { root, self: join(root, 'self') })).toThrow(
+    expect(() => prepareCgroups({ memoryMb: 64 }, { root, self: join(root, 'self') })).toThrow(
       /controller\(s\) memory not delegated to this host's cgroup .*systemd Delegate=yes/,
     );
   });
@@ -78,7 +78,7 @@ describe('cgroup v2', () => {
       'svc/memory.swap.max': 'max',
       self: '0::/svc\n',
     });
-    const layout = cgroupLayout({ memoryMb: 64, pidsMax: 32 }, { root, self: join(root, 'self'), pid: 5 })!;
+    const layout = prepareCgroups({ memoryMb: 64, pidsMax: 32 }, { root, self: join(root, 'self'), pid: 5 })!;
     expect(layout.version).toBe(2);
     // Every pid was written to the leaf (a real cgroupfs moves each; the fake keeps the last write).
     expect(existsSync(join(root, 'svc/cq-host/cgroup.procs'))).toBe(true);

@@ -1,11 +1,12 @@
 // Session caps through cgroups, v1 (a hierarchy per controller under /sys/fs/cgroup/<controller>) and
-// v2 (one unified hierarchy, the host's cgroup delegated to it). The host works out where its sessions'
-// cgroups go and proves at start that it can make one with the caps (else it refuses to start); the
+// v2 (one unified hierarchy, the host's cgroup delegated to it). At start, the host prepares where its
+// sessions' cgroups go and proves that it can make one with the caps (else it refuses to start); the
 // session runtime makes each session's cgroup before the session starts, reads its memory-kill count when
 // it ends, kills what is left in it and removes it. A session enters its cgroup(s) itself, before it
 // runs anything of its own: the first process of the session writes 0 (itself) to each `cgroup.procs`.
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { ConfigError } from '@cq/service-kit';
 
 /** The caps of one session. */
 export interface SessionCaps {
@@ -115,12 +116,30 @@ export interface CgroupPaths {
 }
 
 /**
- * Works out where the sessions' cgroups go for these caps, and proves it by making a probe cgroup with
- * them. Returns undefined when no cap is set (sessions then get no cgroup); throws an Error whose message
- * says what is missing when the caps cannot be enforced here.
+ * Makes the place for the sessions' cgroups with these caps, changing the machine: removes the cgroups
+ * of this machine's hosts that died, makes the host's parent cgroup(s), on v2 moves the host's own
+ * processes into a leaf and hands the controllers down (`cgroup.subtree_control`), and proves the caps
+ * by making (and removing) a probe cgroup with them. Called once, at the host's start. Returns undefined
+ * when no cap is set (sessions then get no cgroup); throws a {@link ConfigError} naming the variable and
+ * what is missing when the caps cannot be enforced here.
  */
-export function cgroupLayout(caps: SessionCaps, paths: CgroupPaths = {}): CgroupLayout | undefined {
+export function prepareCgroups(caps: SessionCaps, paths: CgroupPaths = {}): CgroupLayout | undefined {
   if (caps.memoryMb === undefined && caps.pidsMax === undefined) return undefined;
+  try {
+    return makeLayout(caps, paths);
+  } catch (err) {
+    const which = [
+      ...(caps.memoryMb === undefined ? [] : ['SESSION_MEMORY_MB']),
+      ...(caps.pidsMax === undefined ? [] : ['SESSION_PIDS_MAX']),
+    ].join(' and ');
+    throw new ConfigError(
+      `${which} cannot be enforced on this host: ${(err as Error).message}; unset it or give the host cgroups`,
+      { cause: err },
+    );
+  }
+}
+
+function makeLayout(caps: SessionCaps, paths: CgroupPaths): CgroupLayout {
   const root = paths.root ?? '/sys/fs/cgroup';
   const own = parseSelf(readFileSync(paths.self ?? '/proc/self/cgroup', 'utf8'));
   const tag = `cq-worker-${paths.pid ?? process.pid}`;

@@ -2,20 +2,22 @@
 //
 // `namespace`: each session runs in a PID namespace of its own (util-linux `unshare`, on every Linux
 // machine), with its own /proc. A small init (a POSIX shell, PID 1 of the namespace) starts the
-// session's command, passes SIGTERM and SIGINT on to every process of the namespace (PID 1 ignores
-// signals it has no handler for, the reason tini exists), reaps what is left to it, and exits with the
-// command's status when the command exits. When PID 1 ends, the kernel kills every process of the
+// session's command (with SIGINT and SIGQUIT at their defaults, as in `group` mode: see {@link INIT}),
+// passes SIGTERM and SIGINT on to every process of the namespace (PID 1 ignores signals it has no
+// handler for, the reason tini exists), reaps what is left to it, and exits with the command's status
+// when the command exits. When PID 1 ends, the kernel kills every process of the
 // namespace, daemons included. The session sees and can signal only its own processes.
 // `group`: the session leads a process group of its own; a process that leaves it (setsid, a daemon)
 // is not caught.
+// Worked out in two steps: `probeContainment` finds out what this host can do and changes nothing;
+// `prepareCgroups` (cgroups.ts) makes the cgroups the caps need, at the host's start.
 // Both: the first process of a session has a parent-death signal (SIGKILL when the runtime dies; `unshare
 // --kill-child` passes it on to the namespace's init), raises its OOM score to the most (the kernel then
 // picks a session, never the host, when the machine runs out of memory), enters the session's cgroups
 // when there are caps, and, with SESSION_USER, runs the command as that user.
 import { spawnSync } from 'node:child_process';
 import { ConfigError } from '@cq/service-kit';
-import type { CgroupLayout, CgroupSpec } from './cgroups.js';
-import { cgroupLayout, procsFiles } from './cgroups.js';
+import { procsFiles, type CgroupSpec } from './cgroups.js';
 
 /** How a host contains its sessions (the contract's `containment`). */
 export type Containment = 'namespace' | 'group';
@@ -31,8 +33,6 @@ export interface SessionUser {
 /** What a host does for each session, worked out at start. */
 export interface ContainmentPlan {
   readonly mode: Containment;
-  /** Where the sessions' cgroups go; undefined without caps. */
-  readonly cgroups: CgroupLayout | undefined;
   readonly user: SessionUser | undefined;
   /** util-linux's setpriv is there: sessions get a parent-death signal. */
   readonly pdeathsig: boolean;
@@ -68,19 +68,30 @@ const ENTER = [
  * PID 1 of a session's namespace: enters the session's cgroups and raises its OOM score as {@link ENTER}
  * does (one process fewer per session than a separate step), starts the command, passes
  * SIGTERM/SIGINT/SIGHUP on to every other process of the namespace (`kill -1` from PID 1), and exits
- * with the command's status once it has exited (a signal interrupts `wait`: it waits again while the
- * command lives).
+ * with the command's status once it has exited. A trapped signal interrupts `wait` (which then answers
+ * 128 + the signal, even when the command has just exited): after a trap it waits again, and that wait
+ * answers the command's own status. The command is an asynchronous list, which a non-interactive shell starts with SIGINT
+ * and SIGQUIT ignored (POSIX; dash even makes them untrappable), and an ignored signal stays ignored
+ * across exec: `env --default-signal` (coreutils 8.31 or later, probed at start) puts them back to their
+ * defaults, so a session gets the dispositions `group` mode gives it.
  */
 const INIT = [
   'echo 1000 > /proc/self/oom_score_adj 2>/dev/null',
   'for f; do shift; [ "$f" = -- ] && break; echo 0 > "$f" || { echo "cq: cannot enter cgroup $f" >&2; exit 126; }; done',
-  'trap "kill -TERM -1 2>/dev/null" TERM',
-  'trap "kill -INT -1 2>/dev/null" INT',
-  'trap "kill -HUP -1 2>/dev/null" HUP',
-  '"$@" &',
+  'trap "trapped=1; kill -TERM -1 2>/dev/null" TERM',
+  'trap "trapped=1; kill -INT -1 2>/dev/null" INT',
+  'trap "trapped=1; kill -HUP -1 2>/dev/null" HUP',
+  'env --default-signal=INT,QUIT "$@" &',
   'main=$!',
-  'code=0',
-  'while kill -0 "$main" 2>/dev/null; do wait "$main"; code=$?; done',
+  'code=',
+  'while :; do',
+  '  trapped=',
+  '  wait "$main"; status=$?',
+  // Waiting again for a command already collected answers 127 (bash): the status before was its own.
+  '  [ "$status" = 127 ] && [ -n "$code" ] && break',
+  '  code=$status',
+  '  [ -z "$trapped" ] && break',
+  'done',
   'exit "$code"',
 ].join('\n');
 
@@ -120,14 +131,21 @@ function unshareArgs(uid: number): string[] {
   ];
 }
 
-/** Why this host cannot make a session namespace, or undefined when it can. */
+/** Why this host cannot make a session namespace (or start a session in one as {@link INIT} does), or undefined when it can. */
 function namespaceMissing(probe: Probe): string | undefined {
   const result = probe.run([...unshareArgs(probe.uid), 'true']);
-  if (result.status === 0) return undefined;
-  if (result.error === 'ENOENT') return "util-linux's unshare is not on the PATH";
-  const said = result.stderr.trim().split('\n')[0];
-  const how = probe.uid === 0 ? 'a PID namespace' : 'a user and PID namespace (unprivileged user namespaces)';
-  return `unshare could not make ${how}${said === undefined || said === '' ? '' : `: ${said}`}`;
+  if (result.status !== 0) {
+    if (result.error === 'ENOENT') return "util-linux's unshare is not on the PATH";
+    const said = result.stderr.trim().split('\n')[0];
+    const how = probe.uid === 0 ? 'a PID namespace' : 'a user and PID namespace (unprivileged user namespaces)';
+    return `unshare could not make ${how}${said === undefined || said === '' ? '' : `: ${said}`}`;
+  }
+  if (probe.run(['env', '--default-signal=INT,QUIT', 'true']).status !== 0)
+    return (
+      'env cannot reset signals (--default-signal needs coreutils 8.31 or later): ' +
+      'sessions would start with SIGINT and SIGQUIT ignored'
+    );
+  return undefined;
 }
 
 /** The passwd entry of `user` (name or uid). */
@@ -140,11 +158,13 @@ function lookUpUser(user: string, probe: Probe): SessionUser {
 }
 
 /**
- * Works out the containment of this host's sessions. Throws an Error whose message is one line naming
- * what is missing and the variable to change: `namespace` where no namespace can be made, a cap that
- * cannot be enforced, SESSION_USER without root or without setpriv.
+ * Finds out how this host can contain its sessions, changing nothing (it runs `setpriv`, `unshare` and
+ * `env` once each to see whether they work, and looks up SESSION_USER). Throws a {@link ConfigError}
+ * whose message is one line naming what is missing and the variable to change: `namespace` where no
+ * namespace can be made, SESSION_USER without root or without setpriv. Whether the caps can be enforced
+ * is found out by `prepareCgroups` (cgroups.ts), which makes their cgroups.
  */
-export function planContainment(request: ContainmentRequest, probe: Probe = realProbe): PlannedContainment {
+export function probeContainment(request: ContainmentRequest, probe: Probe = realProbe): PlannedContainment {
   const pdeathsig = probe.run(['setpriv', '--pdeathsig', 'KILL', '--', 'true']).status === 0;
   let mode: Containment = 'group';
   let fallback: string | undefined;
@@ -162,18 +182,19 @@ export function planContainment(request: ContainmentRequest, probe: Probe = real
     if (!pdeathsig) throw new ConfigError("SESSION_USER needs util-linux's setpriv on the PATH");
     user = lookUpUser(request.user, probe);
   }
-  let cgroups: CgroupLayout | undefined;
-  try {
-    cgroups = cgroupLayout({ memoryMb: request.memoryMb, pidsMax: request.pidsMax });
-  } catch (err) {
-    const which = [
-      ...(request.memoryMb === undefined ? [] : ['SESSION_MEMORY_MB']),
-      ...(request.pidsMax === undefined ? [] : ['SESSION_PIDS_MAX']),
-    ].join(' and ');
-    throw new ConfigError(
-      `${which} cannot be enforced on this host: ${(err as Error).message}; unset it or give the host cgroups`,
-    );
-  }
+  return { plan: containmentPlan(mode, user, pdeathsig, probe.uid), fallback };
+}
+
+/** Sessions in process groups of their own, as the host's user, without a parent-death signal: needs no probe. */
+export const PROCESS_GROUPS: ContainmentPlan = containmentPlan('group', undefined, false, 0);
+
+/** The plan for what the probes found (builds the argv; runs nothing). */
+function containmentPlan(
+  mode: Containment,
+  user: SessionUser | undefined,
+  pdeathsig: boolean,
+  uid: number,
+): ContainmentPlan {
   const setuid = (withDeathSignal: boolean): string[] =>
     user === undefined
       ? []
@@ -186,9 +207,8 @@ export function planContainment(request: ContainmentRequest, probe: Probe = real
           ...(withDeathSignal ? ['--pdeathsig', 'KILL'] : []),
           '--',
         ];
-  const plan: ContainmentPlan = {
+  return {
     mode,
-    cgroups,
     user,
     pdeathsig,
     argv(command, cgroup) {
@@ -199,7 +219,7 @@ export function planContainment(request: ContainmentRequest, probe: Probe = real
       // unshare stays outside the session's cgroups: its init and everything under it are inside.
       return [
         ...deathSignal,
-        ...unshareArgs(probe.uid),
+        ...unshareArgs(uid),
         '/bin/sh',
         '-c',
         INIT,
@@ -211,5 +231,4 @@ export function planContainment(request: ContainmentRequest, probe: Probe = real
       ];
     },
   };
-  return { plan, fallback };
 }

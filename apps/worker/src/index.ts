@@ -8,5 +8,12 @@ export {
   type SessionLauncher,
 } from './session-process.js';
 export { SessionLifecycle, type Phase, type SessionEnd } from './session-lifecycle.js';
-export { planContainment, type Containment, type ContainmentPlan, type PlannedContainment } from './containment.js';
+export {
+  PROCESS_GROUPS,
+  probeContainment,
+  type Containment,
+  type ContainmentPlan,
+  type PlannedContainment,
+} from './containment.js';
+export { prepareCgroups, type CgroupLayout } from './cgroups.js';
 export { loadWorkerConfig, type WorkerConfig } from './config.js';

@@ -1,12 +1,13 @@
 import { ConfigError, createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
 import { loadWorkerConfig } from './config.js';
-import { planContainment } from './containment.js';
+import { probeContainment } from './containment.js';
 import { WorkerHost, containmentRequest } from './worker-host.js';
 
 const config = loadConfigOrExit(loadWorkerConfig);
-// What this host can do to contain its sessions, found out once: what it cannot do that the
-// configuration asks for stops it here, with one line naming what is missing.
-const containment = loadConfigOrExit(() => planContainment(containmentRequest(config)));
+// What this host can do to contain its sessions, found out once (changing nothing): what it cannot do
+// that the configuration asks for stops it here, with one line naming what is missing. The caps' cgroups
+// are made by host.start(), which stops the host the same way where they cannot be enforced.
+const containment = loadConfigOrExit(() => probeContainment(containmentRequest(config)));
 
 const logger = createLogger({ level: config.logLevel, name: 'cq-worker' });
 const host = new WorkerHost({ config, logger, containment });

@@ -91,27 +91,25 @@ export class LineSplitter {
 }
 
 /**
- * A token bucket: `ratePerSecond` tokens a second on average, at most `burst` at once. `now` is a clock
- * in milliseconds (monotonic).
+ * A token bucket: `ratePerSecond` tokens a second on average, at most `burst` at once. It reads no clock:
+ * each call is given the instant it happens at, in milliseconds (monotonic).
  */
 export class TokenBucket {
   readonly #rate: number;
   readonly #burst: number;
-  readonly #now: () => number;
   #tokens: number;
   #at: number;
 
-  constructor(ratePerSecond: number, burst: number, now: () => number) {
+  constructor(ratePerSecond: number, burst: number, now: number) {
     this.#rate = ratePerSecond;
     this.#burst = burst;
-    this.#now = now;
     this.#tokens = burst;
-    this.#at = now();
+    this.#at = now;
   }
 
   /** Takes `n` tokens if there are that many; false (and nothing taken) otherwise. */
-  take(n: number): boolean {
-    this.#refill();
+  take(n: number, now: number): boolean {
+    this.#refill(now);
     if (n > this.#tokens) return false;
     this.#tokens -= n;
     return true;
@@ -122,14 +120,13 @@ export class TokenBucket {
    * until it is out of debt again (0 when it is not in debt). For readers that slow their writer down
    * instead of dropping what it writes.
    */
-  spend(n: number): number {
-    this.#refill();
+  spend(n: number, now: number): number {
+    this.#refill(now);
     this.#tokens -= n;
     return this.#tokens >= 0 ? 0 : Math.ceil((-this.#tokens * 1000) / this.#rate);
   }
 
-  #refill(): void {
-    const now = this.#now();
+  #refill(now: number): void {
     this.#tokens = Math.min(this.#burst, this.#tokens + ((now - this.#at) * this.#rate) / 1000);
     this.#at = now;
   }

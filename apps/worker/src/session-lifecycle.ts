@@ -60,9 +60,17 @@ export interface LifecycleDeps {
   readonly log: Logger;
 }
 
+/** What {@link SessionLifecycle.start} set going. */
+interface Started {
+  readonly keepalive: Keepalive<SessionRenewAnswer>;
+  readonly output: OutputSink;
+  readonly handle: SessionHandle;
+}
+
 /**
  * The life of one claimed session on this host: its lease kept alive from before its process starts,
- * its process launched, stopped on the first of its stop orders, its end worked out. {@link run}
+ * its process launched, stopped on the first of its stop orders, its end worked out. The constructor
+ * only builds: {@link start} sets it going (keepalive, output, process, timers), and {@link run}
  * resolves once the process has exited, with the terminal state to record; what the session announced
  * on its notify fd is recorded before that.
  */
@@ -70,9 +78,7 @@ export class SessionLifecycle {
   readonly #claim: Claim;
   readonly #deps: LifecycleDeps;
   readonly #log: Logger;
-  readonly #keepalive: Keepalive<SessionRenewAnswer>;
-  readonly #handle: SessionHandle;
-  readonly #output: OutputSink;
+  #started: Started | undefined;
   #phase: Phase = { name: 'running' };
   /** The deadline as Redis has it, epoch ms (a renewal that carries another one moves it). */
   #deadline: number;
@@ -90,9 +96,19 @@ export class SessionLifecycle {
     this.#deps = deps;
     this.#log = deps.log;
     this.#deadline = claim.deadline;
+  }
+
+  /**
+   * Starts the keepalive, the output and the session's process, and arms its deadline and idle
+   * timers. Should the launch throw, what was started is stopped again and the error thrown.
+   */
+  start(): void {
+    if (this.#started !== undefined) return;
+    const claim = this.#claim;
+    const deps = this.#deps;
     // The keepalive first: the session starts knowing until when its lease holds. Its callbacks come
-    // with renewals, after this constructor has returned.
-    this.#keepalive = deps.coordinator.claims.keepalive(claim, {
+    // with renewals, after start() has returned.
+    const keepalive = deps.coordinator.claims.keepalive(claim, {
       marginMs: deps.leaseMarginMs,
       onRenewed: (answer, sentAt) => this.#renewed(answer, sentAt),
       // Each renewal carries how long ago the session was last active (one number, whatever it wrote).
@@ -103,7 +119,7 @@ export class SessionLifecycle {
           : this.#stop('stopped', 'terminate', 'stop requested through the API'),
       onError: (err) => this.#log.warn({ err }, 'lease renewal failed; retrying'),
     });
-    this.#output = new OutputSink({
+    const output = new OutputSink({
       ...deps.output,
       store: deps.coordinator.output,
       userId: claim.userId,
@@ -111,28 +127,39 @@ export class SessionLifecycle {
       endsBy: () => this.#deadline + claim.graceMs,
       log: this.#log,
     });
-    this.#handle = deps.launcher.launch({
-      sessionEnv: {
-        SESSION_ID: claim.sessionId,
-        USER_ID: claim.userId,
-        FENCE: String(claim.fence),
-        DEADLINE: String(claim.deadline),
-        SESSION_METADATA: JSON.stringify(claim.metadata),
-        SESSION_NOTIFY_FD: '3',
-      },
-      graceMs: deps.graceMs,
-      deadlineAt: this.#deadlineAt(claim.deadline, claim.sentAt + claim.deadline - claim.startedAt),
-      holdsUntil: this.#keepalive.holdsUntil,
-      onOutput: (stream, lines, droppedBytes) => {
-        if (this.#log.isLevelEnabled('debug'))
-          for (const line of lines) this.#log.debug({ stream, line }, 'session output');
-        this.#output.push(stream, lines, droppedBytes);
-      },
-      onReady: (endpoint) => this.#announce(endpoint),
-      onActive: (at) => {
-        if (this.#activeAt === undefined || at > this.#activeAt) this.#activeAt = at;
-      },
-    });
+    let handle: SessionHandle;
+    try {
+      output.start();
+      const deadlineAt = this.#armDeadline(claim.deadline, claim.sentAt + claim.deadline - claim.startedAt);
+      handle = deps.launcher.launch({
+        sessionEnv: {
+          SESSION_ID: claim.sessionId,
+          USER_ID: claim.userId,
+          FENCE: String(claim.fence),
+          DEADLINE: String(claim.deadline),
+          SESSION_METADATA: JSON.stringify(claim.metadata),
+          SESSION_NOTIFY_FD: '3',
+        },
+        graceMs: deps.graceMs,
+        deadlineAt,
+        holdsUntil: keepalive.holdsUntil,
+        onOutput: (stream, lines, droppedBytes) => {
+          if (this.#log.isLevelEnabled('debug'))
+            for (const line of lines) this.#log.debug({ stream, line }, 'session output');
+          output.push(stream, lines, droppedBytes);
+        },
+        onReady: (endpoint) => this.#announce(endpoint),
+        onActive: (at) => {
+          if (this.#activeAt === undefined || at > this.#activeAt) this.#activeAt = at;
+        },
+      });
+    } catch (err) {
+      this.#clearTimers();
+      keepalive.stop();
+      void output.close();
+      throw err;
+    }
+    this.#started = { keepalive, output, handle };
     // The idle clock started with the claim (on Redis's clock, at startedAt): the first check then.
     if (claim.idleTimeoutMs > 0) this.#idleCheckAt(claim.sentAt + claim.idleTimeoutMs);
     this.#log.info(
@@ -146,35 +173,36 @@ export class SessionLifecycle {
     return this.#phase;
   }
 
-  /** Runs the session to its end; `shutdown` aborts when the host is stopping. */
+  /** Runs the session, once {@link start}ed, to its end; `shutdown` aborts when the host is stopping. */
   async run(shutdown: AbortSignal): Promise<SessionEnd> {
+    const started = this.#started;
+    if (started === undefined) throw new Error('SessionLifecycle.run() before start()');
+    const { keepalive, output, handle } = started;
     const onLeaseLost = (): void => {
-      const cause = this.#keepalive.signal.reason as LeaseLostError;
+      const cause = keepalive.signal.reason as LeaseLostError;
       // Without a lease another host may start this user's next session: stop at once.
       if (cause.code === 'deadline_reached') this.#stop('expired', 'kill', 'lease reached its hard deadline');
       else this.#stop('lost', 'kill', `lease lost: ${cause.message}`);
     };
     const onShutdown = (): void => this.#stop('stopped', 'terminate', 'host shutting down');
-    this.#keepalive.signal.addEventListener('abort', onLeaseLost, { once: true });
-    if (this.#keepalive.signal.aborted) onLeaseLost();
+    keepalive.signal.addEventListener('abort', onLeaseLost, { once: true });
+    if (keepalive.signal.aborted) onLeaseLost();
     shutdown.addEventListener('abort', onShutdown, { once: true });
     if (shutdown.aborted) onShutdown();
     try {
-      const exit = await this.#handle.exited;
+      const exit = await handle.exited;
       const ordered = this.#phase.name === 'stopping' ? this.#phase : undefined;
       this.#phase = { name: 'exited', exit };
       // What the session announced before it ended is recorded before its end (markReady is refused
       // once the session has ended): readers see ready, then the ending, as the session did them.
       await this.#announcing;
       // Its output too: a reader that sees the ending has every line before it.
-      await this.#output.close();
+      await output.close();
       return this.#endOf(exit, ordered?.why, ordered?.reason);
     } finally {
-      clearTimeout(this.#deadlineTimer);
-      clearTimeout(this.#checkTimer);
-      clearTimeout(this.#idleTimer);
-      this.#keepalive.stop();
-      this.#keepalive.signal.removeEventListener('abort', onLeaseLost);
+      this.#clearTimers();
+      keepalive.stop();
+      keepalive.signal.removeEventListener('abort', onLeaseLost);
       shutdown.removeEventListener('abort', onShutdown);
     }
   }
@@ -187,13 +215,20 @@ export class SessionLifecycle {
       clearTimeout(this.#idleTimer);
       this.#log.info({ why, how, ...(reason === undefined ? {} : { reason }) }, detail);
     }
-    if (how === 'kill') this.#handle.kill();
-    else this.#handle.terminate();
+    if (how === 'kill') this.#started?.handle.kill();
+    else this.#started?.handle.terminate();
+  }
+
+  #clearTimers(): void {
+    clearTimeout(this.#deadlineTimer);
+    clearTimeout(this.#checkTimer);
+    clearTimeout(this.#idleTimer);
   }
 
   #renewed(answer: SessionRenewAnswer & { ok: true }, sentAt: number): void {
-    if (this.#phase.name === 'exited') return;
-    this.#handle.leaseHolds(this.#keepalive.holdsUntil);
+    const started = this.#started;
+    if (this.#phase.name === 'exited' || started === undefined) return;
+    started.handle.leaseHolds(started.keepalive.holdsUntil);
     // One more renewal when the session would count as idle (a stopping session needs none).
     if (this.#phase.name === 'running' && !answer.stopRequested)
       this.#idleCheckAt(answer.idleInMs === undefined ? undefined : sentAt + answer.idleInMs);
@@ -201,16 +236,16 @@ export class SessionLifecycle {
     // A session already told to stop keeps stopping; otherwise host and runtime both move to the new deadline.
     if (this.#phase.name !== 'running') return;
     // Counted from when the renewal was sent, so the local instant is never later than Redis's.
-    const at = this.#deadlineAt(answer.deadline, sentAt + answer.lifetimeLeftMs);
-    this.#handle.deadlineMoved(at);
+    const at = this.#armDeadline(answer.deadline, sentAt + answer.lifetimeLeftMs);
+    started.handle.deadlineMoved(at);
     this.#log.info({ deadline: new Date(answer.deadline).toISOString() }, 'session deadline moved');
   }
 
   /**
-   * Sets the deadline (`deadline`, epoch ms, is `at` as a `performance.now()` instant): the session is
-   * told to stop then, and one renewal just before it picks up a late change. Answers `at`.
+   * Arms the deadline's two timers (`deadline`, epoch ms, is `at` as a `performance.now()` instant): the
+   * session is told to stop then, and one renewal just before it picks up a late change. Answers `at`.
    */
-  #deadlineAt(deadline: number, at: number): number {
+  #armDeadline(deadline: number, at: number): number {
     this.#deadline = deadline;
     clearTimeout(this.#deadlineTimer);
     clearTimeout(this.#checkTimer);
@@ -219,7 +254,7 @@ export class SessionLifecycle {
       Math.max(0, at - performance.now()),
     );
     this.#checkTimer = setTimeout(
-      () => this.#keepalive.renewNow(),
+      () => this.#started?.keepalive.renewNow(),
       Math.max(0, at - DEADLINE_CHECK_MS - performance.now()),
     );
     return at;
@@ -234,7 +269,7 @@ export class SessionLifecycle {
     clearTimeout(this.#idleTimer);
     if (at === undefined) return;
     this.#idleTimer = setTimeout(
-      () => this.#keepalive.renewNow(),
+      () => this.#started?.keepalive.renewNow(),
       Math.max(0, at - performance.now()) + IDLE_CHECK_LATE_MS,
     );
   }

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { until } from '@cq/test-harness';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { probeContainment, type ContainmentPlan } from './containment.js';
 import { RuntimeLauncher, type LaunchSpec, type SessionHandle } from './session-process.js';
 
 /** True while `pid` runs (a zombie counts as gone). */
@@ -30,6 +31,23 @@ function groupMembers(pgid: number): number[] {
   return members;
 }
 
+/** A field of /proc/<pid>/status ('' when the process is gone). */
+function statusField(pid: number, field: string): string {
+  try {
+    return new RegExp(`^${field}:\\s*(.*)$`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? '';
+  } catch {
+    return '';
+  }
+}
+
+/** The pids of the children of `pid`, from /proc. */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e))
+    .filter((e) => statusField(Number(e), 'PPid') === String(pid))
+    .map(Number);
+}
+
 /** The runtime as built (a separate Node.js process cannot run the TypeScript source). */
 const builtRuntime = fileURLToPath(new URL('../dist/runtime-main.js', import.meta.url));
 const logs: Array<Record<string, unknown>> = [];
@@ -44,8 +62,13 @@ afterEach(async () => {
 });
 
 /** A launcher running `command`, opened. */
-async function launcher(command: string): Promise<RuntimeLauncher> {
-  const l = new RuntimeLauncher({ command, logger, program: builtRuntime });
+async function launcher(command: string, containment?: ContainmentPlan): Promise<RuntimeLauncher> {
+  const l = new RuntimeLauncher({
+    command,
+    logger,
+    program: builtRuntime,
+    ...(containment === undefined ? {} : { containment }),
+  });
   launchers.push(l);
   await l.open();
   return l;
@@ -87,16 +110,18 @@ describe('the session runtime', () => {
 
   it('kills the whole group when the lease stops holding, unless a renewal moved it', async () => {
     const l = await launcher('echo $$; sleep 600 & sleep 600');
-    const kept = launch(l, 400);
-    const lapsed = launch(l, 400);
-    const keptPid = await pidOf(kept.output);
-    const lapsedPid = await pidOf(lapsed.output);
+    // Leases long enough for both sessions to have started (and printed their pids) on a busy machine.
+    const leaseMs = 1000;
     const started = performance.now();
-    // Only the first one's lease is renewed.
-    const renewals = setInterval(() => kept.handle.leaseHolds(performance.now() + 400), 100);
+    const kept = launch(l, leaseMs);
+    const lapsed = launch(l, leaseMs);
+    // Only the first one's lease is renewed, from its launch on (however long the session takes to start).
+    const renewals = setInterval(() => kept.handle.leaseHolds(performance.now() + leaseMs), 100);
     try {
+      const keptPid = await pidOf(kept.output);
+      const lapsedPid = await pidOf(lapsed.output);
       expect(await lapsed.handle.exited).toEqual({ exitCode: 137, cause: 'lease' });
-      expect(performance.now() - started).toBeLessThan(400 + 200);
+      expect(performance.now() - started).toBeLessThan(leaseMs + 200);
       await until(() => groupMembers(lapsedPid).length === 0, 1000, 'the lapsed group is gone');
       expect(alive(keptPid)).toBe(true);
     } finally {
@@ -197,6 +222,30 @@ describe('the session runtime', () => {
     expect((await launch(l, 60_000).handle.exited).exitCode).toBe(0);
     await l.close();
     await until(() => !alive(pid), 2000, 'the runtime exited');
+  });
+});
+
+describe.each(['namespace', 'group'] as const)('signals in %s containment', (mode) => {
+  const plan = (): ContainmentPlan =>
+    probeContainment({ containment: mode, memoryMb: undefined, pidsMax: undefined, user: undefined }).plan;
+
+  it('a session starts with SIGINT and SIGQUIT at their defaults, and its SIGINT trap runs on a SIGINT to its group', async () => {
+    // Prints its pid (as its own PID namespace numbers it), then waits for SIGINT in a trap.
+    const l = await launcher(`trap 'echo got INT; exit 5' INT; echo $$; while :; do sleep 0.05; done`, plan());
+    const { handle, output } = launch(l, 60_000);
+    const inside = await pidOf(output);
+    // The session's group is led by the runtime's child (unshare in namespace mode, the session's
+    // shell in group mode); the shell is the member its namespace numbers `inside`.
+    const [group] = childrenOf(l.runtimePid!);
+    const shell = groupMembers(group!).find((pid) => statusField(pid, 'NSpid').split(/\s+/).at(-1) === String(inside));
+    expect(shell).toBeDefined();
+    // SIGINT is caught (the trap), SIGQUIT at its default: neither is ignored (bits 2 and 3 of SigIgn).
+    const ignored = BigInt(`0x${statusField(shell!, 'SigIgn')}`);
+    expect(ignored & 0b110n).toBe(0n);
+    // The runtime signals a session's process group, as it does with SIGTERM.
+    process.kill(-group!, 'SIGINT');
+    expect((await handle.exited).exitCode).toBe(5);
+    expect(output).toContain('got INT');
   });
 });
 

@@ -4,8 +4,8 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
-import { removeCgroup, type CgroupSpec } from './cgroups.js';
-import { planContainment, type ContainmentPlan } from './containment.js';
+import { removeCgroup, type CgroupLayout, type CgroupSpec } from './cgroups.js';
+import { PROCESS_GROUPS, type ContainmentPlan } from './containment.js';
 import { fromMonotonic, toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
 /** How a session is started and stopped: a process of the session runtime, or anything in-process for tests. */
@@ -94,8 +94,10 @@ export interface RuntimeLauncherOptions {
   /** Shell command (`/bin/sh -c`); undefined: the built-in demo session. */
   readonly command: string | undefined;
   readonly logger: Logger;
-  /** How sessions are contained. @defaultValue `group`, no caps, the host's user */
+  /** How sessions are contained. @defaultValue {@link PROCESS_GROUPS} (no parent-death signal, the host's user) */
   readonly containment?: ContainmentPlan;
+  /** Where the sessions' cgroups go, made by `prepareCgroups` at the host's start. @defaultValue none (no caps) */
+  readonly cgroups?: CgroupLayout | undefined;
   /** Output one session may send per second on average, bytes. @defaultValue 65536 */
   readonly outputRate?: number;
   /** The runtime's program (tests run the built one). @defaultValue {@link runtimeProgram} */
@@ -117,6 +119,7 @@ export class RuntimeLauncher implements SessionLauncher {
   readonly #logger: Logger;
   readonly #program: string;
   readonly #plan: ContainmentPlan;
+  readonly #cgroups: CgroupLayout | undefined;
   readonly #outputRate: number;
   /** With SESSION_USER, sessions start in its home directory (or / when it has none). */
   readonly #cwd: string | undefined;
@@ -138,9 +141,8 @@ export class RuntimeLauncher implements SessionLauncher {
     this.#command = command === undefined ? ['/bin/sh', demoSessionPath] : ['/bin/sh', '-c', command];
     this.#logger = options.logger;
     this.#program = options.program ?? runtimeProgram;
-    this.#plan =
-      options.containment ??
-      planContainment({ containment: 'group', memoryMb: undefined, pidsMax: undefined, user: undefined }).plan;
+    this.#plan = options.containment ?? PROCESS_GROUPS;
+    this.#cgroups = options.cgroups;
     this.#outputRate = options.outputRate ?? 65_536;
     const home = this.#plan.user?.home;
     this.#cwd = home === undefined ? undefined : existsSync(home) ? home : '/';
@@ -287,7 +289,7 @@ export class RuntimeLauncher implements SessionLauncher {
     if (user !== undefined) Object.assign(env, { HOME: user.home, USER: user.name, LOGNAME: user.name });
     Object.assign(env, spec.sessionEnv);
     // A name of its own among the host's sessions (a host runs one session per user at a time).
-    const cgroup = this.#plan.cgroups?.specFor(
+    const cgroup = this.#cgroups?.specFor(
       `session-${(spec.sessionEnv['SESSION_ID'] ?? '').replace(/[^\w.-]/g, '_')}-${id}`,
     );
     let settle!: (exit: SessionExit) => void;

@@ -86,6 +86,7 @@ export class SessionRunner {
       output: this.#options.output ?? { keepLines: 10_000, retentionMs: 86_400_000 },
       log,
     });
+    lifecycle.start();
     const { state, exitCode, reason } = await lifecycle.run(shutdown);
     const recorded = await this.#record(claim, state, exitCode, reason, log);
     log.info({ state, exitCode, recorded, ...(reason === undefined ? {} : { reason }) }, 'session ended');

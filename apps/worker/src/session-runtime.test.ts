@@ -91,7 +91,9 @@ describe('createRuntime', () => {
     vi.advanceTimersByTime(999);
     expect(signals).toEqual([]);
     vi.advanceTimersByTime(1);
-    expect(signals).toEqual([[1000, 'SIGKILL']]);
+    // (Its exit brings the group's SIGKILL again, for what the leader left behind.)
+    expect(signals[0]).toEqual([1000, 'SIGKILL']);
+    expect(signals.every(([pgid, signal]) => pgid === 1000 && signal === 'SIGKILL')).toBe(true);
     await vi.runAllTimersAsync();
     expect(sent.at(-1)).toEqual({ t: 'exit', id: '1', code: 137, cause: 'lease' });
   });
@@ -191,10 +193,52 @@ describe('createRuntime', () => {
     r.order(start({ cgroup }));
     expect(cgroupCalls).toEqual(['create /cg/s1']);
     oomCount = 1;
-    children[0]!.stdio[3] = null;
     children[0]!.emit('exit', 137, null);
+    for (const pipe of [children[0]!.stdout, children[0]!.stderr, children[0]!.stdio[3] as PassThrough]) pipe.end();
     await vi.advanceTimersByTimeAsync(0);
     expect(sent.at(-1)).toEqual({ t: 'exit', id: '1', code: 137, oom: true });
     expect(cgroupCalls).toEqual(['create /cg/s1', 'remove /cg/s1']);
+  });
+
+  it('what a session wrote before it exited is passed on before its exit, in whatever order Node reports the exit and the ends of its pipes', async () => {
+    const r = runtime();
+    r.order(start());
+    const child = children[0]!;
+    const notify = child.stdio[3] as PassThrough;
+    // Node reports the exit first; fd 3 has already ended, stdout and stderr are read after the exit.
+    notify.end();
+    await vi.advanceTimersByTimeAsync(0);
+    child.emit('exit', 0, null);
+    await vi.advanceTimersByTimeAsync(10);
+    child.stdout.end('a summary\nits last line without a newline');
+    await vi.advanceTimersByTimeAsync(10);
+    child.stderr.end('an error\n');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(sent.filter((m) => m.t === 'out' || m.t === 'exit')).toEqual([
+      { t: 'out', id: '1', stream: 'stdout', lines: ['a summary'] },
+      { t: 'out', id: '1', stream: 'stdout', lines: ['its last line without a newline'] },
+      { t: 'out', id: '1', stream: 'stderr', lines: ['an error'] },
+      { t: 'exit', id: '1', code: 0 },
+    ]);
+    // The group was SIGKILLed at the exit, so nothing left in it holds the pipes open.
+    expect(signals[0]).toEqual([1000, 'SIGKILL']);
+  });
+
+  it('a pipe that never ends (held by a process that left the group) holds the exit back 250 ms after it, no longer', async () => {
+    const r = runtime();
+    r.order(start());
+    const child = children[0]!;
+    child.emit('exit', null, 'SIGTERM');
+    await vi.advanceTimersByTimeAsync(200);
+    child.stdout.write('late\n');
+    (child.stdio[3] as PassThrough).write('{"ready": true}\n');
+    await vi.advanceTimersByTimeAsync(49);
+    expect(sent.some((m) => m.t === 'exit')).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(sent.filter((m) => m.t !== 'started' && m.t !== 'active')).toEqual([
+      { t: 'out', id: '1', stream: 'stdout', lines: ['late'] },
+      { t: 'ready', id: '1' },
+      { t: 'exit', id: '1', code: 143 },
+    ]);
   });
 });

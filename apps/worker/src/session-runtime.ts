@@ -11,38 +11,24 @@
 //     "deadline" message (the session's lifetime was changed) moves it, until it has passed;
 //   - when the host is gone (its IPC channel closed, even by SIGKILL of its whole group): its leases
 //     are no longer renewed (SIGTERM, SIGKILL within a second, never after `killBy`).
-// It reads the sessions' output in bounded pieces (lines cut at 16 KiB, a token bucket per session), and
-// makes and removes the sessions' cgroups. Everything it touches outside comes in as {@link RuntimeDeps},
+// It passes the sessions' output (`output-reader.ts`) and what they say on SESSION_NOTIFY_FD
+// (`notify-reader.ts`) on to the host, every line a session wrote before its exit, and makes and removes
+// the sessions' cgroups. Everything it touches outside comes in as {@link RuntimeDeps},
 // so the logic runs in tests without processes.
 import type { ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
+import type { Readable } from 'node:stream';
 import { createCgroup, oomKills, removeCgroup, type CgroupSpec } from './cgroups.js';
-import { CUT_MARK, LineSplitter, TokenBucket, droppedLine, type Line } from './output.js';
-import {
-  ACTIVE_REPORT_MS,
-  MAX_LINE_BYTES,
-  OUTPUT_BURST_BYTES,
-  type FromRuntime,
-  type RuntimeCause,
-  type ToRuntime,
-} from './runtime-protocol.js';
+import { NotifyReader, type NotifyMessage } from './notify-reader.js';
+import { OutputReader, type OutMessage, type OutputStreamName } from './output-reader.js';
+import type { FromRuntime, RuntimeCause, ToRuntime } from './runtime-protocol.js';
 
 /** How fast the sessions die once the host is gone, ms. */
 const ORPHAN_GRACE_MS = 1000;
 /** Messages not yet written to the host beyond which session output is dropped (and counted). */
 const MAX_UNSENT = 1000;
-/** How long a session's end waits for what it wrote to `SESSION_NOTIFY_FD` before it exited to be read. */
-const NOTIFY_DRAIN_MS = 100;
-/** Longest line read on `SESSION_NOTIFY_FD`; a longer one is skipped whole, never buffered. */
-const MAX_NOTIFY_LINE = 1024;
-/** Longest endpoint a session may announce (the contract's). */
-const MAX_ENDPOINT = 512;
-/** Most lines read on `SESSION_NOTIFY_FD` a second, per session (a session says it is ready once or twice). */
-const NOTIFY_LINES_PER_SECOND = 1000;
-/** Bad notification lines reported to the host per session; the rest are only counted. */
-const BAD_REPORTED = 5;
-/** Most `[output dropped: <n> bytes]` lines per session: one a second (and one at its end). */
-const MARK_EVERY_MS = 1000;
+/** How long a session's end waits, after its exit (and its group's SIGKILL), for its pipes to be read to their end, ms. */
+const PIPES_DRAIN_MS = 250;
 /** How often a cgroup that still holds a dying process is tried again, and for how long, ms. */
 const CGROUP_RETRY_MS = 50;
 const CGROUP_GIVE_UP_MS = 10_000;
@@ -79,14 +65,17 @@ interface Session {
   killAt: number;
   killBy: number;
   cause: RuntimeCause | undefined;
-  readonly bucket: TokenBucket;
-  /** Output bytes dropped (over the rate, or while the host did not read) and not yet marked. */
-  dropped: number;
-  /** When the last `[output dropped]` line was passed on (monotonic ms): at most one a second. */
-  markedAt: number;
+  readonly output: OutputReader;
   /** Marks what was dropped once a second is up, when no line comes to carry the mark sooner. */
-  markTimer: NodeJS.Timeout | undefined;
+  readonly markAlarm: Alarm;
+  /** Reports the latest activity when its slot comes. */
+  readonly reportAlarm: Alarm;
   ended: boolean;
+}
+
+/** A timer set to an instant (monotonic ms): setting it again moves it, undefined clears it. */
+interface Alarm {
+  set(at: number | undefined): void;
 }
 
 /** The runtime: feed it the host's orders with {@link Runtime.order}; it answers through `deps.send`. */
@@ -96,6 +85,35 @@ export interface Runtime {
   shutdown(graceMs: (sessionGraceMs: number) => number): void;
   /** Sessions running. */
   readonly size: number;
+}
+
+/** Calls `done` once every stream is read to its end (or closed), or after `withinMs`, whichever is first. */
+function drain(streams: ReadonlyArray<unknown>, withinMs: number, done: () => void): void {
+  const open = streams.filter(
+    (s): s is NodeJS.ReadableStream =>
+      s !== null && s !== undefined && !(s as Readable).readableEnded && !(s as Readable).destroyed,
+  );
+  let left = open.length;
+  if (left === 0) {
+    done();
+    return;
+  }
+  const finish = (): void => {
+    clearTimeout(timer);
+    left = -1;
+    done();
+  };
+  const timer = setTimeout(finish, withinMs);
+  for (const stream of open) {
+    let seen = false;
+    const one = (): void => {
+      if (seen) return;
+      seen = true;
+      if (--left === 0) finish();
+    };
+    stream.once('end', one);
+    stream.once('close', one);
+  }
 }
 
 /** The host's channel closed: its sessions end quickly. */
@@ -110,6 +128,26 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
   const send = (message: FromRuntime): void => {
     unsent++;
     deps.send(message, () => unsent--);
+  };
+
+  const alarm = (fire: () => void): Alarm => {
+    let timer: NodeJS.Timeout | undefined;
+    let armedAt: number | undefined;
+    return {
+      set(at) {
+        if (at === armedAt) return;
+        clearTimeout(timer);
+        armedAt = at;
+        if (at === undefined) return;
+        timer = setTimeout(
+          () => {
+            armedAt = undefined;
+            fire();
+          },
+          Math.max(0, at - deps.now()),
+        );
+      },
+    };
   };
 
   const signalGroup = (session: Session, signal: NodeJS.Signals): void => {
@@ -173,7 +211,8 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     clearTimeout(session.leaseTimer);
     clearTimeout(session.deadlineTimer);
     clearTimeout(session.killTimer);
-    clearTimeout(session.markTimer);
+    session.markAlarm.set(undefined);
+    session.reportAlarm.set(undefined);
     // Whatever the session left behind in its group goes with it.
     signalGroup(session, 'SIGKILL');
     sessions.delete(session.id);
@@ -182,14 +221,7 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       oom = cgroups.oomKills(session.cgroup) > 0;
       release(session.cgroup, deps.now());
     }
-    if (session.dropped > 0)
-      send({
-        t: 'out',
-        id: session.id,
-        stream: 'stdout',
-        lines: [droppedLine(session.dropped)],
-        dropped: session.dropped,
-      });
+    for (const message of session.output.finish(deps.now())) send(message);
     send({
       t: 'exit',
       id: session.id,
@@ -201,131 +233,38 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
   };
 
   /** Passes a stream's lines on, within the session's rate; what is over it is counted and marked. */
-  const readOutput = (session: Session, stream: 'stdout' | 'stderr', input: NodeJS.ReadableStream): void => {
-    const splitter = new LineSplitter(MAX_LINE_BYTES);
-    // A line over the rate, or while the host does not read, is dropped before it is made into a string.
-    const admit = (bytes: number): boolean => unsent < MAX_UNSENT && session.bucket.take(bytes);
-    const pass = ({ lines, dropped }: { lines: Line[]; dropped: number }): void => {
-      const out: string[] = [];
-      let marked = 0;
-      // What was dropped before this chunk is marked before its lines; what this chunk dropped, after them.
-      // (Within a chunk the lines that pass come first: once the bucket is empty, the rest of it is dropped.)
-      if (session.dropped > 0 && lines.length > 0 && deps.now() - session.markedAt >= MARK_EVERY_MS) {
-        out.push(droppedLine(session.dropped));
-        marked = session.dropped;
-        session.dropped = 0;
-        session.markedAt = deps.now();
-      }
-      for (const { text, cut } of lines) out.push(cut ? `${text}${CUT_MARK}` : text);
-      session.dropped += dropped;
-      if (out.length > 0)
-        send({ t: 'out', id: session.id, stream, lines: out, ...(marked > 0 ? { dropped: marked } : {}) });
-      // A flood that stops leaves its drop unmarked until a line comes: mark it once the second is up.
-      if (session.dropped > 0 && session.markTimer === undefined && !session.ended) {
-        session.markTimer = setTimeout(
-          () => {
-            session.markTimer = undefined;
-            if (session.dropped === 0 || session.ended) return;
-            const bytes = session.dropped;
-            session.dropped = 0;
-            session.markedAt = deps.now();
-            send({ t: 'out', id: session.id, stream, lines: [droppedLine(bytes)], dropped: bytes });
-          },
-          Math.max(0, session.markedAt + MARK_EVERY_MS - deps.now()),
-        );
-      }
-    };
-    input.on('data', (chunk: Buffer) => pass(splitter.push(chunk, admit)));
-    input.on('end', () => pass({ lines: splitter.end(), dropped: 0 }));
+  const readOutput = (session: Session, stream: OutputStreamName, input: NodeJS.ReadableStream): void => {
+    input.on('data', (chunk: Buffer) =>
+      passOutput(session, session.output.push(stream, chunk, deps.now(), unsent < MAX_UNSENT)),
+    );
+    input.on('end', () => passOutput(session, session.output.end(stream, deps.now())));
     input.on('error', () => {});
   };
 
-  /**
-   * Reads JSON lines from a session's `SESSION_NOTIFY_FD`: `{"ready": true, "endpoint"?: "..."}` marks
-   * it ready (the host hears of it again only when the endpoint changes); `{"active": true}` and every
-   * readiness line are activity (the host hears of it at most every {@link ACTIVE_REPORT_MS}, with the
-   * instant of the latest); anything else is reported as a bad line (the first few) and ignored. At most
-   * one line of {@link MAX_NOTIFY_LINE} bytes is held.
-   */
-  const readNotifications = (id: string, input: NodeJS.ReadableStream): void => {
-    const splitter = new LineSplitter(MAX_NOTIFY_LINE);
-    let bad = 0;
-    let announced: string | undefined | null = null;
-    const reject = (reason: string): void => {
-      bad++;
-      if (bad <= BAD_REPORTED) send({ t: 'notify_bad', id, reason, count: bad });
-    };
-    // Activity: the first at once, then at most one report per ACTIVE_REPORT_MS, carrying the latest instant.
-    let reportedAt = Number.NEGATIVE_INFINITY;
-    let latest: number | undefined;
-    let reportTimer: NodeJS.Timeout | undefined;
-    const report = (): void => {
-      reportTimer = undefined;
-      if (latest === undefined) return;
-      reportedAt = deps.now();
-      send({ t: 'active', id, at: latest });
-      latest = undefined;
-    };
-    const active = (): void => {
-      latest = deps.now();
-      if (reportTimer !== undefined) return;
-      const wait = reportedAt + ACTIVE_REPORT_MS - latest;
-      if (wait <= 0) report();
-      else reportTimer = setTimeout(report, wait);
-    };
-    const handle = (text: string): void => {
-      if (text.trim() === '') return;
-      let message: unknown;
-      try {
-        message = JSON.parse(text);
-      } catch {
-        reject('not JSON');
-        return;
-      }
-      const {
-        ready,
-        endpoint,
-        active: isActive,
-      } = (message ?? {}) as {
-        ready?: unknown;
-        endpoint?: unknown;
-        active?: unknown;
-      };
-      if (ready !== true) {
-        if (isActive === true) return active();
-        return reject('not {"ready": true, ...} or {"active": true}');
-      }
-      if (
-        endpoint !== undefined &&
-        (typeof endpoint !== 'string' || endpoint.length < 1 || endpoint.length > MAX_ENDPOINT)
-      )
-        return reject(`endpoint must be a string of 1 to ${MAX_ENDPOINT} characters`);
-      active();
-      if (announced === endpoint) return;
-      announced = endpoint;
-      send({ t: 'ready', id, ...(endpoint === undefined ? {} : { endpoint }) });
-    };
-    const lines = (found: Line[]): void => {
-      for (const { text, cut } of found) {
-        if (cut) reject(`a line longer than ${MAX_NOTIFY_LINE} characters`);
-        else handle(text);
-      }
-    };
-    // At most NOTIFY_LINES_PER_SECOND lines are read a second: a session that writes more waits on its
-    // writes (nothing it says there is lost, and a flood of lines to parse cannot take the runtime's time
-    // from other sessions). Skipping an overlong line costs next to nothing, so bytes are not counted.
-    const bucket = new TokenBucket(NOTIFY_LINES_PER_SECOND, NOTIFY_LINES_PER_SECOND, deps.now);
+  const passOutput = (session: Session, messages: OutMessage[]): void => {
+    if (session.ended) return;
+    for (const message of messages) send(message);
+    session.markAlarm.set(session.output.markDueAt);
+  };
+
+  /** Passes on what the session says on `SESSION_NOTIFY_FD`, reading no faster than the reader allows. */
+  const readNotifications = (session: Session, reader: NotifyReader, input: NodeJS.ReadableStream): void => {
     const stream = input as NodeJS.ReadableStream & { pause(): void; resume(): void };
     input.on('data', (chunk: Buffer) => {
-      const found = splitter.push(chunk).lines;
-      lines(found);
-      const waitMs = bucket.spend(found.length);
-      if (waitMs === 0) return;
+      const { messages, pauseUntil } = reader.push(chunk, deps.now());
+      passNotifications(session, reader, messages);
+      if (pauseUntil === undefined) return;
       stream.pause();
-      setTimeout(() => stream.resume(), waitMs);
+      setTimeout(() => stream.resume(), Math.max(0, pauseUntil - deps.now()));
     });
-    input.on('end', () => lines(splitter.end()));
+    input.on('end', () => passNotifications(session, reader, reader.end(deps.now())));
     input.on('error', () => {});
+  };
+
+  const passNotifications = (session: Session, reader: NotifyReader, messages: NotifyMessage[]): void => {
+    if (session.ended) return;
+    for (const message of messages) send(message);
+    session.reportAlarm.set(reader.reportDueAt);
   };
 
   const start = (order: Extract<ToRuntime, { t: 'start' }>): void => {
@@ -341,12 +280,12 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       killAt: Number.POSITIVE_INFINITY,
       killBy: order.killBy,
       cause: undefined,
-      bucket: new TokenBucket(order.outputRate, OUTPUT_BURST_BYTES, deps.now),
-      dropped: 0,
-      markedAt: Number.NEGATIVE_INFINITY,
-      markTimer: undefined,
+      output: new OutputReader(order.id, order.outputRate, deps.now()),
+      markAlarm: alarm(() => passOutput(session, session.output.tick(deps.now()))),
+      reportAlarm: alarm(() => passNotifications(session, notifications, notifications.tick(deps.now()))),
       ended: false,
     };
+    const notifications = new NotifyReader(order.id, deps.now());
     let child: ChildProcess;
     try {
       if (order.cgroup !== undefined) cgroups.create(order.cgroup);
@@ -364,30 +303,25 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       session.cause ??= 'spawn_failed';
       ended(session, 127);
     });
+    let exited = false;
     child.on('exit', (code, signal) => {
+      if (exited) return;
+      exited = true;
       const exitCode = code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0));
-      // A process's 'exit' can come before its pipes are read. What the session announced on
-      // SESSION_NOTIFY_FD before it exited is passed on before its end: wait for fd 3 to be read to its
-      // end, but no longer than NOTIFY_DRAIN_MS (a process left in its group may still hold it open).
-      const notify = child.stdio[3] as NodeJS.ReadableStream | null | undefined;
-      if (notify === null || notify === undefined || (notify as { readableEnded?: boolean }).readableEnded === true) {
-        ended(session, exitCode);
-        return;
-      }
-      const done = (): void => {
-        clearTimeout(timer);
-        ended(session, exitCode);
-      };
-      const timer = setTimeout(done, NOTIFY_DRAIN_MS);
-      notify.once('end', done);
-      notify.once('close', done);
+      // A process's 'exit' can come before its pipes are read to their end. What is left in its group
+      // goes now (so nothing else holds the pipes open), and the end is reported once stdout, stderr and
+      // SESSION_NOTIFY_FD are read to their end: every line the session wrote is passed on before its
+      // 'exit'. No longer than PIPES_DRAIN_MS, though (a process that left the group may hold a pipe).
+      signalGroup(session, 'SIGKILL');
+      drain([child.stdout, child.stderr, child.stdio[3]], PIPES_DRAIN_MS, () => ended(session, exitCode));
     });
     if (child.pid === undefined) return; // 'error' follows
     send({ t: 'started', id: order.id, pid: child.pid });
     readOutput(session, 'stdout', child.stdout!);
     readOutput(session, 'stderr', child.stderr!);
     const notify = child.stdio[3];
-    if (notify !== null && notify !== undefined) readNotifications(order.id, notify as NodeJS.ReadableStream);
+    if (notify !== null && notify !== undefined)
+      readNotifications(session, notifications, notify as NodeJS.ReadableStream);
     holdUntil(session, order.killBy);
     stopAt(session, order.deadlineAt);
     if (hostGone) terminate(session, orphanGrace(session.graceMs));

@@ -12,7 +12,8 @@ import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
 import type { Job, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
-import { planContainment, type PlannedContainment } from './containment.js';
+import { prepareCgroups, type CgroupLayout } from './cgroups.js';
+import { probeContainment, type PlannedContainment } from './containment.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
 
@@ -23,8 +24,8 @@ export interface WorkerHostOptions {
   /** How sessions run. @defaultValue processes of the session runtime, for `SESSION_COMMAND` */
   launcher?: SessionLauncher;
   /**
-   * How sessions are contained, worked out once (see {@link planContainment}).
-   * @defaultValue planned from the configuration (throws when it cannot be had)
+   * How sessions are contained, found out once (see {@link probeContainment}).
+   * @defaultValue probed from the configuration at {@link WorkerHost.start} (throws when it cannot be had)
    */
   containment?: PlannedContainment;
   /**
@@ -49,9 +50,11 @@ export class WorkerHost {
   readonly #logger: Logger;
   readonly #coordinatorRedis: RedisClient;
   readonly #coordinator: Coordinator;
-  readonly #runner: SessionRunner;
-  readonly #launcher: SessionLauncher;
-  readonly #containment: PlannedContainment;
+  readonly #options: WorkerHostOptions;
+  /** Set by {@link WorkerHost.start}, with the launcher and the sessions' cgroups. */
+  #containment: PlannedContainment | undefined;
+  #launcher: SessionLauncher | undefined;
+  #cgroups: CgroupLayout | undefined;
   readonly #shutdown = new AbortController();
   readonly #startedAt = Date.now();
   readonly #heartbeatMs: number;
@@ -78,15 +81,18 @@ export class WorkerHost {
   readonly #drained = new Promise<void>((resolve) => (this.#drainedResolve = resolve));
 
   constructor(options: WorkerHostOptions) {
+    this.#options = options;
     this.#config = options.config;
     this.#logger = options.logger.child({ workerId: options.config.workerId });
     this.#heartbeatMs = options.heartbeatMs ?? 2000;
     // Every running session listens for the shutdown: as many listeners as slots is expected.
     setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
     this.#stalledIntervalMs = options.stalledIntervalMs ?? 10_000;
+    // Connected by start(): a constructor builds, start() acts.
     this.#coordinatorRedis = createRedis(this.#config, 'requests', {
       logger: this.#logger,
       name: `cq-worker:${this.#config.workerId}`,
+      lazyConnect: true,
     });
     const replicaWait = replicaWaitOf(this.#config, this.#logger);
     this.#coordinator = new Coordinator({
@@ -94,24 +100,6 @@ export class WorkerHost {
       keyPrefix: this.#config.keyPrefix,
       timeoutMs: REQUEST_TIMEOUT_MS,
       ...(replicaWait === undefined ? {} : { replicaWait }),
-    });
-    this.#containment = options.containment ?? planContainment(containmentRequest(this.#config));
-    this.#launcher =
-      options.launcher ??
-      new RuntimeLauncher({
-        command: this.#config.sessionCommand,
-        logger: this.#logger,
-        containment: this.#containment.plan,
-        outputRate: this.#config.logRateBytes,
-      });
-    this.#runner = new SessionRunner({
-      coordinator: this.#coordinator,
-      launcher: this.#launcher,
-      workerId: this.#config.workerId,
-      leaseMs: this.#config.leaseMs,
-      graceMs: this.#config.sessionGraceMs,
-      output: { keepLines: this.#config.logKeepLines, retentionMs: this.#config.logRetentionMs },
-      logger: this.#logger,
     });
   }
 
@@ -139,11 +127,35 @@ export class WorkerHost {
   }
 
   /**
-   * Starts taking spawn jobs and publishing the heartbeat. Throws a {@link ConfigError} when the API
-   * on this `KEY_PREFIX` runs with another `SPAWN_QUEUE_SHARDS`: this host would wait on queues that
-   * get no jobs, and the sessions would end as lost.
+   * Prepares the sessions' containment (probes it unless given, and makes the caps' cgroups), then starts
+   * taking spawn jobs and publishing the heartbeat. Throws a {@link ConfigError} where the containment
+   * asked for cannot be had (a cap that cannot be enforced here), and when the API on this `KEY_PREFIX`
+   * runs with another `SPAWN_QUEUE_SHARDS`: this host would wait on queues that get no jobs, and the
+   * sessions would end as lost.
    */
   async start(): Promise<void> {
+    const containment = (this.#containment ??= probeContainment(containmentRequest(this.#config)));
+    this.#cgroups = prepareCgroups({ memoryMb: this.#config.sessionMemoryMb, pidsMax: this.#config.sessionPidsMax });
+    const launcher = (this.#launcher =
+      this.#options.launcher ??
+      new RuntimeLauncher({
+        command: this.#config.sessionCommand,
+        logger: this.#logger,
+        containment: containment.plan,
+        cgroups: this.#cgroups,
+        outputRate: this.#config.logRateBytes,
+      }));
+    const runner = new SessionRunner({
+      coordinator: this.#coordinator,
+      launcher,
+      workerId: this.#config.workerId,
+      leaseMs: this.#config.leaseMs,
+      graceMs: this.#config.sessionGraceMs,
+      output: { keepLines: this.#config.logKeepLines, retentionMs: this.#config.logRetentionMs },
+      logger: this.#logger,
+    });
+    // A first connection that fails is retried like any lost one (the retry strategy); start goes on.
+    if (this.#coordinatorRedis.status === 'wait') this.#coordinatorRedis.connect().catch(() => {});
     await waitUntilReady(this.#coordinatorRedis).catch(() => {});
     const apiShards = await this.#coordinatorRedis.get(this.#coordinator.keys.queueShards()).catch(() => null);
     if (apiShards !== null && Number(apiShards) !== this.#config.spawnQueueShards) {
@@ -152,7 +164,7 @@ export class WorkerHost {
           `"${this.#config.keyPrefix}" uses ${apiShards}: set the same value on every API instance and worker host`,
       );
     }
-    await this.#launcher.open?.();
+    await launcher.open?.();
     const connection = createRedis(this.#config, 'blocking', {
       logger: this.#logger,
       name: `cq-worker-queue:${this.#config.workerId}`,
@@ -166,7 +178,7 @@ export class WorkerHost {
       shards: this.#config.spawnQueueShards,
       concurrency: this.#config.slots,
       stalledIntervalMs: this.#stalledIntervalMs,
-      run: (payload, job, token) => this.#process(payload, job, token),
+      run: (payload, job, token) => this.#process(runner, payload, job, token),
       log: this.#logger,
     });
     // Every heartbeat renews the holds of the sessions taken since the last one; the periodic one, all.
@@ -182,7 +194,7 @@ export class WorkerHost {
             slots: this.#config.slots,
             busy: this.#busy,
             startedAt: this.#startedAt,
-            containment: this.#containment.plan.mode,
+            containment: containment.plan.mode,
             running,
             ended,
           },
@@ -200,18 +212,17 @@ export class WorkerHost {
     });
     beat(true);
     this.#heartbeat = setInterval(() => beat(true), this.#heartbeatMs);
-    this.#logContainment();
+    this.#logContainment(containment);
     this.#logger.info({ slots: this.#config.slots, leaseMs: this.#config.leaseMs }, 'worker host started');
   }
 
   /** One line at start says how sessions are contained here, and what that cannot catch. */
-  #logContainment(): void {
-    const { plan, fallback } = this.#containment;
+  #logContainment({ plan, fallback }: PlannedContainment): void {
     const fields = {
       containment: plan.mode,
       memoryMb: this.#config.sessionMemoryMb ?? null,
       pidsMax: this.#config.sessionPidsMax ?? null,
-      cgroups: plan.cgroups === undefined ? null : `v${plan.cgroups.version}`,
+      cgroups: this.#cgroups === undefined ? null : `v${this.#cgroups.version}`,
       sessionUser: plan.user?.name ?? null,
       parentDeathSignal: plan.pdeathsig,
     };
@@ -253,7 +264,7 @@ export class WorkerHost {
     return this.#drained;
   }
 
-  async #process(payload: SpawnJob, job: Job, token: string | undefined): Promise<RunOutcome> {
+  async #process(runner: SessionRunner, payload: SpawnJob, job: Job, token: string | undefined): Promise<RunOutcome> {
     if (this.#shutdown.signal.aborted || this.#draining !== undefined) {
       this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'shutting down or draining; job handed back');
       return handBack(job, token, this.#logger);
@@ -272,7 +283,7 @@ export class WorkerHost {
     if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
     this.#beatForClaims();
     try {
-      return await this.#runner.run(payload, this.#shutdown.signal);
+      return await runner.run(payload, this.#shutdown.signal);
     } finally {
       this.#busy--;
       this.#running.delete(payload.sessionId);
@@ -320,15 +331,15 @@ export class WorkerHost {
       const ended = [...this.#ended, ...this.#running];
       await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId, ended), 1000);
     }
-    await this.#launcher.close?.();
-    this.#containment.plan.cgroups?.release();
+    await this.#launcher?.close?.();
+    this.#cgroups?.release();
     await settleWithin(this.#coordinator.close(), 500);
     await closeRedis(this.#coordinatorRedis);
   }
 }
 
 /** What the configuration asks of the containment. */
-export function containmentRequest(config: WorkerConfig): Parameters<typeof planContainment>[0] {
+export function containmentRequest(config: WorkerConfig): Parameters<typeof probeContainment>[0] {
   return {
     containment: config.sessionContainment,
     memoryMb: config.sessionMemoryMb,

@@ -16,7 +16,7 @@ describe('Keepalive (fake timers)', () => {
 
   it('renews every interval and holds while renewals get through; holdsUntil moves with each, less the margin', async () => {
     const { renew, pending } = renewals();
-    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000, marginMs: 300 });
+    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000, marginMs: 300 }).start();
     expect(keepalive.holdsUntil).toBe(performance.now() + 3000 - 300);
     for (let i = 0; i < 10; i++) {
       await vi.advanceTimersByTimeAsync(1000);
@@ -32,7 +32,7 @@ describe('Keepalive (fake timers)', () => {
 
   it('aborts with lease_lost as soon as a renewal is refused', async () => {
     const { renew, pending } = renewals();
-    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000 });
+    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000 }).start();
     await vi.advanceTimersByTimeAsync(1000);
     pending.shift()!.resolve({ ok: false, reason: 'lease_lost' });
     await vi.advanceTimersByTimeAsync(0);
@@ -50,7 +50,7 @@ describe('Keepalive (fake timers)', () => {
       ttlMs: 3000,
       marginMs: 300,
       onError: (e) => errors.push(e),
-    });
+    }).start();
     await vi.advanceTimersByTimeAsync(1000);
     pending.shift()!.reject(new Error('connection refused'));
     await vi.advanceTimersByTimeAsync(1000);
@@ -65,7 +65,13 @@ describe('Keepalive (fake timers)', () => {
 
   it('aborts with deadline_reached at the hard deadline, less the margin, however well renewals go', async () => {
     const { renew, pending } = renewals();
-    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000, deadlineInMs: 2500, marginMs: 300 });
+    const keepalive = new Keepalive({
+      renew,
+      intervalMs: 1000,
+      ttlMs: 3000,
+      deadlineInMs: 2500,
+      marginMs: 300,
+    }).start();
     await vi.advanceTimersByTimeAsync(1000);
     pending.shift()!.resolve({ ok: true, ttlMs: 3000, deadlineInMs: 1500 });
     await vi.advanceTimersByTimeAsync(1000);
@@ -78,7 +84,7 @@ describe('Keepalive (fake timers)', () => {
 
   it('stop() ends the renewals without aborting', async () => {
     const { renew } = renewals();
-    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000 });
+    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000 }).start();
     keepalive.stop();
     await vi.advanceTimersByTimeAsync(10_000);
     expect(renew).not.toHaveBeenCalled();

@@ -50,7 +50,7 @@ export class LeaseLostError extends CoordinatorError {
 export class Keepalive<A extends RenewAnswer = RenewAnswer> {
   readonly #controller = new AbortController();
   readonly #options: KeepaliveOptions<A>;
-  readonly #interval: NodeJS.Timeout;
+  #interval: NodeJS.Timeout | undefined;
   #watchdog: NodeJS.Timeout | undefined;
   #expiresAt: number;
   #deadlineAt: number;
@@ -64,9 +64,18 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
     const now = performance.now();
     this.#expiresAt = now + options.ttlMs;
     this.#deadlineAt = options.deadlineInMs === undefined ? Number.POSITIVE_INFINITY : now + options.deadlineInMs;
-    this.#interval = setInterval(() => void this.#tick(), options.intervalMs);
+  }
+
+  /**
+   * Starts renewing every `intervalMs` and watching for the lease's end (the lease's time counts from
+   * the keepalive's construction, whenever this is called). Returns the keepalive.
+   */
+  start(): this {
+    if (this.#interval !== undefined || this.#stopped) return this;
+    this.#interval = setInterval(() => void this.#tick(), this.#options.intervalMs);
     this.#interval.unref();
     this.#arm();
+    return this;
   }
 
   /** Aborts when the lease is lost; its `reason` is a {@link LeaseLostError}. */

@@ -34,6 +34,11 @@ export interface CreateRedisOptions {
   logger?: ConnectionLogger;
   /** Connection name shown by `CLIENT LIST`. */
   name?: string;
+  /**
+   * Connect only when `connect()` is called (an owner whose constructor builds and whose `start()` acts).
+   * @defaultValue false
+   */
+  lazyConnect?: boolean;
 }
 
 function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOptions {
@@ -42,6 +47,7 @@ function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOp
     // Reconnect forever, quickly: the service recovers by itself when Redis is back.
     retryStrategy: (times) => Math.min(50 * times, 1000),
     ...(options.name === undefined ? {} : { connectionName: options.name }),
+    ...(options.lazyConnect === true ? { lazyConnect: true } : {}),
   };
   if (role === 'blocking') return { ...common, maxRetriesPerRequest: null, enableOfflineQueue: true };
   return {
@@ -82,6 +88,7 @@ export function createRedis(
       // at once whenever a node fails (below), so commands stop going to a dead master soon after
       // its replica takes over.
       slotsRefreshInterval: 1000,
+      ...(options.lazyConnect === true ? { lazyConnect: true } : {}),
     };
     const cluster = new Cluster(config.redisClusterNodes, clusterOptions);
     cluster.on('node error', () => cluster.refreshSlotsCache());

@@ -45,7 +45,6 @@ const FEATURES: Array<[string, RegExp]> = [
     'pino logging (pino, its serializers, redaction, sonic-boom)',
     /^(pino|pino-std-serializers|sonic-boom|fast-redact|@pinojs\/redact|quick-format-unescaped|safe-stable-stringify|atomic-sleep|thread-stream|on-exit-leak-free|fast-safe-stringify|pino-abstract-transport|real-require)$/,
   ],
-  ['@fastify/under-pressure (load shedding)', /^@fastify\/under-pressure$/],
   ['prom-client (metrics)', /^(prom-client|tdigest|bintrees)$/],
   ['zod validation (zod, fastify-type-provider-zod)', /^(zod|fastify-type-provider-zod)$/],
   [

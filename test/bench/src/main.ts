@@ -18,6 +18,7 @@ import { benchRedis, redisBenchmark } from './redis.js';
 import { benchEventLatency, benchEventScripts } from './events.js';
 import { benchAdmission, benchSessions } from './sessions.js';
 import { benchOutput } from './output.js';
+import { benchOutputFlood } from './output-flood.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchHttpEdge } from './http-edge.js';
 import { benchCosts } from './costs.js';
@@ -36,6 +37,7 @@ const SECTIONS = [
   'sessions',
   'events',
   'output',
+  'output-flood',
   'webhooks',
   'costs',
   'memory',
@@ -724,6 +726,25 @@ try {
       true,
     );
     results['output'] = output;
+  }
+
+  // 4d'. A session flooding its output, beside its neighbours -------------------------------------------
+  if (wanted('output-flood')) {
+    out('## Session output: what a flooding session costs its neighbours on the same host');
+    out();
+    const flood = await benchOutputFlood(server.url, quick);
+    out(
+      `One session writes ${fmt(flood.floodBytes / 1e6)} MB of short lines as fast as its pipe takes them (containment: ${flood.containment}); a neighbour prints a line every 100 ms.`,
+    );
+    out();
+    out('| measure | quiet | during the flood |');
+    out('| --- | ---: | ---: |');
+    out(`| spawn → session running, ms | ${fmt(flood.spawnQuietMs, 1)} | ${fmt(flood.spawnDuringFloodMs, 1)} |`);
+    out(
+      `| neighbour line print → Redis, p50 / p99 / max ms (${flood.neighbour.lines} lines) | – | ${fmt(flood.neighbour.p50)} / ${fmt(flood.neighbour.p99)} / ${fmt(flood.neighbour.max)} |`,
+    );
+    out();
+    results['outputFlood'] = flood;
   }
 
   // 4e. Webhooks ------------------------------------------------------------------------------------

@@ -366,7 +366,7 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
         expect('an acquireLease copy did not acquire', Number(reply[0]) === 1);
       },
       [
-        ['EXISTS (the check that it is free)', "if rcall('EXISTS', leaseKey) == 1 then", 'if false then'],
+        ['PTTL (the check that it is free)', "local heldMs = rcall('PTTL', leaseKey)", 'local heldMs = -2'],
         ['TIME (for the hard deadline)', 'local now = nowMs()', 'local now = 0'],
         ['INCR (the fencing token)', "local fence = rcall('INCR', fenceKey)", 'local fence = 1'],
         ["PEXPIRE (the lease's time to live)", "rcall('PEXPIRE', leaseKey, ttl)", ''],

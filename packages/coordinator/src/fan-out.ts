@@ -18,3 +18,29 @@ export async function fanOut(redis: RedisClient, commands: readonly Command[]): 
     return reply;
   });
 }
+
+/**
+ * Runs `run` on each item, at most `limit` at once, starting no more once `stopped()` answers true;
+ * resolves once every call started has settled, with their outcomes (one per call started, in order).
+ */
+export async function settleBounded<T, R>(
+  items: readonly T[],
+  limit: number,
+  stopped: () => boolean,
+  run: (item: T) => Promise<R>,
+): Promise<Array<PromiseSettledResult<R>>> {
+  const outcomes: Array<PromiseSettledResult<R>> = [];
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < items.length && !stopped()) {
+      const index = next++;
+      try {
+        outcomes[index] = { status: 'fulfilled', value: await run(items[index]!) };
+      } catch (reason) {
+        outcomes[index] = { status: 'rejected', reason };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(Math.max(1, limit), items.length) }, lane));
+  return outcomes.filter((outcome) => outcome !== undefined);
+}

@@ -3,7 +3,7 @@ import type { Context } from './context.js';
 import { ScriptCode, replyCode } from './errors.js';
 import { ChannelSubscriber } from './events/channel-subscriber.js';
 import { decodeMessage } from './events/codec.js';
-import { fanOut, type Command } from './fan-out.js';
+import { fanOut, settleBounded, type Command } from './fan-out.js';
 import type { SessionStore } from './sessions.js';
 import { wrapRedisError } from './redis-errors.js';
 import { SLOT_COUNT } from './slots.js';
@@ -41,6 +41,12 @@ export interface SweeperOptions {
    * @defaultValue true
    */
   takeTurns?: boolean;
+  /**
+   * Due users ended at once (one `sweepSession` script each): after an outage a sweep may find
+   * thousands due, and they are ended this many at a time rather than all at once as Redis comes back.
+   * @defaultValue 256
+   */
+  concurrency?: number;
   /** Called when a sweep fails (Redis unreachable); the sweeper goes on at the next interval. */
   onError?: (err: unknown) => void;
   /** Called after each sweep that ended sessions. */
@@ -115,6 +121,8 @@ export class Sweeper {
   #epoch = 0;
   /** The next slot the rolling read takes. */
   #cursor = 0;
+  /** Set by {@link Sweeper.stop}: a sweep in progress starts no more scripts. */
+  #stopping = false;
 
   constructor(context: Context, sessions: SessionStore, options: SweeperOptions = {}) {
     this.#context = context;
@@ -125,6 +133,7 @@ export class Sweeper {
       perSlot: 100,
       scanSlotsPerSweep: 128,
       takeTurns: true,
+      concurrency: 256,
       ...options,
     };
   }
@@ -162,6 +171,7 @@ export class Sweeper {
   /** Sweeps every `intervalMs` (while it holds the turn) until {@link Sweeper.stop}. */
   start(): void {
     if (this.#timer !== undefined) return;
+    this.#stopping = false;
     const loop = (): void => {
       this.#running = this.#turn()
         .catch((err: unknown) => {
@@ -175,11 +185,15 @@ export class Sweeper {
     this.#timer = setTimeout(loop, this.#options.intervalMs);
   }
 
-  /** Stops sweeping, waits for a sweep in progress, and gives the turn up, so another takes it at once. */
+  /**
+   * Stops sweeping: a sweep in progress starts no more scripts, and the ones it has started end before
+   * this resolves. Then gives the turn up, so another sweeper takes it at once.
+   */
   async stop(): Promise<void> {
     if (this.#timer === undefined) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#stopping = true;
     await this.#running;
     // The holder gives the turn up (expires it in 1 ms), so another process takes it at its next try.
     if (this.#holding)
@@ -266,7 +280,8 @@ export class Sweeper {
   async #subscribe(): Promise<number> {
     this.#subscriber ??= new ChannelSubscriber(this.#context.redis, {
       channels: [this.#context.keys.eventChannel()],
-      name: 'cq-sweep',
+      // This sweeper's own name: one sweeper's connection can be told from the others' (CLIENT LIST).
+      name: `cq-sweep:${this.#id}`,
       onMessage: (_channel, message) => {
         const event = decodeMessage(message);
         if (event === undefined) return;
@@ -336,10 +351,23 @@ export class Sweeper {
     return { due, empty, live };
   }
 
+  /**
+   * Ends the due users as `lost`, `concurrency` scripts at a time, and none started once the sweeper is
+   * stopping. Every script started is awaited, whatever the others do: a failure is thrown (as the
+   * sweep's error) only once none of them runs any more.
+   */
   async #end(due: readonly string[]): Promise<SweepResult> {
-    const ended = await Promise.all(due.map((userId) => this.#sessions.sweepUser(userId)));
-    const result = { due: due.length, lost: ended.filter(Boolean).length };
-    if (result.lost > 0) this.#options.onSwept?.(result);
+    const outcomes = await settleBounded(
+      due,
+      this.#options.concurrency,
+      () => this.#stopping,
+      (userId) => this.#sessions.sweepUser(userId),
+    );
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    const lost = outcomes.filter((outcome) => outcome.status === 'fulfilled' && outcome.value).length;
+    const result = { due: due.length, lost };
+    if (lost > 0) this.#options.onSwept?.(result);
+    if (failed !== undefined) throw failed.reason;
     return result;
   }
 }

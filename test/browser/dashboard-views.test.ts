@@ -3,10 +3,11 @@
 import { mkdirSync } from 'node:fs';
 import type { StreamedEvent } from '@cq/client';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
 import { startReceiver } from '../support/webhook-receiver.js';
+import { cleanUp } from '@cq/test-harness';
 
 /** Screenshots are test artifacts: written here, never committed (see .gitignore). */
 const ARTIFACTS = `${ROOT}test/test-artifacts`;
@@ -32,12 +33,12 @@ describe('the dashboard: events on opening, the chart, a session output, the web
       '--disable-quic',
     ],
   });
-  afterAll(() => browser.close());
+  cleanUp(() => browser.close());
 
   // Every event of the system, from before the first session: what the page's table must match.
   const seen: Array<Exclude<StreamedEvent, { type: 'error' }>> = [];
   const reference = new AbortController();
-  afterAll(() => reference.abort());
+  cleanUp(() => reference.abort());
   let opened!: () => void;
   const open = new Promise<void>((resolve) => (opened = resolve));
   void (async () => {

@@ -1,8 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
+import { cleanUp } from '@cq/test-harness';
 
 /** Screenshots are test artifacts: written here, never committed (see .gitignore). */
 const ARTIFACTS = `${ROOT}test/test-artifacts`;
@@ -23,7 +24,7 @@ describe('the dashboard in a real browser', async () => {
       '--disable-quic',
     ],
   });
-  afterAll(() => browser.close());
+  cleanUp(() => browser.close());
 
   it('refuses a visitor without credentials', async () => {
     const context = await browser.newContext();

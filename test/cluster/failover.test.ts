@@ -1,6 +1,6 @@
 import { Keys, slotOf } from '@cq/coordinator';
-import { startRedisCluster, type RedisServer } from '@cq/test-harness';
-import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
+import { cleanUp, startRedisCluster, type RedisServer } from '@cq/test-harness';
+import { describe, expect, it, onTestFailed } from 'vitest';
 import { overlapsIn, spawnAgainAndAgain } from '../support/load.js';
 import { until } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
@@ -23,7 +23,7 @@ describe.each([1, 0])(
   async (waitReplicas) => {
     // A cluster of this file's own: the shared one stays whole for the other files.
     const cluster = await startRedisCluster();
-    afterAll(() => cluster.stop());
+    cleanUp(() => cluster.stop());
     const replicaWait = { REDIS_WAIT_REPLICAS: String(waitReplicas), REDIS_WAIT_TIMEOUT_MS: '500' };
     const system = await startSystem({
       target: { kind: 'cluster', seeds: cluster.seeds },

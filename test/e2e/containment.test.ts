@@ -5,11 +5,12 @@ import { chmodSync, copyFileSync, readFileSync, rmSync, writeFileSync } from 'no
 import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { Keys } from '@cq/coordinator';
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { watchLease } from '../support/lease-watch.js';
 import { ROOT, alive, sessionPids, startNode, until, type Started, rss } from '../support/processes.js';
 import { allLines } from '../support/output.js';
 import { startSystem, type System } from '../support/system.js';
+import { cleanUp } from '@cq/test-harness';
 
 const LEASE_MS = 3000;
 const HOSTILE = `exec /bin/sh ${ROOT}test/support/hostile-session.sh`;
@@ -139,7 +140,7 @@ describe('namespace containment: every process of a session ends with it', async
     );
     // host-1 takes no more sessions: drained, the new ones go to the host that is about to die.
     const redis = system.connect();
-    afterAll(() => redis.disconnect());
+    cleanUp(() => redis.disconnect());
     await system.client.drainHost('host-1');
     await until(
       async () => (await system.client.hosts()).hosts.every((h) => h.workerId !== 'host-1'),

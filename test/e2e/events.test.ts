@@ -1,9 +1,10 @@
 import type { CoordinatorClient, StreamedEvent } from '@cq/client';
 import { Keys, comparePositions, parseEventId } from '@cq/coordinator';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { until } from '../support/processes.js';
 import { startSystem, type System } from '../support/system.js';
+import { cleanUp } from '@cq/test-harness';
 
 type SessionStreamed = Exclude<StreamedEvent, { type: 'error' }>;
 
@@ -87,7 +88,7 @@ function systemFor(options: Parameters<typeof startSystem>[0]): {
   beforeAll(async () => {
     system = await startSystem(options);
   });
-  afterAll(async () => {
+  cleanUp(async () => {
     await Promise.all([system?.api.stop(), ...(system?.workers ?? []).map((worker) => worker.stop())]);
   });
   return {

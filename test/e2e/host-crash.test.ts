@@ -1,7 +1,7 @@
 import type { Admission } from '@cq/client';
 import { Keys } from '@cq/coordinator';
-import { startRedisServer } from '@cq/test-harness';
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { cleanUp, startRedisServer } from '@cq/test-harness';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { alive, ancestorsOf, sessionPids, startWorker, until } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
 
@@ -92,7 +92,7 @@ describe('a worker host dies by SIGKILL', async () => {
 describe('a worker host stops on SIGTERM', async () => {
   const system = await startSystem({ workerEnv: { LEASE_MS: String(LEASE_MS), SESSION_GRACE_MS: '1000' } });
   const redis = system.connect();
-  afterAll(() => redis.disconnect());
+  cleanUp(() => redis.disconnect());
 
   it('stops its sessions (stopped), releases their leases, withdraws its heartbeat and exits 0', async () => {
     const keys = new Keys(system.keyPrefix);

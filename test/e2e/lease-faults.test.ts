@@ -4,12 +4,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admission } from '@cq/client';
 import { Keys } from '@cq/coordinator';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { watchLease, type LeaseWatch } from '../support/lease-watch.js';
 import { overlapsIn } from '../support/load.js';
 import { alive, sessionPids, until, type Started } from '../support/processes.js';
 import { startSystem, type System } from '../support/system.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { cleanUp } from '@cq/test-harness';
 
 const LEASE_MS = 3000;
 
@@ -103,7 +104,7 @@ describe.each(cases)('$name', (fault) => {
     const keys = new Keys(system.keyPrefix);
     const proxyTarget = system.target.kind === 'standalone' ? Number(new URL(system.target.url).port) : 0;
     const proxy = await startTcpProxy(proxyTarget);
-    afterAll(async () => {
+    cleanUp(async () => {
       redis.disconnect();
       await proxy.close();
     });

@@ -5,11 +5,12 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NoSessionError } from '@cq/client';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { until, type Started, rss } from '../support/processes.js';
 import { allLines, spawnWith } from '../support/output.js';
 import { startSystem } from '../support/system.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
+import { cleanUp } from '@cq/test-harness';
 
 describe('bounds on output', () => {
   it('past its retention a session output is 404', async () => {
@@ -57,7 +58,7 @@ describe('bounds on output', () => {
     const flood = await spawnWith(system, 'out-flood', { floodBytes: FLOOD });
     await runs('out-probe-flood');
     const redis = system.connect();
-    afterAll(() => redis.disconnect());
+    cleanUp(() => redis.disconnect());
     const keyOf = (sessionId: string): string => `${system.keyPrefix}:{u:out-flood}:out:${sessionId}`;
     let peak = 0;
     // The flood goes through in about 100 MB / the machine's pipe speed; watch its stream meanwhile.
@@ -104,7 +105,7 @@ describe('bounds on output', () => {
     const system = await startSystem({ workers: 0 });
     const redisPort = Number(new URL(system.target.kind === 'standalone' ? system.target.url : 'redis://x:0').port);
     const proxy = await startTcpProxy(redisPort);
-    afterAll(() => proxy.close());
+    cleanUp(() => proxy.close());
     const host: Started = await system.addWorker('host-cut', {
       REDIS_URL: proxy.url,
       LEASE_MS: '20000',

@@ -3,8 +3,9 @@ import { createRequire } from 'node:module';
 import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
+import { cleanUp } from '@cq/test-harness';
 
 /** The lines of the README's `## Quick start` sh block. */
 function quickStart(): string[] {
@@ -36,7 +37,7 @@ describe('the README quick start', () => {
   const lines = quickStart();
   const clone = join(mkdtempSync(join(tmpdir(), 'cq-quickstart-')), 'repo');
   let group: number | undefined;
-  afterAll(() => {
+  cleanUp(() => {
     // Whatever happened, nothing of the quick start outlives the test.
     if (group !== undefined) {
       try {

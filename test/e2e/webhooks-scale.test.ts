@@ -1,9 +1,10 @@
 import type { CoordinatorClient, StreamedEvent } from '@cq/client';
 import { Keys } from '@cq/coordinator';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { until, type Started } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
 import { startReceiver, type Received, deliveryQueueIdle } from '../support/webhook-receiver.js';
+import { cleanUp } from '@cq/test-harness';
 
 // Done-when 3 of issue 24: 1,000 sessions of 100 users over 3 API processes and a receiver that answers
 // 200 at once: every event delivered, none twice; then 1,000 more while two of the three API processes
@@ -82,14 +83,14 @@ describe('webhooks at scale: 3 API processes, 100 users, a receiver answering 20
     await system.addApi(),
   ];
   const receiver = await startReceiver();
-  afterAll(() => receiver.close());
+  cleanUp(() => receiver.close());
   const redis = system.connect();
-  afterAll(() => redis.disconnect());
+  cleanUp(() => redis.disconnect());
   const keys = new Keys(system.keyPrefix);
   const ends = new Ends();
   // Sessions' ends are followed on one API process's global stream (each has every event).
   const following = new Map<Api, AbortController>();
-  afterAll(() => following.forEach((f) => f.abort()));
+  cleanUp(() => following.forEach((f) => f.abort()));
   const follow = async (api: Api): Promise<void> => {
     if (following.has(api)) return;
     following.set(api, new AbortController());

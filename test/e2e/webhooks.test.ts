@@ -1,9 +1,10 @@
 import type { StreamedEvent } from '@cq/client';
 import { NoWebhookError } from '@cq/client';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { until } from '../support/processes.js';
 import { startSystem } from '../support/system.js';
 import { signatureValid, startReceiver, type Received, deliveryQueueIdle } from '../support/webhook-receiver.js';
+import { cleanUp } from '@cq/test-harness';
 
 describe('webhooks end to end (a real receiver on 127.0.0.1, WEBHOOK_ALLOW_PRIVATE=true)', async () => {
   const system = await startSystem({ apiEnv: { WEBHOOK_ALLOW_PRIVATE: 'true' } });
@@ -13,7 +14,7 @@ describe('webhooks end to end (a real receiver on 127.0.0.1, WEBHOOK_ALLOW_PRIVA
     '/hang': (attempt) => (attempt === 1 ? 'hang' : 200),
     '/down': () => 503,
   });
-  afterAll(() => receiver.close());
+  cleanUp(() => receiver.close());
 
   /** Every event of `userId`'s next session on the global stream (with SSE ids), until its ending. */
   async function followed(userId: string): Promise<{ opened: Promise<void>; events: Promise<StreamedEvent[]> }> {
@@ -33,7 +34,7 @@ describe('webhooks end to end (a real receiver on 127.0.0.1, WEBHOOK_ALLOW_PRIVA
   }
 
   const redis = system.connect();
-  afterAll(() => redis.disconnect());
+  cleanUp(() => redis.disconnect());
   const queueIdle = (): Promise<boolean> => deliveryQueueIdle(redis, system.keyPrefix);
 
   const ofSession = (requests: Received[], sessionId: string): Received[] =>
@@ -135,7 +136,7 @@ describe('webhooks end to end (a real receiver on 127.0.0.1, WEBHOOK_ALLOW_PRIVA
   it('deleting a webhook stops its deliveries, pending retries included; its secret is not in Redis in plain text', async () => {
     const hook = await client.createWebhook(`${receiver.url}/down`, ['completed']);
     const redis = system.connect();
-    afterAll(() => redis.disconnect());
+    cleanUp(() => redis.disconnect());
     const admission = await client.spawn(
       (await client.issueToken({ userId: 'hook-gone', metadata: { durationMs: 100 } })).token,
     );

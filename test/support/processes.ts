@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { afterAll } from 'vitest';
+import { cleanUp } from '@cq/test-harness';
 
 /** Every process a test started that may still run; all are killed when the test file ends. */
 const running = new Set<ChildProcess>();
@@ -22,7 +22,7 @@ const killAll = (): void => {
     child.kill('SIGKILL');
   }
 };
-afterAll(killAll);
+cleanUp(killAll);
 process.on('exit', killAll);
 
 /** Repository root. */

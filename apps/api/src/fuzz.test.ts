@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { MAX_BODY_DEPTH } from '@cq/contract';
 import { TEST_API_KEY, send, startTestApi } from './test-support/app.js';
+import { cleanUp } from '@cq/test-harness';
 
 // A small deterministic PRNG, so a failure can be replayed from its seed.
 function prng(seed: number): () => number {
@@ -263,7 +264,7 @@ async function snapshot(redis: Redis, prefix: string): Promise<string> {
 describe('fuzz', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000' });
   const redis = new Redis(inject('redisUrl'));
-  afterAll(() => redis.disconnect());
+  cleanUp(() => redis.disconnect());
 
   it(`2,000 random and malformed requests (seed ${SEED}): no 5xx, no crash, Redis unchanged`, async () => {
     // Some state to damage: a live session and a token.

@@ -1,10 +1,10 @@
-import { startRedisServer } from '@cq/test-harness';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { cleanUp, startRedisServer } from '@cq/test-harness';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { jsonHeaders, send, startTestApi } from './test-support/app.js';
 
 describe('Redis outage', async () => {
   const server = await startRedisServer();
-  afterAll(() => server.stop());
+  cleanUp(() => server.stop());
   const api = await startTestApi(
     { TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' },
     { redisUrl: server.url },

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { WEBHOOK_ID_PATTERN } from '@cq/contract';
-import { watchClient } from '@cq/test-harness';
+import { cleanUp, watchClient } from '@cq/test-harness';
 import type { Redis } from 'ioredis';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { TEST_API_KEY, jsonHeaders, send, startTestApi } from './test-support/app.js';
 
 /** One hex tag per run: every id below carries it, so a Redis command about one of them would show it. */
@@ -44,7 +44,7 @@ function bodyOf(method: string, url: string): string | undefined {
 describe('request shapes: path parameters and query parameters are checked before anything else', async () => {
   const api = await startTestApi();
   const watch = await watchClient(api.app.redis as Redis, inject('redisUrl'));
-  afterAll(() => watch.stop());
+  cleanUp(() => watch.stop());
 
   const routes = api.app.routeTable.filter((r) => r.method !== 'HEAD' && r.url.startsWith('/v1/'));
   const withParams = routes.filter((r) => r.url.includes('/:'));

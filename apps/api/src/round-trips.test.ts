@@ -1,13 +1,13 @@
-import { watchClient } from '@cq/test-harness';
+import { cleanUp, watchClient } from '@cq/test-harness';
 import type { Redis } from 'ioredis';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { jsonHeaders, send, startTestApi } from './test-support/app.js';
 
 describe('spawn rejection paths', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '60000' });
   const watch = await watchClient(api.app.redis as Redis, inject('redisUrl'));
   const queueWatch = await watchClient(api.app.spawnQueues.all[0]!.opts.connection as Redis, inject('redisUrl'));
-  afterAll(async () => {
+  cleanUp(async () => {
     await watch.stop();
     await queueWatch.stop();
   });

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { TEST_API_KEY, send, startTestApi } from './test-support/app.js';
 import { rawExchange } from './test-support/raw-http.js';
+import { cleanUp } from '@cq/test-harness';
 
 /** Routes anyone may call: they reveal no state of any user (spawn is authorised by its token). */
 const PUBLIC = new Set(['GET /', 'GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /openapi.json', 'POST /v1/spawn']);
@@ -10,7 +11,7 @@ const PUBLIC = new Set(['GET /', 'GET /healthz', 'GET /readyz', 'GET /metrics', 
 describe('security', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000' });
   const redis = new Redis(inject('redisUrl'));
-  afterAll(() => redis.disconnect());
+  cleanUp(() => redis.disconnect());
 
   it('every route that reveals or changes state refuses a request without a valid service key', async () => {
     const routes = api.app.routeTable.filter((r) => r.method !== 'HEAD' && !PUBLIC.has(`${r.method} ${r.url}`));

@@ -3,11 +3,12 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { prepareCgroups, createCgroup, oomKills, procsFiles } from './cgroups.js';
+import { cleanUp } from '@cq/test-harness';
 
 const roots: string[] = [];
-afterAll(() => roots.forEach((root) => rmSync(root, { recursive: true, force: true })));
+cleanUp(() => roots.forEach((root) => rmSync(root, { recursive: true, force: true })));
 
 function fakeRoot(files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'cq-cgroupfs-'));

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import type { Coordinator } from './coordinator.js';
 import { WEBHOOK_DISPATCH_LEASE } from './keys.js';
 import { loadScripts, scriptNames } from './script-loader.js';
 import { slotOf } from './slots.js';
 import { testCoordinator } from './test-support/setup.js';
-import { watchClient, type Seen } from '@cq/test-harness';
+import { cleanUp, type Seen, watchClient } from '@cq/test-harness';
 
 // Every public coordinator operation, run once; each must cost exactly one command and touch one slot.
 function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
@@ -85,7 +85,7 @@ describe('one round trip, one slot', () => {
   beforeAll(async () => {
     watch = await watchClient(coordinator.redis as never, inject('redisUrl'));
   });
-  afterAll(() => watch.stop());
+  cleanUp(() => watch.stop());
 
   it('every coordinator operation is exactly one command, and every script keeps its KEYS on one slot', async () => {
     const sha1 = (text: string): string => createHash('sha1').update(text).digest('hex');

@@ -1,6 +1,6 @@
-import { startRedisServer, until, type RedisServer } from '@cq/test-harness';
+import { cleanUp, startRedisServer, type RedisServer, until } from '@cq/test-harness';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { Coordinator } from './coordinator.js';
 import { issueAndAdmit } from './test-support/setup.js';
 import type { ScriptName } from './script-loader.js';
@@ -37,7 +37,7 @@ describe('REDIS_WAIT_REPLICAS: every coordinator write waits for replicas (WAIT)
       },
     });
   });
-  afterAll(async () => {
+  cleanUp(async () => {
     const pid = replica?.pid();
     if (pid !== undefined) process.kill(pid, 'SIGCONT');
     await coordinator?.close();

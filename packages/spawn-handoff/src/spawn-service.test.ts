@@ -1,8 +1,8 @@
 import { Coordinator, UnavailableError } from '@cq/coordinator';
-import { isolatedRedis } from '@cq/test-harness';
+import { cleanUp, isolatedRedis } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { afterAll, afterEach, describe, expect, inject, it, vi } from 'vitest';
+import { afterEach, describe, expect, inject, it, vi } from 'vitest';
 import type { SpawnJob } from './job.js';
 import type { SpawnProducer } from './producer.js';
 import { AdmissionReconciler } from './reconciler.js';
@@ -48,7 +48,7 @@ describe('the spawn saga: admit → enqueue → roll back → reconcile', () => 
     answerWithinMs: 300,
     stepMinMs: 50,
   });
-  afterAll(() => service.close());
+  cleanUp(() => service.close());
   afterEach(() => {
     producer.mode = 'take';
   });
@@ -184,7 +184,7 @@ describe('the capacity step: a slot is held after the admission, or the admissio
     stepMinMs: 50,
     capacity: { workers, holdMs: 60_000 },
   });
-  afterAll(() => service.close());
+  cleanUp(() => service.close());
   afterEach(() => {
     producer.mode = 'take';
     loseAnswer = false;

@@ -17,4 +17,5 @@ export { randomPrefix, deletePrefix, isolatedRedis } from './prefix.js';
 export type { HarnessProvided } from './provided.js';
 export { watchClient, type Seen } from './monitor.js';
 export { until } from './until.js';
+export { cleanUp } from './clean-up.js';
 export { commandsDuring, midSweepInterval, topCalls, totalCalls, windowOf } from './commandstats.js';

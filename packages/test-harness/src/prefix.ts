@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Redis as IORedis, type Redis } from 'ioredis';
-import { afterAll } from 'vitest';
+import { cleanUp } from './clean-up.js';
 
 /** A random key prefix, so test files can share one Redis and run in parallel. */
 export function randomPrefix(label = 't'): string {
@@ -21,12 +21,12 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<number
 
 /**
  * A connection of the test file's own to `url` and a random key prefix, both cleaned up after the
- * file's tests (the prefix's keys deleted, the connection closed).
+ * test (or the file's tests, when called outside one) (the prefix's keys deleted, the connection closed).
  */
 export function isolatedRedis(url: string): { redis: Redis; keyPrefix: string } {
   const redis = new IORedis(url, { maxRetriesPerRequest: 1 });
   const keyPrefix = randomPrefix();
-  afterAll(async () => {
+  cleanUp(async () => {
     if (redis.status === 'ready') await deletePrefix(redis, keyPrefix);
     redis.disconnect();
   });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { startRedisServer } from '@cq/test-harness';
+import { cleanUp, startRedisServer } from '@cq/test-harness';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { TEST_API_KEY, claimAs, send, startTestApi } from '../test-support/app.js';
 
 const queuesHeaders = (res: { headers: Headers }) => ({
@@ -334,13 +334,13 @@ function ranBetween(before: Record<string, number>, after: Record<string, number
 describe("the live events table's first rows", async () => {
   // A Redis of this file's own: INFO commandstats then counts this API's commands only.
   const server = await startRedisServer();
-  afterAll(() => server.stop());
+  cleanUp(() => server.stop());
   const api = await startTestApi(
     { TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' },
     { redisUrl: server.url },
   );
   const redis = new Redis(server.url);
-  afterAll(() => redis.disconnect());
+  cleanUp(() => redis.disconnect());
 
   it('a page opening gets the newest 50 events that happened before it, then the new ones; only the first opening reads Redis for them', async () => {
     const reference = await api.app.events.subscribe();
@@ -411,7 +411,7 @@ describe("the live events table's first rows", async () => {
 
 describe("a session's output while Redis is down", async () => {
   const server = await startRedisServer();
-  afterAll(() => server.stop());
+  cleanUp(() => server.stop());
   const api = await startTestApi(
     { TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' },
     { redisUrl: server.url },

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { until } from '@cq/test-harness';
-import { afterAll, describe, expect, it } from 'vitest';
+import { cleanUp, until } from '@cq/test-harness';
+import { describe, expect, it } from 'vitest';
 import { TEST_API_KEY, send, startTestApi } from '../test-support/app.js';
 
 const basic = { authorization: `Basic ${Buffer.from(`operator:${TEST_API_KEY}`).toString('base64')}` };
@@ -30,7 +30,7 @@ describe('the dashboard webhooks', async () => {
     request.on('end', () => response.writeHead(request.url === '/ok' ? 200 : 503).end());
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  afterAll(
+  cleanUp(
     () =>
       new Promise<void>((resolve) => {
         receiver.closeAllConnections();

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { until } from '@cq/test-harness';
+import { describe, expect, it } from 'vitest';
+import { cleanUp, until } from '@cq/test-harness';
 import { jsonHeaders, send, startTestApi, type TestApi } from '../test-support/app.js';
 import { fakeDns } from '../test-support/fake-dns.js';
 import type { Resolver } from '../webhooks/address-guard.js';
@@ -29,7 +29,7 @@ async function localServer(): Promise<{ port: number; connections: () => number;
   });
   server.on('connection', () => connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  afterAll(
+  cleanUp(
     () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

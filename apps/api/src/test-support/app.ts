@@ -2,9 +2,9 @@ import { Writable } from 'node:stream';
 import { CoordinatorClient } from '@cq/client';
 import { Coordinator, type Claim, type EventFeedOptions, type SessionRef } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
-import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { cleanUp, deletePrefix, randomPrefix } from '@cq/test-harness';
 import { Redis } from 'ioredis';
-import { afterAll, inject } from 'vitest';
+import { inject } from 'vitest';
 import { buildApp, type ApiApp } from '../app.js';
 import { loadApiConfig, type ApiConfig } from '../config.js';
 import type { Resolver } from '../webhooks/address-guard.js';
@@ -80,7 +80,7 @@ export async function startTestApi(
     if (viewRedis.status === 'ready') await deletePrefix(viewRedis, config.keyPrefix);
     viewRedis.disconnect();
   };
-  afterAll(close);
+  cleanUp(close);
   apps.set(baseUrl, app);
   return {
     app,

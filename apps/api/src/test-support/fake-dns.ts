@@ -1,6 +1,6 @@
 import { createSocket } from 'node:dgram';
 import { isIPv4, isIPv6 } from 'node:net';
-import { afterAll } from 'vitest';
+import { cleanUp } from '@cq/test-harness';
 
 /** A DNS server on 127.0.0.1 (UDP, random port) for the c-ares resolver's `servers`. */
 export interface FakeDns {
@@ -34,7 +34,7 @@ export async function fakeDns(answers?: Record<string, readonly string[]>): Prom
     );
   });
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
-  afterAll(() => new Promise<void>((resolve) => socket.close(() => resolve())));
+  cleanUp(() => new Promise<void>((resolve) => socket.close(() => resolve())));
   return { server: `127.0.0.1:${socket.address().port}`, asked };
 }
 

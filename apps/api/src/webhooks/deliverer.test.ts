@@ -3,10 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Coordinator } from '@cq/coordinator';
 import { createLogger } from '@cq/service-kit';
-import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { cleanUp, deletePrefix, randomPrefix } from '@cq/test-harness';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { deliver, type DeliveryOutcome } from './deliverer.js';
 import { type DeliveryJob } from './delivery-job.js';
 import { SecretBox } from './secret-box.js';
@@ -47,7 +47,7 @@ describe('a delivery whose 2xx cannot be recorded', async () => {
     (job) => deliver(job, { coordinator, secrets, allowPrivate: true, log, onOutcome: (o) => outcomes.push(o) }),
     { connection: connections[1]!, prefix },
   );
-  afterAll(async () => {
+  cleanUp(async () => {
     await worker.close();
     await queue.close();
     await new Promise<void>((resolve) => receiver.close(() => resolve()));

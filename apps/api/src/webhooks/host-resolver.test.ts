@@ -2,11 +2,12 @@ import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { fakeDns } from '../test-support/fake-dns.js';
 import { checkWebhookUrl } from './address-guard.js';
 import { createHostResolver } from './host-resolver.js';
 import { postWebhook } from './post-webhook.js';
+import { cleanUp } from '@cq/test-harness';
 
 /** How long `promise` takes to settle, ms, and how it settled. */
 async function timed<T>(promise: Promise<T>): Promise<{ ms: number; result: T | undefined; error: unknown }> {
@@ -100,7 +101,7 @@ describe('checks and attempts with a DNS that never answers', async () => {
       req.on('end', () => res.end());
     });
     await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-    afterAll(() => new Promise<void>((done) => server.close(() => done())));
+    cleanUp(() => new Promise<void>((done) => server.close(() => done())));
     const url = `http://localhost:${(server.address() as AddressInfo).port}/hook`;
 
     expect(await postWebhook({ url, body: '{}', allowPrivate: true, resolve })).toEqual({ status: 200 });

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
-import { afterAll, inject } from 'vitest';
-import { deletePrefix, randomPrefix } from '@cq/test-harness';
+import { inject } from 'vitest';
+import { cleanUp, deletePrefix, randomPrefix } from '@cq/test-harness';
 import { Coordinator, type CoordinatorOptions } from '../coordinator.js';
 import type { AdmitOutcome } from '../session-types.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -21,7 +21,7 @@ export function testCoordinator(
   const redis = connect(url);
   const keyPrefix = randomPrefix();
   const coordinator = new Coordinator({ redis, keyPrefix, ...options });
-  afterAll(async () => {
+  cleanUp(async () => {
     if (redis.status === 'ready') await deletePrefix(redis, keyPrefix);
     redis.disconnect();
   });
@@ -31,7 +31,7 @@ export function testCoordinator(
 /** `n` separate connections, so that concurrent calls really arrive from many clients at once. */
 export function connectionPool(n: number, url: string = inject('redisUrl')): Redis[] {
   const pool = Array.from({ length: n }, () => connect(url));
-  afterAll(() => pool.forEach((r) => r.disconnect()));
+  cleanUp(() => pool.forEach((r) => r.disconnect()));
   return pool;
 }
 

@@ -11,6 +11,8 @@ export function redisTestConfig(): ViteUserConfig {
       globalSetup: ['@cq/test-harness/global-setup'],
       testTimeout: 30_000,
       hookTimeout: 30_000,
+      // expect.poll waits for a condition as `until` does: 1 s (its default) is short on 2 busy cores.
+      expect: { poll: { timeout: 10_000 } },
       reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
     },
   });

@@ -1,12 +1,15 @@
 --[[
-  Admits a spawn: one all-or-nothing decision (unless this very admission was already cancelled). Checked in this order: the token is valid, the user has
+  Admits a spawn: one all-or-nothing decision (unless this very admission was already cancelled). Checked in this order: the slot's loss guard
+  (includes/lossGuard: while Redis may still have sessions it lost the records of, nothing is admitted),
+  the token is valid (and was issued after the last possible loss), the user has
   no live session (an overdue one is first ended as `lost`), the spawn throttle (GCRA) is open. Only then
-  it consumes the token, moves the throttle, takes the next fence, records the session as `pending` and
+  it consumes the token, moves the throttle, takes the next fence (above the guard's floor), records the session as `pending` and
   emits its `pending` event.
   A rejection writes nothing but the ending of an overdue session.
 
   Input:
-    KEYS[1] token key (hash {m = metadata JSON, l = lifetime ms or '', e = expiresAt epoch ms, i = idle timeout ms})
+    KEYS[1] token key (hash {m = metadata JSON, l = lifetime ms or '', e = expiresAt epoch ms, i = idle timeout ms,
+            a = issued at epoch ms})
     KEYS[2] the user's session key (hash: the live session)
     KEYS[3] the user's fence counter key (integer, never expires)
     KEYS[4] the user's spawn throttle key (string; its expiry is the GCRA theoretical arrival time)
@@ -16,6 +19,7 @@
     KEYS[8] the recent endings of the user's slot (list of JSON, newest first, capped)
     KEYS[9] the tombstone of this admission (exists once the admission was cancelled)
     KEYS[10] the event stream of the user's slot (capped stream of JSON events)
+    KEYS[11] the loss guard of the user's slot (hash, see includes/lossGuard)
 
     ARGV[1] session id (chosen by the caller, unique)
     ARGV[2] user id
@@ -28,15 +32,19 @@
   Output:
     {1, fence, lifetimeMs, metadata JSON, pendingDeadline (epoch ms), limit, remaining, resetAfterMs} admitted
     {-1} token_invalid: unknown, expired or already used
+    {-1, 'before_loss'} token_invalid: issued before Redis last may have lost writes (it may have been spent in them)
     {-2, sessionId, state} session_exists: the user's live session
     {-3, limit, remaining, retryAfterMs, resetAfterMs} throttled
     {-12} cancelled: this admission was cancelled before it arrived (a late copy of a timed-out call)
+    {-18, retryAfterMs, since} state_uncertain: Redis may have lost writes (it restarted or failed over at
+          since, epoch ms) and sessions admitted before may still run: nothing is admitted for retryAfterMs
 ]]
 local rcall = redis.call
 local tokenKey = KEYS[1]
 local fenceKey = KEYS[3]
 local throttleKey = KEYS[4]
 local tombstoneKey = KEYS[9]
+local guardKey = KEYS[11]
 -- The session's key group (see includes/sessionKeys), here in this script's own order.
 local K = { session = KEYS[2], lease = KEYS[5], history = KEYS[6], liveIndex = KEYS[7], ended = KEYS[8],
   events = KEYS[10] }
@@ -51,12 +59,16 @@ local historyLength = tonumber(ARGV[7])
 --- @include "includes/nowMs"
 --- @include "includes/gcra"
 --- @include "includes/settleSession"
+--- @include "includes/lossGuard"
 
 if rcall('EXISTS', tombstoneKey) == 1 then return { -12 } end
-local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i')
-if not token[1] then return { -1 } end
-
 local now = nowMs()
+local guard = lossGuard(guardKey, now)
+if now < guard.untilMs then return { -18, guard.untilMs - now, guard.since } end
+local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i', 'a')
+if not token[1] then return { -1 } end
+if (tonumber(token[5]) or 0) < guard.since then return { -1, 'before_loss' } end
+
 if settleSession(K, userId, historyLength, now) then
   local live = rcall('HMGET', K.session, 'id', 'state')
   return { -2, live[1], live[2] }
@@ -74,6 +86,10 @@ rcall('DEL', tokenKey)
 local lifetimeMs = maxLifetimeMs
 if token[2] ~= '' and tonumber(token[2]) < maxLifetimeMs then lifetimeMs = tonumber(token[2]) end
 local fence = rcall('INCR', fenceKey)
+if fence <= guard.floor then
+  fence = guard.floor + 1
+  rcall('SET', fenceKey, integerText(fence))
+end
 local pendingDeadline = now + pendingTimeoutMs
 rcall('HSET', K.session,
   'id', sessionId, 'user', userId, 'fence', fence, 'state', 'pending', 'created', now,

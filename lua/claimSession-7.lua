@@ -2,7 +2,10 @@
   A worker host claims a pending session: only for the matching session id and fence, only while it is
   still pending and within its pending deadline. Starts the lifetime clock and takes the session lease,
   whose hard deadline (the lifetime cap plus the stop grace) no renewal can pass. Starts the idle clock
-  too: its start is the session's first activity. Emits `running`.
+  too: its start is the session's first activity. Emits `running`. A session admitted before the slot's
+  loss guard's `since` (includes/lossGuard) is not started: Redis may have lost its claim, and it may run
+  on another host; it ends `lost` with reason `state_lost`. The claim's lease is the guard's `lease` when
+  longer than any before.
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
@@ -11,6 +14,7 @@
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
     KEYS[6] the event stream of the user's slot (capped stream of JSON events)
+    KEYS[7] the loss guard of the user's slot (hash, see includes/lossGuard)
 
     ARGV[1] session id from the job
     ARGV[2] fence from the job
@@ -26,10 +30,13 @@
       idleTimeoutMs (0: never idle)} claimed
     {-4} stale: no pending session with this id and fence (already claimed, stopped, ended or replaced)
     {-6} pending_timeout: the session waited too long and has now been ended as `lost`
+    {-4, 'state_lost'} stale: the session was admitted before Redis may have lost writes, and has now
+          been ended as `lost` (`state_lost`)
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
 local K = sessionKeys(KEYS)
+local guardKey = KEYS[7]
 local sessionId = ARGV[1]
 local fence = ARGV[2]
 local owner = ARGV[3]
@@ -41,11 +48,18 @@ local historyLength = tonumber(ARGV[8])
 
 --- @include "includes/nowMs"
 --- @include "includes/endSession"
+--- @include "includes/lossGuard"
 
-local s = rcall('HMGET', K.session, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle')
+local s = rcall('HMGET', K.session, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle', 'created')
 if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } end
 
 local now = nowMs()
+local guard = lossGuard(guardKey, now)
+if (tonumber(s[8]) or 0) < guard.since then
+  endSession(K, userId, historyLength, 'lost', nil, now, 'state_lost')
+  return { -4, 'state_lost' }
+end
+lossGuardLease(guardKey, guard, leaseMs)
 if now >= tonumber(s[4]) then
   endSession(K, userId, historyLength, 'lost', nil, now)
   return { -6 }

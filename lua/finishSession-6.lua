@@ -4,6 +4,10 @@
   activity for its idle timeout): the session moves to the history, its
   lease is released and its index entry removed; the reason is in the history entry, the recent endings
   and the terminal event.
+  A session Redis no longer knows as this owner's, whose records it lost (it restarted or failed over
+  without them: the live record is gone, or still `pending` because the claim was lost), ends `lost`
+  with reason `state_lost`, whatever the host says, unless its history already has it (the sweeper
+  ended it while its host was away): every session reaches exactly one terminal state.
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
@@ -20,9 +24,13 @@
     ARGV[5] user id
     ARGV[6] history length, entries kept per user
     ARGV[7] why it ended: out_of_memory (only with failed), idle (only with stopped), or '' for no reason
+    ARGV[8] the session's fence (from its claim)
+    ARGV[9] when the session started, epoch ms (from its claim)
+    ARGV[10] the worker host id
 
   Output:
     {1} recorded
+    {1, 'state_lost'} recorded as `lost` (`state_lost`): Redis had lost the session's records
     {-4} stale: the session has already ended (for example as `lost`) or is not this owner's
     {-11} bad_argument: the state is not a terminal state, or the reason is unknown or does not go with it
 ]]
@@ -36,6 +44,9 @@ local exitCode = ARGV[4]
 local userId = ARGV[5]
 local historyLength = tonumber(ARGV[6])
 local reason = ARGV[7]
+local fence = tonumber(ARGV[8])
+local startedAt = tonumber(ARGV[9])
+local workerId = ARGV[10]
 
 --- @include "includes/nowMs"
 --- @include "includes/endSession"
@@ -49,7 +60,24 @@ if reason == nil or reason == '' then
 elseif reasonState[reason] ~= state then
   return { -11 }
 end
-local s = rcall('HMGET', K.session, 'id', 'owner')
-if s[1] ~= sessionId or s[2] ~= owner then return { -4 } end
-endSession(K, userId, historyLength, state, tonumber(exitCode), nowMs(), reason)
-return { 1 }
+local s = rcall('HMGET', K.session, 'id', 'owner', 'state')
+if s[1] == sessionId and s[2] == owner then
+  endSession(K, userId, historyLength, state, tonumber(exitCode), nowMs(), reason)
+  return { 1 }
+end
+if s[1] == sessionId then
+  if s[3] ~= 'pending' then return { -4 } end
+  -- Still pending: the claim that started it on this host was lost.
+  endSession(K, userId, historyLength, 'lost', tonumber(exitCode), nowMs(), 'state_lost')
+  return { 1, 'state_lost' }
+end
+-- Not live: ended already (its history says so), or its records were lost altogether.
+local needle = '"sessionId":' .. cjson.encode(sessionId)
+for _, entry in ipairs(rcall('LRANGE', K.history, 0, -1)) do
+  if string.find(entry, needle, 1, true) then return { -4 } end
+end
+local now = nowMs()
+recordEnding(K, userId, historyLength, { sessionId = sessionId, fence = fence, state = 'lost', endedAt = now,
+  reason = 'state_lost', workerId = workerId, startedAt = startedAt,
+  exitCode = tonumber(exitCode) }, now)
+return { 1, 'state_lost' }

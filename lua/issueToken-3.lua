@@ -1,10 +1,13 @@
 --[[
   Issues a one-time spawn token if the user's token rate (sliding-window log) allows it: stores the
-  token's digest key with its data (metadata, lifetime, idle timeout) and its expiry in one step.
+  token's digest key with its data (metadata, lifetime, idle timeout, when it was issued) and its expiry
+  in one step. It checks the slot's loss guard first (includes/lossGuard), so that a token issued on a
+  process that took over is issued after the guard's `since`, and admitted.
 
   Input:
     KEYS[1] token key (hash, keyed by the SHA-256 digest of the token's secret)
     KEYS[2] the user's token-rate limiter key (sorted set, see slidingWindow-1)
+    KEYS[3] the loss guard of the user's slot (hash, see includes/lossGuard)
 
     ARGV[1] token time to live, milliseconds (positive integer)
     ARGV[2] requested session lifetime, milliseconds ('' when the token does not ask for one)
@@ -20,6 +23,7 @@
 local rcall = redis.call
 local tokenKey = KEYS[1]
 local rateKey = KEYS[2]
+local guardKey = KEYS[3]
 local ttlMs = tonumber(ARGV[1])
 local lifetimeMs = ARGV[2]
 local metadata = ARGV[3]
@@ -29,14 +33,16 @@ local idleTimeoutMs = tonumber(ARGV[6])
 
 --- @include "includes/nowMs"
 --- @include "includes/slidingWindow"
+--- @include "includes/lossGuard"
 
 local now = nowMs()
+lossGuard(guardKey, now)
 local allowed, rate, commit = slidingWindowCheck(rateKey, limit, windowMs, now)
 if not allowed then
   return { -3, 0, rate[2], rate[3], rate[4], rate[5] }
 end
 commit()
 local expiresAt = now + ttlMs
-rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt, 'i', idleTimeoutMs)
+rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt, 'i', idleTimeoutMs, 'a', now)
 rcall('PEXPIRE', tokenKey, ttlMs)
 return { 1, expiresAt, rate[2], rate[3], rate[4], rate[5] }

@@ -2,18 +2,30 @@
   Ends the user's current session with a terminal state: appends it to the capped history and to the
   slot's list of recent endings (for the dashboard), removes the live record and its index entry, and
   deletes the lease when it belongs to this session, and emits the terminal event. A `lost` ending says
-  why: `not_claimed` when the session was still pending (no worker host took it in time), `host_lost`
-  when a host had it. Any other ending carries the `reason` its caller gives (e.g. `out_of_memory` for
+  why: `state_lost` when its caller says so (Redis may have lost its records), else `not_claimed` when
+  the session was still pending (no worker host took it in time), `host_lost` when a host had it. Any other ending carries the `reason` its caller gives (e.g. `out_of_memory` for
   `failed`; nil: none) in the history entry, the recent endings and the event alike.
 ]]
 --- @include "events"
 local RECENT_ENDINGS_PER_SLOT = 20
 
+-- Records an ending described by `entry` (sessionId, fence, state, endedAt and what else it has): in
+-- the user's history, the slot's recent endings and the event stream.
+local function recordEnding(K, userId, historyLength, entry, now)
+  rcall('LPUSH', K.history, cjson.encode(entry))
+  rcall('LTRIM', K.history, 0, historyLength - 1)
+  entry['userId'] = userId
+  rcall('LPUSH', K.ended, cjson.encode(entry))
+  rcall('LTRIM', K.ended, 0, RECENT_ENDINGS_PER_SLOT - 1)
+  emitEvent(K.events, { type = entry.state, sessionId = entry.sessionId, userId = userId, fence = entry.fence,
+    workerId = entry.workerId, exitCode = entry.exitCode, reason = entry.reason }, now)
+end
+
 -- K is the session's key group (see includes/sessionKeys).
 local function endSession(K, userId, historyLength, state, exitCode, now, reason)
   local s = rcall('HMGET', K.session, 'id', 'fence', 'worker', 'started', 'state')
   local entry = { sessionId = s[1], fence = tonumber(s[2]), state = state, endedAt = now }
-  if state == 'lost' then
+  if state == 'lost' and reason ~= 'state_lost' then
     if s[5] == 'pending' then entry['reason'] = 'not_claimed' else entry['reason'] = 'host_lost' end
   elseif reason then
     entry['reason'] = reason
@@ -21,13 +33,7 @@ local function endSession(K, userId, historyLength, state, exitCode, now, reason
   if s[3] then entry['workerId'] = s[3] end
   if s[4] then entry['startedAt'] = tonumber(s[4]) end
   if exitCode ~= nil then entry['exitCode'] = exitCode end
-  rcall('LPUSH', K.history, cjson.encode(entry))
-  rcall('LTRIM', K.history, 0, historyLength - 1)
-  entry['userId'] = userId
-  rcall('LPUSH', K.ended, cjson.encode(entry))
-  rcall('LTRIM', K.ended, 0, RECENT_ENDINGS_PER_SLOT - 1)
-  emitEvent(K.events, { type = state, sessionId = entry.sessionId, userId = userId, fence = entry.fence,
-    workerId = entry.workerId, exitCode = entry.exitCode, reason = entry.reason }, now)
+  recordEnding(K, userId, historyLength, entry, now)
   if rcall('HGET', K.lease, 'f') == s[2] then rcall('DEL', K.lease) end
   rcall('DEL', K.session)
   rcall('ZREM', K.liveIndex, userId)

@@ -164,8 +164,9 @@ export const historyView = z.object({
         .enum(terminalReasons)
         .optional()
         .describe(
-          'Always for lost: a worker host had it and lost it (host_lost), or no host claimed it within ' +
-            'PENDING_TIMEOUT_MS (not_claimed); for failed: its memory cap killed it (out_of_memory); for ' +
+          'Always for lost: a worker host had it and lost it (host_lost), no host claimed it within ' +
+            'PENDING_TIMEOUT_MS (not_claimed), or Redis lost its records and its host stopped it (state_lost); ' +
+            'for failed: its memory cap killed it (out_of_memory); for ' +
             'stopped: no activity for its idle timeout (idle)',
         ),
       workerId: z.string().optional(),
@@ -193,7 +194,9 @@ export const sessionEventData = z.object({
   reason: z
     .enum(terminalReasons)
     .optional()
-    .describe('Endings: why, where known (lost: host_lost or not_claimed; failed: out_of_memory; stopped: idle)'),
+    .describe(
+      'Endings: why, where known (lost: host_lost, not_claimed or state_lost; failed: out_of_memory; stopped: idle)',
+    ),
 });
 
 /** The `data` of an SSE `error` event: the stream cannot go on as asked (and says why). */

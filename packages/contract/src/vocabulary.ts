@@ -23,7 +23,7 @@ export const terminalStates = ['completed', 'failed', 'expired', 'stopped', 'los
  */
 export const endReasons = ['out_of_memory', 'idle'] as const;
 /** Every reason a terminal record (history entry, recent ending, terminal event) can carry. */
-export const terminalReasons = ['host_lost', 'not_claimed', ...endReasons] as const;
+export const terminalReasons = ['host_lost', 'not_claimed', 'state_lost', ...endReasons] as const;
 
 /**
  * How a worker host keeps every process of a session inside it (`SESSION_CONTAINMENT`, as the host

@@ -81,16 +81,20 @@ export class Claims {
     const keys = this.#context.keys.user(ref.userId);
     const owner = `${options.workerId}/${randomUUID()}`;
     const sentAt = performance.now();
-    const reply = await this.#context.scripts.run('claimSession', keys.ending, [
-      ref.sessionId,
-      ref.fence,
-      owner,
-      options.workerId,
-      options.leaseMs,
-      options.graceMs,
-      ref.userId,
-      this.#policy.historyLength,
-    ]);
+    const reply = await this.#context.scripts.run(
+      'claimSession',
+      [...keys.ending, keys.guard],
+      [
+        ref.sessionId,
+        ref.fence,
+        owner,
+        options.workerId,
+        options.leaseMs,
+        options.graceMs,
+        ref.userId,
+        this.#policy.historyLength,
+      ],
+    );
     if (replyCode(reply) === ScriptCode.Stale) return { claimed: false, reason: 'stale' };
     if (replyCode(reply) === ScriptCode.PendingTimeout) return { claimed: false, reason: 'pending_timeout' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('claimSession', reply);
@@ -242,6 +246,9 @@ export class Claims {
       claim.userId,
       this.#policy.historyLength,
       reason ?? '',
+      claim.fence,
+      claim.startedAt,
+      claim.workerId,
     ]);
     if (replyCode(reply) === ScriptCode.Stale) return false;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('finishSession', reply);

@@ -87,6 +87,7 @@ export enum ScriptCode {
   LifetimeTooLong = -15,
   SessionStopping = -16,
   SessionMismatch = -17,
+  StateUncertain = -18,
 }
 
 const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
@@ -106,6 +107,7 @@ const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {
   [ScriptCode.LifetimeTooLong]: 'lifetime_too_long',
   [ScriptCode.SessionStopping]: 'session_stopping',
   [ScriptCode.SessionMismatch]: 'session_mismatch',
+  [ScriptCode.StateUncertain]: 'unavailable',
 };
 
 /** The code a script answered with: the first element of its reply. */

@@ -21,6 +21,8 @@ export interface UserKeys {
   readonly ended: string;
   /** Stream: the session events of the user's slot, kept for the event retention. */
   readonly events: string;
+  /** Hash: the loss guard of the user's slot (lua/includes/lossGuard.lua). */
+  readonly guard: string;
   /**
    * The keys of every script that may end the user's session (`lua/includes/endSession.lua`), in the
    * order they take them: session, lease, history, live index, recent endings, events.
@@ -60,6 +62,7 @@ export class Keys {
       liveIndex: this.liveIndex(slot),
       ended: this.ended(slot),
       events: this.events(slot),
+      guard: this.guard(slot),
     };
     return {
       ...keys,
@@ -124,6 +127,13 @@ export class Keys {
     const tag = slotTags()[slot];
     if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
     return `${this.prefix}:{${tag}}:ended`;
+  }
+
+  /** The loss guard of one cluster slot (hash: see lua/includes/lossGuard.lua). */
+  guard(slot: number): string {
+    const tag = slotTags()[slot];
+    if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
+    return `${this.prefix}:{${tag}}:guard`;
   }
 
   /** The session events of one cluster slot (stream). */

@@ -50,14 +50,14 @@ export interface HistoryEntry {
   readonly endedAt: number;
   readonly exitCode?: number;
   /**
-   * Why it ended so: always for `lost` (a host had it, `host_lost`, or none claimed it in time,
-   * `not_claimed`); for another ending when its host said, e.g. `out_of_memory` for `failed`.
+   * Why it ended so: always for `lost` (a host had it, `host_lost`; none claimed it in time,
+   * `not_claimed`; Redis lost its records, `state_lost`); for another ending when its host said, e.g. `out_of_memory` for `failed`.
    */
   readonly reason?: TerminalReason;
 }
 
 /** Why a session ended as `lost`. */
-export type LostReason = 'host_lost' | 'not_claimed';
+export type LostReason = 'host_lost' | 'not_claimed' | 'state_lost';
 
 /** A reason a worker host may give for a session's end; see {@link endReasons}. */
 export type EndReason = (typeof endReasons)[number];
@@ -94,7 +94,20 @@ export type AdmitOutcome =
       readonly pendingDeadline: number;
       readonly rate: RateLimitResult;
     }
-  | { readonly outcome: 'token_invalid' }
+  | {
+      readonly outcome: 'token_invalid';
+      /** The token was issued before Redis last restarted or failed over: it may have been spent in the writes lost then. */
+      readonly issuedBeforeLoss?: true;
+    }
+  | {
+      /**
+       * Redis restarted or failed over at `since` (epoch ms) and may have lost writes: sessions admitted
+       * before may still run, so nothing is admitted for `retryAfterMs` (lua/includes/lossGuard.lua).
+       */
+      readonly outcome: 'state_uncertain';
+      readonly retryAfterMs: number;
+      readonly since: number;
+    }
   | {
       readonly outcome: 'session_exists';
       readonly userId: string;

@@ -87,6 +87,7 @@ export class SessionStore {
         keys.ended,
         this.#context.keys.cancelledAdmission(userId, sessionId),
         keys.events,
+        keys.guard,
       ],
       [
         sessionId,
@@ -117,8 +118,13 @@ export class SessionStore {
           },
         };
       case ScriptCode.TokenInvalid:
+        return reply[1] === 'before_loss'
+          ? { outcome: 'token_invalid', issuedBeforeLoss: true }
+          : { outcome: 'token_invalid' };
       case ScriptCode.Cancelled: // this admission had been cancelled: a late copy of a timed-out call
         return { outcome: 'token_invalid' };
+      case ScriptCode.StateUncertain:
+        return { outcome: 'state_uncertain', retryAfterMs: Number(reply[1]), since: Number(reply[2]) };
       case ScriptCode.SessionExists:
         return { outcome: 'session_exists', userId, sessionId: String(reply[1]), state: String(reply[2]) as LiveState };
       case ScriptCode.Throttled:

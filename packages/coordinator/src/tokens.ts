@@ -126,9 +126,10 @@ export class TokenStore {
     assertInteger(idleTimeoutMs, 'idleTimeoutMs', 0, this.#policy.maxLifetimeMs);
     const metadata = encodeMetadata(options.metadata);
     const { token, parsed } = createToken(userId);
+    const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'issueToken',
-      [this.keyOf(parsed), this.#context.keys.user(userId).tokenRate],
+      [this.keyOf(parsed), keys.tokenRate, keys.guard],
       [ttlMs, options.lifetimeMs ?? '', metadata, this.#policy.tokenLimit, this.#policy.tokenWindowMs, idleTimeoutMs],
     );
     const rate = parseRateReply([replyCode(reply) === ScriptCode.Ok ? 1 : 0, ...reply.slice(2)], 'issueToken');

@@ -82,7 +82,7 @@ describe('sessions and history', async () => {
     const entry =
       doc.paths['/v1/users/{userId}/history'].get.responses['200'].content['application/json'].schema.properties
         .sessions.items;
-    expect(entry.properties.reason.enum).toEqual(['host_lost', 'not_claimed', 'out_of_memory', 'idle']);
+    expect(entry.properties.reason.enum).toEqual(['host_lost', 'not_claimed', 'state_lost', 'out_of_memory', 'idle']);
   });
 
   it('DELETE: a pending session ends at once as stopped; a running one goes to stopping; 404 when none', async () => {

@@ -30,12 +30,30 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
       // Counted as decided by the admission; a hand-off that failed afterwards counts once more.
       const admission = outcome.outcome === 'unavailable' ? 'admitted' : outcome.outcome;
       app.metrics.admissions.inc({ outcome: admission });
-      app.stats.count(admission);
+      // The dashboard's chart counts decisions; a wait after Redis lost writes is the Redis outage's, as a 503 is.
+      if (admission !== 'state_uncertain') app.stats.count(admission);
       if (outcome.outcome === 'unavailable' && outcome.why !== 'unconfirmed')
         app.metrics.admissions.inc({ outcome: 'rolled_back' });
       switch (outcome.outcome) {
         case 'token_invalid':
-          return sendError(reply, 'token_invalid');
+          return outcome.issuedBeforeLoss === true
+            ? sendError(
+                reply,
+                'token_invalid',
+                'The token was issued before Redis restarted or failed over, and may have been spent in the writes ' +
+                  'Redis lost then; issue a new token.',
+              )
+            : sendError(reply, 'token_invalid');
+        case 'state_uncertain':
+          reply.header('Retry-After', String(retryAfterSeconds(outcome.retryAfterMs)));
+          return sendError(
+            reply,
+            'unavailable',
+            `Redis restarted or failed over at ${new Date(outcome.since).toISOString()} and may have lost its last ` +
+              'writes: sessions admitted before may still run until their leases run out, so no session of a user ' +
+              `on that Redis starts before then; retry in ${retryAfterSeconds(outcome.retryAfterMs)} s.`,
+            { retryAfterMs: outcome.retryAfterMs },
+          );
         case 'session_exists':
           reply.header('Location', `/v1/users/${encodeURIComponent(outcome.userId)}/session`);
           return sendError(

@@ -44,7 +44,7 @@ export interface SessionEvent {
   readonly lifetimeMs?: number;
   /** Endings: the process's exit code, when there is one. */
   readonly exitCode?: number;
-  /** Endings: why, where known (`lost`: `host_lost` or `not_claimed`; `failed`: `out_of_memory`). */
+  /** Endings: why, where known (`lost`: `host_lost`, `not_claimed` or `state_lost`; `failed`: `out_of_memory`). */
   readonly reason?: TerminalReason;
 }
 

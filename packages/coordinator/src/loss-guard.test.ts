@@ -1,0 +1,207 @@
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cleanUp, startRedisServer, type RedisServer, until } from '@cq/test-harness';
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import type { Claim } from './claims.js';
+import { Coordinator } from './coordinator.js';
+import type { AdmitOutcome } from './session-types.js';
+
+/**
+ * Redis that loses writes, for real: a redis-server SIGKILLed and started again from an older snapshot,
+ * restarted cleanly, or replaced by a replica promoted while it lacked the master's last writes. The
+ * leases are short (1 s) so that the waits they bring stay short.
+ */
+const LEASE_MS = 1000;
+const worker = { workerId: 'host-a', leaseMs: LEASE_MS, graceMs: 500 };
+const policy = { spawnIntervalMs: 1, spawnBurst: 100, tokenLimit: 10_000 };
+
+async function started(args: readonly string[] = []): Promise<{ server: RedisServer; client: Redis; c: Coordinator }> {
+  const server = await startRedisServer({ args: ['--save', '', '--appendonly', 'no', ...args] });
+  const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
+  client.on('error', () => {});
+  const c = new Coordinator({ redis: client, keyPrefix: 'loss', policy });
+  cleanUp(async () => {
+    await c.close().catch(() => {});
+    client.disconnect();
+    await server.stop();
+  });
+  return { server, client, c };
+}
+
+async function tokenFor(c: Coordinator, userId: string): Promise<string> {
+  const issued = await c.tokens.issue(userId);
+  if (issued.outcome !== 'issued') throw new Error(`no token: ${issued.outcome}`);
+  return issued.token;
+}
+
+async function admitted(c: Coordinator, token: string): Promise<Extract<AdmitOutcome, { outcome: 'admitted' }>> {
+  const outcome = await c.sessions.admit(token);
+  if (outcome.outcome !== 'admitted') throw new Error(`not admitted: ${JSON.stringify(outcome)}`);
+  return outcome;
+}
+
+/** A session admitted, claimed with a 1 s lease, and finished: the slot's guard now knows the lease in use. */
+async function oneSessionCycle(c: Coordinator, userId: string): Promise<number> {
+  const first = await admitted(c, await tokenFor(c, userId));
+  const claim = await c.claims.claim(first, worker);
+  if (!claim.claimed) throw new Error('not claimed');
+  await c.claims.finish(claim.claim, 'completed', 0);
+  return first.fence;
+}
+
+async function runningClaim(c: Coordinator, token: string): Promise<{ fence: number; claim: Claim }> {
+  const admission = await admitted(c, token);
+  const claim = await c.claims.claim(admission, worker);
+  if (!claim.claimed) throw new Error('not claimed');
+  return { fence: admission.fence, claim: claim.claim };
+}
+
+/** Keeps `SAVE`'s snapshot aside, to start the server from it later. */
+async function snapshot(server: RedisServer, client: Redis): Promise<string> {
+  await client.save();
+  const kept = join(server.dir, 'kept.rdb');
+  copyFileSync(join(server.dir, 'dump.rdb'), kept);
+  return kept;
+}
+
+async function restartFrom(server: RedisServer, client: Redis, kept: string): Promise<void> {
+  await server.halt('SIGKILL');
+  copyFileSync(kept, join(server.dir, 'dump.rdb'));
+  await server.resume();
+  await until(async () => (await client.ping().catch(() => '')) === 'PONG', 10_000, 'Redis back');
+}
+
+describe('Redis restarted from an older snapshot (the writes since are lost)', () => {
+  it('waits out the leases, refuses the tokens issued before, ends the lost session state_lost once, and fences go on rising', async () => {
+    const { server, client, c } = await started();
+    const user = 'snap';
+    const firstFence = await oneSessionCycle(c, user);
+    const spentLater = await tokenFor(c, user);
+    const kept = await snapshot(server, client);
+    // After the snapshot: the token is spent and its session runs. Both are lost with the restart.
+    const lost = await runningClaim(c, spentLater);
+    expect(lost.fence).toBe(firstFence + 1);
+
+    await restartFrom(server, client, kept);
+    const backAt = Date.now();
+    // The spent token is back in Redis, as unspent; so is a token issued now. Neither admits while a
+    // session admitted before the restart may still run.
+    const waiting = await c.sessions.admit(spentLater);
+    expect(waiting).toMatchObject({ outcome: 'state_uncertain' });
+    const { retryAfterMs, since } = waiting as Extract<AdmitOutcome, { outcome: 'state_uncertain' }>;
+    // Until the restart (to the second) plus the longest lease claimed in the slot plus 1 s.
+    expect(retryAfterMs).toBeGreaterThan(0);
+    expect(retryAfterMs).toBeLessThanOrEqual(LEASE_MS + 1000);
+    expect(since).toBeGreaterThan(backAt - 2000);
+    expect(since).toBeLessThanOrEqual(Date.now());
+    const fresh = await tokenFor(c, user);
+    expect(await c.sessions.admit(fresh)).toMatchObject({ outcome: 'state_uncertain' });
+
+    // The lost session's host learns of the loss at its next renewal and stops it; its end is recorded
+    // as lost/state_lost, once, however often the host reports it.
+    expect(await c.claims.renew(lost.claim)).toMatchObject({ ok: false });
+    expect(await c.claims.finish(lost.claim, 'lost')).toBe(true);
+    expect(await c.claims.finish(lost.claim, 'lost')).toBe(false);
+    const ends = (await c.sessions.history(user)).filter((h) => h.sessionId === lost.claim.sessionId);
+    expect(ends).toEqual([
+      expect.objectContaining({ state: 'lost', reason: 'state_lost', fence: lost.fence, workerId: 'host-a' }),
+    ]);
+
+    // The token spent in the lost writes is never admitted again, neither during the wait nor after it.
+    let afterWait: AdmitOutcome | undefined;
+    await until(
+      async () => (afterWait = await c.sessions.admit(spentLater)).outcome !== 'state_uncertain',
+      retryAfterMs + 5000,
+      'the wait over',
+    );
+    expect(Date.now()).toBeGreaterThanOrEqual(backAt + retryAfterMs - 1000);
+    expect(afterWait).toEqual({ outcome: 'token_invalid', issuedBeforeLoss: true });
+    // The one issued after the restart is admitted.
+    const next = await admitted(c, fresh);
+    // The fence counter went back to its snapshot's value; the fence still rises past the lost one.
+    expect(next.fence).toBeGreaterThan(lost.fence);
+    expect(Number(await client.get(c.keys.user(user).fence))).toBe(next.fence);
+  });
+
+  it('a session that was pending in the snapshot and claimed in the lost writes is not started again', async () => {
+    const { server, client, c } = await started();
+    const user = 'pend';
+    await oneSessionCycle(c, user);
+    const admission = await admitted(c, await tokenFor(c, user));
+    const kept = await snapshot(server, client);
+    const claim = await c.claims.claim(admission, worker); // lost with the restart
+    expect(claim.claimed).toBe(true);
+    await restartFrom(server, client, kept);
+
+    // Redis holds the session as pending again, its job as not yet taken: another host's claim ends it.
+    expect(await c.claims.claim(admission, { ...worker, workerId: 'host-b' })).toEqual({
+      claimed: false,
+      reason: 'stale',
+    });
+    expect(await c.sessions.settleAndRead(user)).toBeUndefined();
+    expect((await c.sessions.history(user))[0]).toMatchObject({
+      sessionId: admission.sessionId,
+      state: 'lost',
+      reason: 'state_lost',
+    });
+    // The host that ran it reports its end: already recorded, nothing more.
+    if (!claim.claimed) throw new Error('unreachable');
+    expect(await c.claims.finish(claim.claim, 'lost')).toBe(false);
+    expect((await c.sessions.history(user)).filter((h) => h.sessionId === admission.sessionId)).toHaveLength(1);
+  });
+});
+
+describe('a clean restart (SHUTDOWN SAVE: nothing lost)', () => {
+  it('pays the same wait: nothing Redis keeps tells it from a restart that lost writes', async () => {
+    const { server, client, c } = await started();
+    await oneSessionCycle(c, 'clean');
+    const token = await tokenFor(c, 'clean');
+    await client.save();
+    await server.halt('SIGTERM');
+    await server.resume();
+    await until(async () => (await client.ping().catch(() => '')) === 'PONG', 10_000, 'Redis back');
+    expect(await c.sessions.admit(token)).toMatchObject({ outcome: 'state_uncertain' });
+  });
+});
+
+describe('a fresh slot on a Redis that has run for a while', () => {
+  it('admits at once: a guard is started without a wait', async () => {
+    const { c } = await started();
+    expect((await c.sessions.admit(await tokenFor(c, 'fresh'))).outcome).toBe('admitted');
+  });
+});
+
+describe('a replica promoted without the master’s last writes', () => {
+  it('waits from the promotion, and the fences go on rising', async () => {
+    const master = await started(['--repl-diskless-sync-delay', '0']);
+    const replica = await started(['--replicaof', '127.0.0.1', String(master.server.port)]);
+    const user = 'promoted';
+    await oneSessionCycle(master.c, user);
+    const held = await tokenFor(master.c, user);
+    // Everything so far reached the replica; then the replica is cut off and the master goes on alone.
+    await until(async () => (await master.client.wait(1, 100)) === 1, 10_000, 'the replica in sync');
+    await replica.client.replicaof('127.0.0.1', '1'); // points it nowhere: it keeps its data, gets no more
+    const lost = await runningClaim(master.c, held);
+    await master.server.halt('SIGKILL');
+    await replica.client.replicaof('NO', 'ONE');
+
+    const promotedAt = Date.now();
+    const waiting = await replica.c.sessions.admit(await tokenFor(replica.c, user));
+    expect(waiting).toMatchObject({ outcome: 'state_uncertain' });
+    const { retryAfterMs } = waiting as Extract<AdmitOutcome, { outcome: 'state_uncertain' }>;
+    expect(retryAfterMs).toBeGreaterThan(LEASE_MS);
+    expect(retryAfterMs).toBeLessThanOrEqual(LEASE_MS + 1000);
+    // The token held back is on the replica, unspent; it was issued before the promotion: refused.
+    let afterWait: AdmitOutcome | undefined;
+    await until(
+      async () => (afterWait = await replica.c.sessions.admit(held)).outcome !== 'state_uncertain',
+      retryAfterMs + 5000,
+      'the wait over',
+    );
+    expect(Date.now()).toBeGreaterThanOrEqual(promotedAt + retryAfterMs - 100);
+    expect(afterWait).toEqual({ outcome: 'token_invalid', issuedBeforeLoss: true });
+    const next = await admitted(replica.c, await tokenFor(replica.c, user));
+    expect(next.fence).toBeGreaterThan(lost.fence);
+  });
+});

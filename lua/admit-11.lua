@@ -1,9 +1,8 @@
 --[[
-  Admits a spawn: one all-or-nothing decision (unless this very admission was already cancelled). Checked in this order: the slot's loss guard
-  (includes/lossGuard: while Redis may still have sessions it lost the records of, nothing is admitted),
-  the token is valid (and was issued after the last possible loss), the user has
-  no live session (an overdue one is first ended as `lost`), the spawn throttle (GCRA) is open. Only then
-  it consumes the token, moves the throttle, takes the next fence (above the guard's floor), records the session as `pending` and
+  Admits a spawn: one all-or-nothing decision (unless this very admission was already cancelled). Checked in this order: the token is valid, the user has
+  no live session (an overdue one is first ended as `lost`), the spawn throttle (GCRA) is open, and then
+  the slot's loss guard (includes/lossGuard): while Redis may still have sessions it lost the records of,
+  nothing is admitted, and a token issued before the last possible loss is invalid. Only then it consumes the token, moves the throttle, takes the next fence (above the guard's floor), records the session as `pending` and
   emits its `pending` event.
   A rejection writes nothing but the ending of an overdue session.
 
@@ -62,13 +61,10 @@ local historyLength = tonumber(ARGV[7])
 --- @include "includes/lossGuard"
 
 if rcall('EXISTS', tombstoneKey) == 1 then return { -12 } end
-local now = nowMs()
-local guard = lossGuard(guardKey, now)
-if now < guard.untilMs then return { -18, guard.untilMs - now, guard.since } end
 local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i', 'a')
 if not token[1] then return { -1 } end
-if (tonumber(token[5]) or 0) < guard.since then return { -1, 'before_loss' } end
 
+local now = nowMs()
 if settleSession(K, userId, historyLength, now) then
   local live = rcall('HMGET', K.session, 'id', 'state')
   return { -2, live[1], live[2] }
@@ -78,6 +74,12 @@ local allowed, tat, newTat, remaining, retryAfterMs = gcraCheck(throttleKey, int
 if not allowed then
   return { -3, burst, 0, retryAfterMs, tat }
 end
+
+-- Only an admission needs the loss guard (a refusal admits nothing), and it runs last, before anything
+-- is written: a refusal of its own spends nothing either.
+local guard = lossGuard(guardKey, now)
+if now < guard.untilMs then return { -18, guard.untilMs - now, guard.since } end
+if (tonumber(token[5]) or 0) < guard.since then return { -1, 'before_loss' } end
 
 -- The throttle's previous TAT (epoch ms; '' when the quota was full), for a cancellation to restore.
 local previousTat = gcraTatAt(tat, now) or ''

@@ -1,7 +1,7 @@
 --[[
   Issues a one-time spawn token if the user's token rate (sliding-window log) allows it: stores the
   token's digest key with its data (metadata, lifetime, idle timeout, when it was issued) and its expiry
-  in one step. It checks the slot's loss guard first (includes/lossGuard), so that a token issued on a
+  in one step. It checks the slot's loss guard before it writes (includes/lossGuard), so that a token issued on a
   process that took over is issued after the guard's `since`, and admitted.
 
   Input:
@@ -36,11 +36,11 @@ local idleTimeoutMs = tonumber(ARGV[6])
 --- @include "includes/lossGuard"
 
 local now = nowMs()
-lossGuard(guardKey, now)
 local allowed, rate, commit = slidingWindowCheck(rateKey, limit, windowMs, now)
 if not allowed then
   return { -3, 0, rate[2], rate[3], rate[4], rate[5] }
 end
+lossGuard(guardKey, now)
 commit()
 local expiresAt = now + ttlMs
 rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt, 'i', idleTimeoutMs, 'a', now)

@@ -152,6 +152,34 @@ describe('Redis restarted from an older snapshot (the writes since are lost)', (
   });
 });
 
+describe('a token issued in the second Redis restarts in', () => {
+  it('is refused too: uptime counts whole seconds, and the restart is taken at the end of its second', async () => {
+    const { server, client, c } = await started();
+    await oneSessionCycle(c, 'second');
+    const redisMs = async (): Promise<number> => {
+      const [s, us] = await client.time();
+      return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    };
+    // Late in a second: the token, the snapshot and the restart all fall in it.
+    await until(async () => (await redisMs()) % 1000 >= 400 && (await redisMs()) % 1000 < 500, 5000, 'mid-second');
+    const token = await tokenFor(c, 'second');
+    const issuedIn = Math.floor((await redisMs()) / 1000);
+    const kept = await snapshot(server, client);
+    await restartFrom(server, client, kept);
+    const restartedIn = Math.floor((await redisMs()) / 1000);
+    // Checked early in the next second, when "now less the uptime" would fall before the token.
+    await until(async () => Math.floor((await redisMs()) / 1000) > restartedIn, 5000, 'the next second');
+    expect(issuedIn).toBe(restartedIn);
+    let outcome: AdmitOutcome | undefined;
+    await until(
+      async () => (outcome = await c.sessions.admit(token)).outcome !== 'state_uncertain',
+      LEASE_MS + 5000,
+      'the wait over',
+    );
+    expect(outcome).toEqual({ outcome: 'token_invalid', issuedBeforeLoss: true });
+  });
+});
+
 describe('a clean restart (SHUTDOWN SAVE: nothing lost)', () => {
   it('pays the same wait: nothing Redis keeps tells it from a restart that lost writes', async () => {
     const { server, client, c } = await started();

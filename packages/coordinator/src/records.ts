@@ -5,8 +5,8 @@ import type { LiveState, SessionView } from './session-types.js';
 import type { Metadata } from './tokens.js';
 
 /**
- * The session hash, `<prefix>:{u:<userId>}:session`. `admit-10.lua` writes the admission fields,
- * `claimSession-6.lua` the running fields, `renewSession-4.lua` moves `leaseExp` and `act` (and sets
+ * The session hash, `<prefix>:{u:<userId>}:session`. `admit-11.lua` writes the admission fields,
+ * `claimSession-7.lua` the running fields, `renewSession-4.lua` moves `leaseExp` and `act` (and sets
  * `stop` to `idle`), `recordActivity-6.lua` moves `act`, `requestStop-6.lua` sets `stop`,
  * `extendSession-6.lua` changes `life` (and a running session's `deadline`).
  */

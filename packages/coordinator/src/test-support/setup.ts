@@ -46,9 +46,16 @@ export async function redisNow(c: Coordinator): Promise<number> {
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }
 
-/** Resolves after `ms` milliseconds: for tests whose claim is about time itself (retry advice, expiry). */
-export function elapse(ms: number): Promise<void> {
-  return sleep(ms);
+/**
+ * Resolves once `ms` milliseconds have passed by the clock (performance.now()), for tests whose claim is
+ * about time itself (retry advice, expiry). A timer alone can fire early by that measure: libuv counts
+ * from the loop's cached time, which is behind the clock by however long the current turn has run, and a
+ * call sent after exactly `retryAfterMs` then came a millisecond too soon (a CI failure of the sliding
+ * window's retry advice).
+ */
+export async function elapse(ms: number): Promise<void> {
+  const end = performance.now() + ms;
+  for (let left = ms; left > 0; left = end - performance.now()) await sleep(Math.ceil(left));
 }
 
 /** Resolves when `signal` aborts, with the time it took from now in ms. */

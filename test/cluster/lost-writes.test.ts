@@ -2,25 +2,11 @@ import { Keys, slotOf } from '@cq/coordinator';
 import { cleanUp, startRedisCluster, type RedisServer } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { alive, sessionPids, until } from '../support/processes.js';
-import { startSystem, type System } from '../support/system.js';
+import { expectNoOverlapAfterLoss, spawnAnswer } from '../support/lost-writes.js';
+import { until } from '../support/processes.js';
+import { startSystem } from '../support/system.js';
 
 const LEASE_MS = 3000;
-
-/** `POST /v1/spawn`: status, fence or error, and Retry-After (seconds) when there is one. */
-async function spawn(
-  system: System,
-  token: string,
-): Promise<{ status: number; fence?: number; error?: { code: string; message: string }; retryAfter?: number }> {
-  const res = await fetch(`${system.api.baseUrl}/v1/spawn`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ token }),
-  });
-  const body = (await res.json()) as { fence?: number; error?: { code: string; message: string } };
-  const retryAfter = res.headers.get('retry-after');
-  return { status: res.status, ...body, ...(retryAfter === null ? {} : { retryAfter: Number(retryAfter) }) };
-}
 
 /** The replica of `master` among `servers` (ROLE: a replica names its master's port). */
 async function replicaOf(servers: readonly RedisServer[], master: RedisServer): Promise<RedisServer> {
@@ -95,7 +81,7 @@ describe('a Cluster failover to a replica that lacked its master’s last writes
         while (!stopOthers) {
           const issued = await client.issueToken({ userId, metadata: { durationMs: 100 } }).catch(() => undefined);
           if (issued === undefined) continue;
-          const answer = await spawn(system, issued.token);
+          const answer = await spawnAnswer(system, issued.token);
           if (answer.status !== 202) {
             othersRefused.push(`${answer.status} ${answer.error?.message}`);
             continue;
@@ -121,13 +107,13 @@ describe('a Cluster failover to a replica that lacked its master’s last writes
           onMaster
             .filter((u) => !admitted.has(u))
             .map(async (userId) => {
-              expect([403, 503]).toContain((await spawn(system, spent.get(userId)!)).status);
+              expect([403, 503]).toContain((await spawnAnswer(system, spent.get(userId)!)).status);
               if (!fresh.has(userId)) {
                 const issued = await client.issueToken({ userId }).catch(() => undefined);
                 if (issued === undefined) return;
                 fresh.set(userId, issued.token);
               }
-              const answer = await spawn(system, fresh.get(userId)!);
+              const answer = await spawnAnswer(system, fresh.get(userId)!);
               if (answer.status === 202) {
                 admitted.set(userId, { fence: answer.fence!, at: Date.now() });
                 return;
@@ -158,31 +144,6 @@ describe('a Cluster failover to a replica that lacked its master’s last writes
     expect(othersAdmitted).toBeGreaterThan(0);
     expect(othersRefused.filter((r) => /lost/.test(r))).toEqual([]);
 
-    // (409 now that the user has a live session again: the token is checked after the live session.)
-    for (const userId of onMaster) expect([403, 409]).toContain((await spawn(system, spent.get(userId)!)).status);
-    await until(
-      () => onMaster.every((u) => system.observed().some((o) => o.userId === u && o.fence === admitted.get(u)!.fence)),
-      15_000,
-      'every new session running',
-    );
-    const seen = system.observed();
-    for (const userId of onMaster) {
-      const old = lost.get(userId)!;
-      const now = admitted.get(userId)!;
-      expect(now.fence).toBeGreaterThan(old.fence);
-      const oldBeats = seen.filter((o) => o.userId === userId && o.fence === old.fence).map((o) => o.at);
-      const newBeats = seen.filter((o) => o.userId === userId && o.fence === now.fence).map((o) => o.at);
-      // Judged by the sessions' own timestamps: the old session had stopped before the new one began.
-      expect(Math.max(...oldBeats)).toBeLessThan(Math.min(...newBeats));
-      expect(sessionPids(userId, old.fence).filter(alive)).toEqual([]);
-      await until(
-        async () => (await client.history(userId)).some((h) => h.sessionId === old.sessionId),
-        LEASE_MS + 5000,
-        'the lost session in history',
-      );
-      expect((await client.history(userId)).filter((h) => h.sessionId === old.sessionId)).toEqual([
-        expect.objectContaining({ state: 'lost', reason: 'state_lost', fence: old.fence }),
-      ]);
-    }
+    await expectNoOverlapAfterLoss(system, onMaster, spent, lost, admitted, LEASE_MS);
   }, 120_000);
 });

@@ -3,29 +3,13 @@ import { join } from 'node:path';
 import { startRedisServer } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { expectNoOverlapAfterLoss, spawnAnswer } from '../support/lost-writes.js';
 import { alive, sessionPids, until } from '../support/processes.js';
-import { startSystem, type System } from '../support/system.js';
+import { startSystem } from '../support/system.js';
 
 const LEASE_MS = 3000;
 
 /** `POST /v1/spawn`: status, body and Retry-After (seconds) when there is one. */
-interface SpawnAnswer {
-  status: number;
-  body: { fence: number; error: { code: string; message: string } };
-  retryAfter?: number;
-}
-
-async function spawn(system: System, token: string): Promise<SpawnAnswer> {
-  const res = await fetch(`${system.api.baseUrl}/v1/spawn`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ token }),
-  });
-  const retryAfter = res.headers.get('retry-after');
-  const body = (await res.json()) as SpawnAnswer['body'];
-  return { status: res.status, body, ...(retryAfter === null ? {} : { retryAfter: Number(retryAfter) }) };
-}
-
 describe('Redis restarted from a snapshot taken before the last admissions: the writes since are lost', () => {
   it('no user gets a second session while the lost one runs, fences rise, the spent tokens stay spent, every lost session ends lost/state_lost once', async () => {
     const server = await startRedisServer({ args: ['--save', '', '--appendonly', 'no'] });
@@ -72,7 +56,7 @@ describe('Redis restarted from a snapshot taken before the last admissions: the 
           users
             .filter((u) => !admitted.has(u))
             .map(async (userId) => {
-              const again = await spawn(system, spent.get(userId)!);
+              const again = await spawnAnswer(system, spent.get(userId)!);
               expect([403, 503]).toContain(again.status);
               if (!fresh.has(userId)) {
                 // A 503 while the API has not reconnected yet: asked again on the next round.
@@ -80,14 +64,14 @@ describe('Redis restarted from a snapshot taken before the last admissions: the 
                 if (issued === undefined) return;
                 fresh.set(userId, issued.token);
               }
-              const answer = await spawn(system, fresh.get(userId)!);
+              const answer = await spawnAnswer(system, fresh.get(userId)!);
               if (answer.status === 202) {
-                admitted.set(userId, { fence: answer.body.fence, at: Date.now() });
+                admitted.set(userId, { fence: answer.fence!, at: Date.now() });
                 return;
               }
               expect(answer.status).toBe(503);
-              if (answer.body.error.code === 'unavailable' && answer.retryAfter !== undefined) {
-                expect(answer.body.error.message).toMatch(/restarted or failed over .* may have lost/);
+              if (answer.error?.code === 'unavailable' && answer.retryAfter !== undefined) {
+                expect(answer.error?.message).toMatch(/restarted or failed over .* may have lost/);
                 retryAfters.push(answer.retryAfter);
               }
             }),
@@ -103,37 +87,7 @@ describe('Redis restarted from a snapshot taken before the last admissions: the 
     const waitedMs = Math.max(...[...admitted.values()].map((a) => a.at - backAt));
     console.log(`admissions came back ${waitedMs} ms after Redis did (lease ${LEASE_MS} ms + 1 s)`);
 
-    // The spent tokens were never admitted again, then or now.
-    // (409 now that the user has a live session again: the token is checked after the live session.)
-    for (const userId of users) expect([403, 409]).toContain((await spawn(system, spent.get(userId)!)).status);
-    await until(
-      () => users.every((u) => system.observed().some((o) => o.userId === u && o.fence === admitted.get(u)!.fence)),
-      15_000,
-      'every new session running',
-    );
-    const seen = system.observed();
-    for (const userId of users) {
-      const old = lost.get(userId)!;
-      const now = admitted.get(userId)!;
-      // Fences rise across the loss, in the API's answer and in FENCE as the session saw it.
-      expect(now.fence).toBeGreaterThan(old.fence);
-      const oldBeats = seen.filter((o) => o.userId === userId && o.fence === old.fence).map((o) => o.at);
-      const newBeats = seen.filter((o) => o.userId === userId && o.fence === now.fence).map((o) => o.at);
-      // Judged by the sessions' own timestamps: the old session had stopped before the new one began.
-      expect(Math.max(...oldBeats)).toBeLessThan(Math.min(...newBeats));
-      expect(sessionPids(userId, old.fence).filter(alive)).toEqual([]);
-    }
-    // Each lost session reached exactly one terminal state: lost, state_lost.
-    for (const userId of users) {
-      const old = lost.get(userId)!;
-      await until(
-        async () => (await client.history(userId)).some((h) => h.sessionId === old.sessionId),
-        LEASE_MS + 5000,
-        'the lost session in history',
-      );
-      const ends = (await client.history(userId)).filter((h) => h.sessionId === old.sessionId);
-      expect(ends).toEqual([expect.objectContaining({ state: 'lost', reason: 'state_lost', fence: old.fence })]);
-    }
+    await expectNoOverlapAfterLoss(system, users, spent, lost, admitted, LEASE_MS);
   });
 });
 
@@ -168,12 +122,16 @@ describe('Redis restarts with AOF everysec while tokens are outstanding and sess
       await until(async () => (await fetch(`${system.api.baseUrl}/readyz`)).status === 200, 10_000, 'API ready again');
 
       // While a session admitted before might run: 503 with Retry-After, whatever the token.
-      const waiting = await spawn(system, outstanding);
+      const waiting = await spawnAnswer(system, outstanding);
       expect(waiting.status).toBe(503);
       expect(waiting.retryAfter).toBeGreaterThan(0);
       // Then the tokens issued before the restart are refused, and a new one admits.
-      await until(async () => (await spawn(system, outstanding)).status === 403, LEASE_MS + 5000, 'the wait over');
-      expect((await spawn(system, used)).status).toBe(403);
+      await until(
+        async () => (await spawnAnswer(system, outstanding)).status === 403,
+        LEASE_MS + 5000,
+        'the wait over',
+      );
+      expect((await spawnAnswer(system, used)).status).toBe(403);
       const next = await client.spawn((await client.issueToken({ userId: 'aof-b' })).token);
 
       // The running session either carried on (its host renewed the lease after the restart) or ended as lost.

@@ -8,7 +8,7 @@
 
   Input:
     KEYS[1] token key (hash {m = metadata JSON, l = lifetime ms or '', e = expiresAt epoch ms, i = idle timeout ms,
-            a = issued at epoch ms})
+            a = issued at epoch ms, g = the loss guard's stamp when it was issued (includes/lossGuard), or absent})
     KEYS[2] the user's session key (hash: the live session)
     KEYS[3] the user's fence counter key (integer, never expires)
     KEYS[4] the user's spawn throttle key (string; its expiry is the GCRA theoretical arrival time)
@@ -61,7 +61,7 @@ local historyLength = tonumber(ARGV[7])
 --- @include "includes/lossGuard"
 
 if rcall('EXISTS', tombstoneKey) == 1 then return { -12 } end
-local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i', 'a')
+local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i', 'a', 'g')
 if not token[1] then return { -1 } end
 
 local now = nowMs()
@@ -76,10 +76,15 @@ if not allowed then
 end
 
 -- Only an admission needs the loss guard (a refusal admits nothing), and it runs last, before anything
--- is written: a refusal of its own spends nothing either.
-local guard = lossGuard(guardKey, now)
-if now < guard.untilMs then return { -18, guard.untilMs - now, guard.since } end
-if (tonumber(token[5]) or 0) < guard.since then return { -1, 'before_loss' } end
+-- is written: a refusal of its own spends nothing either. The token's stamp stands in for the guard while
+-- the process that issued it runs.
+local floor, stamp = lossStampFloor(token[6])
+if not floor then
+  local guard = lossGuard(guardKey, now, 'session')
+  if now < guard.untilMs then return { -18, guard.untilMs - now, guard.since } end
+  if (tonumber(token[5]) or 0) < guard.since then return { -1, 'before_loss' } end
+  floor, stamp = guard.floor, guard.stamp
+end
 
 -- The throttle's previous TAT (epoch ms; '' when the quota was full), for a cancellation to restore.
 local previousTat = gcraTatAt(tat, now) or ''
@@ -88,15 +93,15 @@ rcall('DEL', tokenKey)
 local lifetimeMs = maxLifetimeMs
 if token[2] ~= '' and tonumber(token[2]) < maxLifetimeMs then lifetimeMs = tonumber(token[2]) end
 local fence = rcall('INCR', fenceKey)
-if fence <= guard.floor then
-  fence = guard.floor + 1
-  rcall('SET', fenceKey, integerText(fence))
+if fence <= floor then
+  fence = floor + 1
+  rcall('SET', fenceKey, string.format('%.0f', fence))
 end
 local pendingDeadline = now + pendingTimeoutMs
 rcall('HSET', K.session,
   'id', sessionId, 'user', userId, 'fence', fence, 'state', 'pending', 'created', now,
   'pdl', pendingDeadline, 'life', lifetimeMs, 'meta', token[1],
-  'tokL', token[2], 'tokE', token[3], 'ptat', previousTat, 'idle', tonumber(token[4]) or 0)
+  'tokL', token[2], 'tokE', token[3], 'ptat', previousTat, 'idle', tonumber(token[4]) or 0, 'g', stamp)
 rcall('ZADD', K.liveIndex, pendingDeadline, userId)
 emitEvent(K.events, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
   lifetimeMs = lifetimeMs }, now)

@@ -50,16 +50,19 @@ local historyLength = tonumber(ARGV[8])
 --- @include "includes/endSession"
 --- @include "includes/lossGuard"
 
-local s = rcall('HMGET', K.session, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle', 'created')
+local s = rcall('HMGET', K.session, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle', 'created', 'g')
 if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } end
 
 local now = nowMs()
-local guard = lossGuard(guardKey, now)
-if (tonumber(s[8]) or 0) < guard.since then
-  endSession(K, userId, historyLength, 'lost', nil, now, 'state_lost')
-  return { -4, 'state_lost' }
+-- The session's stamp (from its admission) stands in for the guard while that process runs.
+if not lossStampCovers(s[9], ARGV[5]) then
+  local guard = lossGuard(guardKey, now)
+  if (tonumber(s[8]) or 0) < guard.since then
+    endSession(K, userId, historyLength, 'lost', nil, now, 'state_lost')
+    return { -4, 'state_lost' }
+  end
+  lossGuardLease(guardKey, guard, leaseMs)
 end
-lossGuardLease(guardKey, guard, leaseMs)
 if now >= tonumber(s[4]) then
   endSession(K, userId, historyLength, 'lost', nil, now)
   return { -6 }

@@ -2,7 +2,8 @@
   Issues a one-time spawn token if the user's token rate (sliding-window log) allows it: stores the
   token's digest key with its data (metadata, lifetime, idle timeout, when it was issued) and its expiry
   in one step. It checks the slot's loss guard before it writes (includes/lossGuard), so that a token issued on a
-  process that took over is issued after the guard's `since`, and admitted.
+  process that took over is issued after the guard's `since`, and admitted; the token carries the guard's
+  stamp, which spares its admission the guard while this process runs.
 
   Input:
     KEYS[1] token key (hash, keyed by the SHA-256 digest of the token's secret)
@@ -40,9 +41,10 @@ local allowed, rate, commit = slidingWindowCheck(rateKey, limit, windowMs, now)
 if not allowed then
   return { -3, 0, rate[2], rate[3], rate[4], rate[5] }
 end
-lossGuard(guardKey, now)
+local guard = lossGuard(guardKey, now, 'token')
 commit()
 local expiresAt = now + ttlMs
-rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt, 'i', idleTimeoutMs, 'a', now)
+rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt, 'i', idleTimeoutMs, 'a', now,
+  'g', guard.stamp)
 rcall('PEXPIRE', tokenKey, ttlMs)
 return { 1, expiresAt, rate[2], rate[3], rate[4], rate[5] }

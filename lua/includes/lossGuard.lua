@@ -19,50 +19,131 @@
            fence handed out before, whether or not the fence counter survived; 13 digits, exact in
            Lua's numbers and in cjson's)
     lease  the longest session lease (ms) claimed in the slot: the wait after a loss
+    mark   the process's mark when `run` was last confirmed by INFO: its LASTSAVE (epoch s), and on a
+           Cluster `:` and its node id; kept only when it tells the process from any other (see below)
+
+  The process's identity is its run_id, which only INFO server tells (2.5 to 6 us of Redis, as much as
+  the rest of a small script). The mark is what lets a call skip it: while the mark read now equals the
+  one stored, the process is the one that confirmed `run`. Why that holds:
+    - A restart. LASTSAVE is the second the process started in, or of a later save. A mark is stored only
+      when its LASTSAVE is at least 2 s old, so the process that stored it was alive in
+      a later second; a process started after that one has a LASTSAVE of a later second: another mark.
+    - A promoted replica on a Cluster: another node id.
+    - A promoted replica of a standalone Redis: its LASTSAVE may fall in the same second as its master's
+      (both started together, never saved). So a standalone process keeps a mark only while it has no
+      replication backlog (INFO replication: no replica attached within repl-backlog-ttl, an hour by
+      default), so that a replica can only attach after it by a full resynchronisation. What is left: a
+      replica attached that way after the master kept the mark, whose own start or last save fell in the
+      very second of the master's, and promoted in its place behind the same address (see
+      docs/failure-modes.md).
+  A mark that differs (a save, a restart, another node) sends the call to INFO once; a save changes
+  nothing else.
+
+  Stamps: a token, and the session it admits, carry what the guard said when it let them through, with
+  the mark of the process it said it on: a session `<mark>|<lease>`, a token the same and `|<floor>` when
+  the slot has a fence floor. While the process's mark is still that one, the guard has not changed but
+  for its lease (`since`, `until` and `floor` change only when the process does; a token issued on this
+  process is not older than its `since`), so the script that reads the token or the session anyway need
+  not read the guard: admit (lossStampFloor) and claimSession (lossStampCovers). A stamp is made only once
+  the wait is over (`until` passed). `lease` only grows, so a stamp's may be behind the guard's, never
+  ahead: a claim whose lease is not the one its stamp says asks the guard.
 
   When the process changed: a restart takes over from its own start (`since`: the end of the second
-  it started in, never later than now); a replica promoted in its lifetime (INFO replication's second_repl_offset is set) from
-  now, the earliest it can be sure of. A guard that does not exist yet (a slot never used, or one whose
-  first use was itself lost) is started as it is, without a wait.
-
-  Costs one INFO server per call (2.5 to 6 us of Redis time, as much as the rest of a small script);
-  INFO replication, the parsing of the uptime and the writes only when the process changed.
+  it started in, never later than now); a process whose INFO replication has a second_repl_offset (a
+  promoted replica, or one started from a snapshot that carried replication state) from now, the
+  earliest it can be sure of. A guard that does not exist yet (a
+  slot never used, or one whose first use was itself lost) is started as it is, without a wait.
 ]]
-local LOSS_DEFAULT_LEASE_MS = 15000
-local LOSS_MARGIN_MS = 1000
+-- Few functions and few upvalues: a script makes each of its local functions anew on every call, with
+-- an upvalue for each outer local it uses, on every path, the refusals' too. So the numbers are written
+-- where they are used:
+--   2      seconds: how far back LASTSAVE must be for a mark to be kept
+--   15000  ms, the wait's lease when no claim told the slot its lease (LEASE_MS's default)
+--   250    ms, slack on top of the lease in the wait after a loss. Every session admitted before the loss
+--          was stopped by its host within its lease of a renewal that the lost process answered, before
+--          it was replaced; the slack covers the millisecond clock and the failover's own timing (a
+--          Cluster master cut off stops taking writes about when its replica is promoted)
 
--- An integer as Redis stores it: Lua's own formatting (%.14g) would round one of 15 digits or more.
-local function integerText(n)
-  return string.format('%.0f', n)
+-- The mark of the process running this script, in the form of `stored` (a Cluster's has a node id).
+local function lossMarkNow(stored)
+  local saved = rcall('LASTSAVE')
+  if not string.find(stored, ':', 1, true) then return tostring(saved) end
+  local node = redis.pcall('CLUSTER', 'MYID')
+  if type(node) ~= 'string' then return '' end
+  return saved .. ':' .. node
 end
 
--- Returns { since, untilMs, floor } for a slot whose guard is at `guardKey`, at `now` (epoch ms).
-local function lossGuard(guardKey, now)
-  local info = rcall('INFO', 'server')
-  -- A plain find: a pattern scan of the whole section costs Redis as much again as INFO itself.
-  local _, runAt = string.find(info, 'run_id:', 1, true)
-  local run = string.sub(info, runAt + 1, runAt + 40)
-  local g = rcall('HMGET', guardKey, 'run', 'since', 'until', 'floor', 'lease')
+-- The guard of the slot at `guardKey`, at `now` (epoch ms): { since, untilMs, floor, lease, stamp }, where
+-- `stamp` is for a record the guard lets through: a token's (`want` 'token'), a session's ('session'),
+-- or none; '' when the process cannot stamp (no mark) or the wait is not over.
+local function lossGuard(guardKey, now, want)
+  local g = rcall('HMGET', guardKey, 'run', 'since', 'until', 'floor', 'lease', 'mark')
   local since, untilMs, floor = tonumber(g[2]) or 0, tonumber(g[3]) or 0, tonumber(g[4]) or 0
-  local lease = tonumber(g[5])
-  if g[1] == run then return { since = since, untilMs = untilMs, floor = floor, lease = lease } end
-  if not g[1] then
-    rcall('HSET', guardKey, 'run', run)
-    return { since = 0, untilMs = 0, floor = 0 }
+  local lease, mark = tonumber(g[5]), g[6]
+  if not mark or mark ~= lossMarkNow(mark) then
+    -- The slow way: INFO says which process this is.
+    local info = rcall('INFO', 'server')
+    -- A plain find: a pattern scan of the whole section costs Redis as much again as INFO itself.
+    local _, runAt = string.find(info, 'run_id:', 1, true)
+    local run = string.sub(info, runAt + 1, runAt + 40)
+    local replication
+    if g[1] and g[1] ~= run then
+      replication = rcall('INFO', 'replication')
+      local tookOver = now
+      if string.match(replication, 'second_repl_offset:(%-?%d+)') == '-1' then
+        -- Not promoted in its lifetime: a restart. uptime_in_seconds is whole seconds of the clock since
+        -- the second the process started in: the end of that second is the earliest instant sure to be no
+        -- earlier than the start.
+        local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+        tookOver = math.min(now, (math.floor(now / 1000) - uptime + 1) * 1000)
+      end
+      since = math.max(since, tookOver)
+      untilMs = math.max(untilMs, tookOver + (lease or 15000) + 250)
+      floor = math.max(floor, now)
+      rcall('HSET', guardKey, 'run', run, 'since', since, 'until', untilMs, 'floor', string.format('%.0f', floor))
+    elseif not g[1] then
+      rcall('HSET', guardKey, 'run', run)
+    end
+    -- The mark, when this process's can be told from any other's (see above).
+    local saved = rcall('LASTSAVE')
+    mark = nil
+    if math.floor(now / 1000) - saved >= 2 then
+      if string.find(info, 'redis_mode:cluster', 1, true) then
+        mark = saved .. ':' .. rcall('CLUSTER', 'MYID')
+      else
+        replication = replication or rcall('INFO', 'replication')
+        if string.find(replication, 'repl_backlog_active:0\r\n', 1, true) then mark = tostring(saved) end
+      end
+    end
+    if mark then
+      rcall('HSET', guardKey, 'mark', mark)
+    elseif g[6] then
+      rcall('HDEL', guardKey, 'mark')
+    end
   end
-  local promoted = string.match(rcall('INFO', 'replication'), 'second_repl_offset:(%-?%d+)') ~= '-1'
-  local tookOver = now
-  if not promoted then
-    -- uptime_in_seconds is whole seconds of the clock since the second the process started in: the end
-    -- of that second is the earliest instant sure to be no earlier than the start.
-    local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-    tookOver = math.min(now, (math.floor(now / 1000) - uptime + 1) * 1000)
+  local stamp = ''
+  if want and mark and now >= untilMs then
+    stamp = mark .. '|' .. (lease or '')
+    if want == 'token' and floor > 0 then stamp = stamp .. '|' .. string.format('%.0f', floor) end
   end
-  since = math.max(since, tookOver)
-  untilMs = math.max(untilMs, tookOver + (lease or LOSS_DEFAULT_LEASE_MS) + LOSS_MARGIN_MS)
-  floor = math.max(floor, now)
-  rcall('HSET', guardKey, 'run', run, 'since', since, 'until', untilMs, 'floor', integerText(floor))
-  return { since = since, untilMs = untilMs, floor = floor, lease = lease }
+  return { since = since, untilMs = untilMs, floor = floor, lease = lease, stamp = stamp }
+end
+
+-- The fence floor a token's `stamp` (false or '' when it has none) says, and the stamp for the session it
+-- admits, when the process running this script made it; nothing when it did not: then ask lossGuard.
+local function lossStampFloor(stamp)
+  if not stamp or stamp == '' then return nil end
+  local head = lossMarkNow(stamp) .. '|'
+  if string.sub(stamp, 1, #head) ~= head then return nil end
+  local bar = string.find(stamp, '|', #head + 1, true)
+  if not bar then return 0, stamp end
+  return tonumber(string.sub(stamp, bar + 1)), string.sub(stamp, 1, bar - 1)
+end
+
+-- Whether a session's `stamp` was made by the process running this script, with the slot's lease at
+-- `leaseText` (a claim's lease in ms, as the text it came in): then its claim needs nothing of the guard.
+local function lossStampCovers(stamp, leaseText)
+  return stamp and stamp ~= '' and stamp == lossMarkNow(stamp) .. '|' .. leaseText
 end
 
 -- A claim records the longest lease in use in the slot (`guard` as lossGuard returned it): the wait

@@ -4,7 +4,7 @@ export { defaultPolicy, MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from
 export { Keys, type UserKeys } from './keys.js';
 export { SLOT_COUNT, slotOf } from './slots.js';
 export { TimeoutError, withTimeout } from './timeout.js';
-export { loadScripts, type ScriptName, type ScriptSource } from './script-loader.js';
+export { defaultScriptsDir, loadScripts, type ScriptName, type ScriptSource } from './script-loader.js';
 export { isUnavailable, wrapRedisError, type RedisClient } from './redis-errors.js';
 export { closeRedis } from './close-redis.js';
 export type { ReplicaWait } from './replica-wait-pool.js';

@@ -64,6 +64,33 @@ async function snapshot(server: RedisServer, client: Redis): Promise<string> {
   return kept;
 }
 
+/** The Redis clock, epoch ms. */
+async function redisMs(client: Redis): Promise<number> {
+  const [s, us] = await client.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+/** Waits until the Redis clock is at most `ms` into its second. */
+async function earlyInASecond(client: Redis, ms: number): Promise<void> {
+  await until(async () => (await redisMs(client)) % 1000 < ms, 5000, `the first ${ms} ms of a second`);
+}
+
+/** Waits until the last save (or the start) is two seconds back: a guard may then keep the process's mark. */
+async function settled(client: Redis): Promise<void> {
+  await until(
+    async () => Math.floor((await redisMs(client)) / 1000) - (await client.lastsave()) >= 2,
+    5000,
+    'the last save 2 s back',
+  );
+}
+
+/** How many INFO commands the scripts ran during `during` (INFO commandstats does not count itself). */
+async function infoCallsDuring(client: Redis, during: () => Promise<unknown>): Promise<number> {
+  await client.config('RESETSTAT');
+  await during();
+  return Number(/^cmdstat_info:calls=(\d+)/m.exec(await client.info('commandstats'))?.[1] ?? 0);
+}
+
 async function restartFrom(server: RedisServer, client: Redis, kept: string): Promise<void> {
   await server.halt('SIGKILL');
   copyFileSync(kept, join(server.dir, 'dump.rdb'));
@@ -74,6 +101,8 @@ async function restartFrom(server: RedisServer, client: Redis, kept: string): Pr
 describe('Redis restarted from an older snapshot (the writes since are lost)', () => {
   it('waits out the leases, refuses the tokens issued before, ends the lost session state_lost once, and fences go on rising', async () => {
     const { server, client, c } = await started();
+    // The process has a mark by then: the snapshot's guard, tokens and sessions carry it.
+    await settled(client);
     const user = 'snap';
     const firstFence = await oneSessionCycle(c, user);
     const spentLater = await tokenFor(c, user);
@@ -125,6 +154,7 @@ describe('Redis restarted from an older snapshot (the writes since are lost)', (
 
   it('a session that was pending in the snapshot and claimed in the lost writes is not started again', async () => {
     const { server, client, c } = await started();
+    await settled(client);
     const user = 'pend';
     await oneSessionCycle(c, user);
     const admission = await admitted(c, await tokenFor(c, user));
@@ -155,19 +185,19 @@ describe('a token issued in the second Redis restarts in', () => {
   it('is refused too: uptime counts whole seconds, and the restart is taken at the end of its second', async () => {
     const { server, client, c } = await started();
     await oneSessionCycle(c, 'second');
-    const redisMs = async (): Promise<number> => {
-      const [s, us] = await client.time();
-      return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-    };
     // Late in a second: the token, the snapshot and the restart all fall in it.
-    await until(async () => (await redisMs()) % 1000 >= 400 && (await redisMs()) % 1000 < 500, 5000, 'mid-second');
+    await until(
+      async () => (await redisMs(client)) % 1000 >= 400 && (await redisMs(client)) % 1000 < 500,
+      5000,
+      'mid-second',
+    );
     const token = await tokenFor(c, 'second');
-    const issuedIn = Math.floor((await redisMs()) / 1000);
+    const issuedIn = Math.floor((await redisMs(client)) / 1000);
     const kept = await snapshot(server, client);
     await restartFrom(server, client, kept);
-    const restartedIn = Math.floor((await redisMs()) / 1000);
+    const restartedIn = Math.floor((await redisMs(client)) / 1000);
     // Checked early in the next second, when "now less the uptime" would fall before the token.
-    await until(async () => Math.floor((await redisMs()) / 1000) > restartedIn, 5000, 'the next second');
+    await until(async () => Math.floor((await redisMs(client)) / 1000) > restartedIn, 5000, 'the next second');
     expect(issuedIn).toBe(restartedIn);
     let outcome: AdmitOutcome | undefined;
     await until(
@@ -179,9 +209,69 @@ describe('a token issued in the second Redis restarts in', () => {
   });
 });
 
+describe('a slot whose Redis process was confirmed', () => {
+  it('does not ask INFO again while the process is the same: its mark (LASTSAVE) stands in for it; a save costs one INFO and loses nothing', async () => {
+    const { client, c } = await started();
+    await settled(client);
+    await oneSessionCycle(c, 'cheap'); // the first call confirms the process and keeps its mark
+    expect(await client.hget(c.keys.user('cheap').guard, 'mark')).toBe(String(await client.lastsave()));
+    expect(await infoCallsDuring(client, () => oneSessionCycle(c, 'cheap'))).toBe(0);
+
+    // A save moves LASTSAVE: the next call asks INFO, finds the same process, and admits.
+    await client.save();
+    expect(await infoCallsDuring(client, () => oneSessionCycle(c, 'cheap'))).toBeGreaterThan(0);
+    await settled(client);
+    await oneSessionCycle(c, 'cheap');
+    expect(await infoCallsDuring(client, () => oneSessionCycle(c, 'cheap'))).toBe(0);
+  });
+
+  it('a claim whose lease is longer than its stamp says raises the slot’s: the wait after a loss covers it', async () => {
+    const { server, client, c } = await started();
+    await settled(client);
+    await oneSessionCycle(c, 'longer'); // the slot knows 1 s leases; the next tokens' stamps say so
+    const [first, second] = [await tokenFor(c, 'longer'), await tokenFor(c, 'longer')];
+    const claim = await c.claims.claim(await admitted(c, first), { ...worker, leaseMs: 4000 });
+    if (!claim.claimed) throw new Error('not claimed');
+    expect(await client.hget(c.keys.user('longer').guard, 'lease')).toBe('4000');
+    await c.claims.finish(claim.claim, 'completed', 0);
+    // A claim of 2 s whose stamp says 1 s leaves the slot's 4 s as it is: a stamp's lease may be behind.
+    const shorter = await c.claims.claim(await admitted(c, second), { ...worker, leaseMs: 2000 });
+    if (!shorter.claimed) throw new Error('not claimed');
+    expect(await client.hget(c.keys.user('longer').guard, 'lease')).toBe('4000');
+    await c.claims.finish(shorter.claim, 'completed', 0);
+    // A restart from this state waits out the 4 s lease, not the 1 s one the stamp said.
+    await restartFrom(server, client, await snapshot(server, client));
+    const waiting = await c.sessions.admit(await tokenFor(c, 'longer'));
+    expect(waiting).toMatchObject({ outcome: 'state_uncertain' });
+    expect((waiting as Extract<AdmitOutcome, { outcome: 'state_uncertain' }>).retryAfterMs).toBeGreaterThan(3000);
+  });
+
+  it('a restart in the very second of the last save is still told apart: a mark is kept only once its save is 2 s back', async () => {
+    const { server, client, c } = await started();
+    await settled(client);
+    await oneSessionCycle(c, 'same-second'); // a mark of the start is kept
+    await earlyInASecond(client, 150);
+    await client.save();
+    const savedIn = await client.lastsave();
+    // In the second of the save: the guard is confirmed by INFO, and its mark dropped (not kept again).
+    await oneSessionCycle(c, 'same-second');
+    expect(await client.hget(c.keys.user('same-second').guard, 'mark')).toBeNull();
+    const spent = await tokenFor(c, 'same-second');
+    const kept = await snapshot(server, client);
+    const lost = await runningClaim(c, spent); // lost with the restart
+    await restartFrom(server, client, kept);
+    // The new process's LASTSAVE is its start: the very second of the old one's last save.
+    expect(await client.lastsave()).toBe(savedIn);
+
+    expect(await c.sessions.admit(await tokenFor(c, 'same-second'))).toMatchObject({ outcome: 'state_uncertain' });
+    expect(await c.claims.renew(lost.claim)).toMatchObject({ ok: false });
+  });
+});
+
 describe('a clean restart (SHUTDOWN SAVE: nothing lost)', () => {
   it('pays the same wait: nothing Redis keeps tells it from a restart that lost writes', async () => {
     const { server, client, c } = await started();
+    await settled(client);
     await oneSessionCycle(c, 'clean');
     const token = await tokenFor(c, 'clean');
     await client.save();
@@ -204,7 +294,15 @@ describe('a replica promoted without the master’s last writes', () => {
     const master = await started(['--repl-diskless-sync-delay', '0']);
     const replica = await started(['--replicaof', '127.0.0.1', String(master.server.port)]);
     const user = 'promoted';
+    // Both last saved in one second: LASTSAVE alone cannot tell them apart. The master, with a replica
+    // connected, keeps no mark, so every call of its asks INFO.
+    await until(async () => (await master.client.wait(1, 100)) === 1, 10_000, 'the replica in sync');
+    await earlyInASecond(master.client, 500);
+    await Promise.all([master.client.save(), replica.client.save()]);
+    expect(await replica.client.lastsave()).toBe(await master.client.lastsave());
+    await settled(master.client);
     await oneSessionCycle(master.c, user);
+    expect(await master.client.hget(master.c.keys.user(user).guard, 'mark')).toBeNull();
     const held = await tokenFor(master.c, user);
     // Everything so far reached the replica; then the replica is cut off and the master goes on alone.
     await until(async () => (await master.client.wait(1, 100)) === 1, 10_000, 'the replica in sync');

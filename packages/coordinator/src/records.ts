@@ -39,6 +39,8 @@ export const SessionField = {
   ready: 'ready',
   /** Where the session can be reached, as it announced ('' for nowhere in particular). */
   endpoint: 'endpoint',
+  /** The slot's loss guard as its admission found it, stamped with the Redis process (lua/includes/lossGuard.lua). */
+  lossStamp: 'g',
 } as const;
 
 /** The lease hash, `<prefix>:{u:<userId>}:lease` (and a plain lease's): owner, fencing token, hard deadline. */

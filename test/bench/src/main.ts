@@ -22,7 +22,7 @@ import { benchOutputFlood } from './output-flood.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchHttpEdge } from './http-edge.js';
 import { benchCosts } from './costs.js';
-import { ABLATION, benchRedisCost, medianOf as medianOfValues, type CostSide } from './redis-cost.js';
+import { ABLATION, LOSS_GUARD, benchRedisCost, medianOf as medianOfValues, type CostSide } from './redis-cost.js';
 import { startRedisServer } from '@cq/test-harness';
 
 const quick = process.argv.includes('--quick');
@@ -110,7 +110,9 @@ try {
     out('| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |');
     const costRows: Array<Record<string, unknown>> = [];
     const ablations = cost.rows.filter((r) => r.script === ABLATION);
-    for (const r of cost.rows.filter((r) => r.script !== ABLATION)) {
+    const guardRows = cost.rows.filter((r) => r.script === LOSS_GUARD);
+    const measuredRows = cost.rows.filter((r) => r.script !== ABLATION && r.script !== LOSS_GUARD);
+    for (const r of measuredRows) {
       const us = medianOfValues(r.ours.usPerRound);
       const commands = medianOfValues(r.ours.commandsPerRound);
       const peerUs = r.peer === undefined ? Number.NaN : medianOfValues(r.peer.usPerRound);
@@ -148,7 +150,7 @@ try {
     out('| --- | --- | ---: | --- | ---: |');
     const seenSides = new Set<CostSide>();
     const partRows: Array<Record<string, unknown>> = [];
-    for (const r of cost.rows.filter((r) => r.script !== ABLATION))
+    for (const r of measuredRows)
       for (const side of [r.ours, ...(r.peer === undefined ? [] : [r.peer])]) {
         if (seenSides.has(side)) continue;
         seenSides.add(side);
@@ -190,6 +192,35 @@ try {
       });
     }
     out();
+    out(
+      "### The loss guard (issue 32): each script that runs it, beside a copy of it with the guard taken out (alternating rounds, each slot's guard started before the round, as in a running system; the copies for measuring only)",
+    );
+    out();
+    out('| decision | µs with the guard | µs without it | with ÷ without (min–max) |');
+    out('| --- | ---: | ---: | ---: |');
+    for (const r of guardRows) {
+      out(
+        `| ${r.decision} | ${fmt(medianOfValues(r.ours.usPerRound), 2)} | ${fmt(medianOfValues(r.peer!.usPerRound), 2)} | ${fmt(medianOfValues(r.ratios), 2)}× (${fmt(Math.min(...r.ratios), 2)}–${fmt(Math.max(...r.ratios), 2)}) |`,
+      );
+      costRows.push({
+        script: r.script,
+        decision: r.decision,
+        us: medianOfValues(r.ours.usPerRound),
+        withoutUs: medianOfValues(r.peer!.usPerRound),
+        ratio: medianOfValues(r.ratios),
+        ours: r.ours,
+        without: r.peer,
+        ratios: r.ratios,
+      });
+    }
+    out();
+    const guardRatio = (decision: string): number => {
+      const r = guardRows.find((g) => g.decision === decision);
+      if (r === undefined) throw new Error(`redis-cost: no loss guard row ${decision}`);
+      return medianOfValues(r.ratios);
+    };
+    target('admit (admitted) with the loss guard ÷ without it', guardRatio('admit: admitted'), 1.05, true);
+    target('claimSession with the loss guard ÷ without it', guardRatio('claimSession: claimed'), 1.05, true);
     const ratioOf = (script: string, peer: string, decision: RegExp): number => {
       const r = cost.rows.find((c) => c.script === script && c.peer?.name === peer && decision.test(c.decision));
       if (r === undefined) throw new Error(`redis-cost: no row of ${script} beside ${peer}`);

@@ -4,10 +4,21 @@
 // the same job where there is one; ours and the peer alternate in rounds on one Redis of the section's
 // own, each round on keys never used before.
 import { execFile } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { RedisServer } from '@cq/test-harness';
-import { Coordinator, loadScripts, type AdmitOutcome, type Claim, type Lease, type ScriptName } from '@cq/coordinator';
+import {
+  Coordinator,
+  defaultScriptsDir,
+  loadScripts,
+  slotOf,
+  type AdmitOutcome,
+  type Claim,
+  type Lease,
+  type ScriptName,
+} from '@cq/coordinator';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { Mutex } from 'redis-semaphore';
@@ -18,6 +29,12 @@ const run = promisify(execFile);
 
 /** The rows of a script with one call taken out, beside the script as it is. */
 export const ABLATION = '(one call taken out)';
+
+/** The rows of a script that runs the loss guard, beside a copy of it without the guard. */
+export const LOSS_GUARD = '(the loss guard)';
+
+/** The contender whose scripts have the loss guard taken out (for measuring only). */
+const UNGUARDED = 'without the loss guard';
 
 /** The row of the script that does nothing: what any EVALSHA costs Redis. */
 export const FLOOR = '(an empty script)';
@@ -138,7 +155,7 @@ function expect(what: string, ok: boolean): void {
 
 /** Runs the section on a Redis of its own; `quick` makes fewer, smaller rounds (a smoke run). */
 export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
-  const rounds = quick ? 3 : 5;
+  const rounds = quick ? 3 : 7;
   const n = quick ? 2000 : 20_000;
   const WARM_UP = 100;
   const server: RedisServer = await benchRedis();
@@ -387,40 +404,62 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
     row('releaseLease', "a release by the lease's owner (compare-and-delete)", steps.get('ours/release'));
 
     // A session's way, each round under a key prefix of its own with one worker host's capacity: token,
-    // admission (and its refusals), capacity hold, claim, renewal, finish.
+    // admission (and its refusals), capacity hold, claim, renewal, finish. Twice, in alternating rounds:
+    // as the scripts are, and as copies with the loss guard taken out (for measuring its cost only).
     const WORKER = 'cost-host';
-    const coordinators = new Map<number, Coordinator>();
-    const at = (round: number): Coordinator => coordinators.get(round)!;
-    const prepare = async (round: number): Promise<void> => {
-      const c = new Coordinator({
-        redis: ours.redis,
-        keyPrefix: `cost${round + 1}`,
-        // The throttle stays closed for the whole round: a second admission of a user is throttled.
-        policy: { spawnIntervalMs: 3_600_000, spawnBurst: 1 },
-      });
-      await c.workers.heartbeat({ workerId: WORKER, slots: n + WARM_UP, busy: 0, startedAt: Date.now() }, 3_600_000);
-      coordinators.set(round, c);
-    };
-    const first: string[] = [];
-    const second: string[] = [];
-    const admitted: Array<AdmitOutcome & { outcome: 'admitted' }> = [];
-    const claims: Claim[] = [];
     const user = (k: number): string => `u${k}`;
-    const issue = async (r: number, k: number): Promise<string> => {
-      const issued = await at(r).tokens.issue(user(k));
-      expect(`a token was not issued: ${issued.outcome}`, issued.outcome === 'issued');
-      return issued.outcome === 'issued' ? issued.token : '';
+    // One more user in the slot of each measured user: its session, run before the round is measured,
+    // starts the slot's loss guard and tells it the lease in use, as any use of the slot since Redis
+    // started has in a running system.
+    const oneSession = async (c: Coordinator, userId: string): Promise<void> => {
+      const issued = await c.tokens.issue(userId);
+      expect(`a warm-up token was not issued: ${issued.outcome}`, issued.outcome === 'issued');
+      const admission = issued.outcome === 'issued' ? await c.sessions.admit(issued.token) : undefined;
+      expect('a warm-up session was not admitted', admission?.outcome === 'admitted');
+      if (admission?.outcome !== 'admitted') return;
+      const got = await c.claims.claim(admission, { workerId: WORKER, leaseMs: 30_000, graceMs: 1000 });
+      expect('a warm-up session was not claimed', got.claimed);
+      if (got.claimed) await c.claims.finish(got.claim, 'completed', 0);
     };
-    const admit =
-      (tokens: readonly string[], outcome: AdmitOutcome['outcome']) =>
-      async (r: number, k: number): Promise<AdmitOutcome> => {
-        const answer = await at(r).sessions.admit(tokens[k]!);
-        expect(`an admission answered ${answer.outcome}, not ${outcome}`, answer.outcome === outcome);
-        return answer;
+    const warmUsers = usersInSlotsOf(Array.from({ length: n + WARM_UP }, (_, k) => user(k)));
+    const sessionContender = (name: string, prefix: string, redis: Redis, scriptsDir?: string): Contender => {
+      const coordinators = new Map<number, Coordinator>();
+      const at = (round: number): Coordinator => coordinators.get(round)!;
+      const prepare = async (round: number): Promise<void> => {
+        const c = new Coordinator({
+          redis,
+          keyPrefix: `${prefix}${round + 1}`,
+          ...(scriptsDir === undefined ? {} : { scriptsDir }),
+          // The throttle stays closed for the whole round: a second admission of a user is throttled.
+          policy: { spawnIntervalMs: 3_600_000, spawnBurst: 1 },
+        });
+        await c.workers.heartbeat({ workerId: WORKER, slots: n + WARM_UP, busy: 0, startedAt: Date.now() }, 3_600_000);
+        coordinators.set(round, c);
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: COST_CALLERS }, async () => {
+            while (next < warmUsers.length) await oneSession(c, warmUsers[next++]!);
+          }),
+        );
       };
-    const sessions = await group([
-      {
-        name: 'ours',
+      const first: string[] = [];
+      const second: string[] = [];
+      const admitted: Array<AdmitOutcome & { outcome: 'admitted' }> = [];
+      const claims: Claim[] = [];
+      const issue = async (r: number, k: number): Promise<string> => {
+        const issued = await at(r).tokens.issue(user(k));
+        expect(`a token was not issued: ${issued.outcome}`, issued.outcome === 'issued');
+        return issued.outcome === 'issued' ? issued.token : '';
+      };
+      const admit =
+        (tokens: readonly string[], outcome: AdmitOutcome['outcome']) =>
+        async (r: number, k: number): Promise<AdmitOutcome> => {
+          const answer = await at(r).sessions.admit(tokens[k]!);
+          expect(`an admission answered ${answer.outcome}, not ${outcome}`, answer.outcome === outcome);
+          return answer;
+        };
+      return {
+        name,
         prepare,
         phases: [
           { name: 'issueToken', sends: script, decide: async (r, k) => void (first[k] = await issue(r, k)) },
@@ -465,8 +504,14 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
           },
           { name: 'throttled', sends: script, decide: admit(second, 'throttled') },
         ],
-      },
+      };
+    };
+    const unguarded = withoutLossGuard();
+    const sessions = await group([
+      sessionContender('ours', 'cost', ours.redis as Redis),
+      sessionContender(UNGUARDED, 'costu', client(), unguarded.dir),
     ]);
+    unguarded.remove();
     row('issueToken', 'a token issued (under the per-user token rate)', sessions.get('ours/issueToken'));
     row('admit', 'admitted: token consumed, fence taken, session recorded pending', sessions.get('ours/admitted'));
     row('admit', 'refused, token_invalid (403): a used token again', sessions.get('ours/token_invalid'));
@@ -480,6 +525,16 @@ export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
       'a session finished (completed), history and events written',
       sessions.get('ours/finishSession'),
     );
+    // The loss guard's cost: each script that runs it, beside its copy without it.
+    for (const [phase, decision] of [
+      ['issueToken', 'issueToken: a token issued'],
+      ['admitted', 'admit: admitted'],
+      ['claimSession', 'claimSession: claimed'],
+      ['token_invalid', 'admit: refused, token_invalid'],
+      ['session_exists', 'admit: refused, session_exists'],
+      ['throttled', 'admit: refused, throttled'],
+    ] as const)
+      row(LOSS_GUARD, decision, sessions.get(`ours/${phase}`), sessions.get(`${UNGUARDED}/${phase}`));
     return { pinned: pinned.pinned, rounds, decisions: n, callers: COST_CALLERS, rows };
   } finally {
     for (const c of clients) c.disconnect();
@@ -506,6 +561,52 @@ async function pinApart(redisPid: number): Promise<{ pinned: boolean; undo: () =
     return nothing;
   }
   return { pinned: true, undo: async () => void (await run('taskset', ['-a', '-p', '-c', all, String(process.pid)])) };
+}
+
+/**
+ * A copy of the scripts folder as it would be without the loss guard: `includes/lossGuard.lua` replaced by
+ * a guard that never waits and reads nothing, and the stamps' fields taken out of the scripts that carry
+ * them. For measuring what the guard costs only. Removed by `remove`.
+ */
+function withoutLossGuard(): { dir: string; remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'cq-unguarded-'));
+  cpSync(defaultScriptsDir, dir, { recursive: true });
+  writeFileSync(
+    join(dir, 'includes', 'lossGuard.lua'),
+    [
+      'local function lossGuard() return { since = 0, untilMs = 0, floor = 0 } end',
+      'local function lossStampFloor() return 0 end',
+      'local function lossStampCovers() return true end',
+      '',
+    ].join('\n'),
+  );
+  const edits: ReadonlyArray<readonly [file: string, from: string, to: string]> = [
+    [
+      'admit-11.lua',
+      "rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i', 'a', 'g')",
+      "rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i', 'a')",
+    ],
+    ['admit-11.lua', ", 'g', stamp)", ')'],
+    ['claimSession-7.lua', "'idle', 'created', 'g')", "'idle', 'created')"],
+    ['issueToken-3.lua', ",\n  'g', guard.stamp)", ')'],
+  ];
+  for (const [file, from, to] of edits) {
+    const text = readFileSync(join(dir, file), 'utf8');
+    if (!text.includes(from)) throw new Error(`redis-cost: ${file} no longer has ${JSON.stringify(from)}`);
+    writeFileSync(join(dir, file), text.replace(from, to));
+  }
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** For each distinct cluster slot of `users`, one other user id in that slot (`w0`, `w1`, ...). */
+function usersInSlotsOf(users: readonly string[]): string[] {
+  const wanted = new Set(users.map((u) => slotOf(`{u:${u}}`)));
+  const found: string[] = [];
+  for (let i = 0; wanted.size > 0; i++) {
+    const candidate = `w${i}`;
+    if (wanted.delete(slotOf(`{u:${candidate}}`))) found.push(candidate);
+  }
+  return found;
 }
 
 /** The median of `values`. */

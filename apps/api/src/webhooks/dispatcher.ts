@@ -5,6 +5,7 @@ import {
   parseEventId,
   type Coordinator,
   type EventFeed,
+  type EventSubscription,
   type Lease,
   type SessionEvent,
   type Webhook,
@@ -148,7 +149,11 @@ export class WebhookDispatcher {
         { cursor, gapMinutes: Math.round((oldest.ms - saved.ms) / 60_000) },
         'webhook dispatch resumes from the oldest event the streams keep: events before it were not delivered',
       );
-    const subscription = await events.subscribe({ after });
+    // Subscribing waits for the feed to start (its subscription and a mark from every master), which
+    // can outlast a shutdown: `close()` must not wait for it (it once held an API's close for 10 s,
+    // until Fastify gave up on the preClose hook; the feed itself closes only after that hook).
+    const subscription = await settledUnlessAborted(events.subscribe({ after }), held);
+    if (subscription === undefined) return;
     const stop = (): void => subscription.close();
     held.addEventListener('abort', stop, { once: true });
     try {
@@ -200,5 +205,31 @@ export class WebhookDispatcher {
       }
     if (jobs.length > 0) await queue.addBulk(jobs);
     this.#options.onQueued?.(batch.length, jobs.length);
+  }
+}
+
+/**
+ * `subscribing`'s subscription, or undefined as soon as `signal` aborts: a subscription that arrives
+ * after that is closed at once.
+ */
+async function settledUnlessAborted(
+  subscribing: Promise<EventSubscription>,
+  signal: AbortSignal,
+): Promise<EventSubscription | undefined> {
+  if (signal.aborted) {
+    void subscribing.then((s) => s.close()).catch(() => {});
+    return undefined;
+  }
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<undefined>((resolve) => {
+    onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    const first = await Promise.race([subscribing, aborted]);
+    if (first === undefined) void subscribing.then((s) => s.close()).catch(() => {});
+    return first;
+  } finally {
+    signal.removeEventListener('abort', onAbort!);
   }
 }

@@ -3,12 +3,16 @@
   no live session (an overdue one is first ended as `lost`), the spawn throttle (GCRA) is open, and then
   the slot's loss guard (includes/lossGuard): while Redis may still have sessions it lost the records of,
   nothing is admitted, and a token issued before the last possible loss is invalid. Only then it consumes the token, moves the throttle, takes the next fence (above the guard's floor), records the session as `pending` and
-  emits its `pending` event.
+  emits its `pending` event. The session keeps the token's labels and pool, and is entered in the slot's
+  session ids; a slot that is not in the session list's directory (its `listed` key is missing: no live
+  session there since the directory last dropped it) admits nothing until its caller has entered it
+  (-19 unlisted; SessionStore registers the slot and asks again).
   A rejection writes nothing but the ending of an overdue session.
 
   Input:
     KEYS[1] token key (hash {m = metadata JSON, l = lifetime ms or '', e = expiresAt epoch ms, i = idle timeout ms,
-            a = issued at epoch ms, g = the loss guard's stamp when it was issued (includes/lossGuard), or absent})
+            a = issued at epoch ms, g = the loss guard's stamp when it was issued (includes/lossGuard), or absent,
+            lab = labels JSON ('{}' when absent), pool = pool name ('default' when absent)})
     KEYS[2] the user's session key (hash: the live session)
     KEYS[3] the user's fence counter key (integer, never expires)
     KEYS[4] the user's spawn throttle key (string; its expiry is the GCRA theoretical arrival time)
@@ -19,6 +23,8 @@
     KEYS[9] the tombstone of this admission (exists once the admission was cancelled)
     KEYS[10] the event stream of the user's slot (capped stream of JSON events)
     KEYS[11] the loss guard of the user's slot (hash, see includes/lossGuard)
+    KEYS[12] the session ids of the user's slot (hash: session id → user id)
+    KEYS[13] the slot's entry in the session list's directory (string: the entry's generation; absent: not listed)
 
     ARGV[1] session id (chosen by the caller, unique)
     ARGV[2] user id
@@ -37,6 +43,7 @@
     {-12} cancelled: this admission was cancelled before it arrived (a late copy of a timed-out call)
     {-18, retryAfterMs, since} state_uncertain: Redis may have lost writes (it restarted or failed over at
           since, epoch ms) and sessions admitted before may still run: nothing is admitted for retryAfterMs
+    {-19} unlisted: the slot is not in the session list's directory; nothing was written
 ]]
 local rcall = redis.call
 local tokenKey = KEYS[1]
@@ -44,9 +51,10 @@ local fenceKey = KEYS[3]
 local throttleKey = KEYS[4]
 local tombstoneKey = KEYS[9]
 local guardKey = KEYS[11]
+local listedKey = KEYS[13]
 -- The session's key group (see includes/sessionKeys), here in this script's own order.
 local K = { session = KEYS[2], lease = KEYS[5], history = KEYS[6], liveIndex = KEYS[7], ended = KEYS[8],
-  events = KEYS[10] }
+  events = KEYS[10], ids = KEYS[12] }
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local intervalMs = tonumber(ARGV[3])
@@ -61,7 +69,7 @@ local historyLength = tonumber(ARGV[7])
 --- @include "includes/lossGuard"
 
 if rcall('EXISTS', tombstoneKey) == 1 then return { -12 } end
-local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i', 'a', 'g')
+local token = rcall('HMGET', tokenKey, 'm', 'l', 'e', 'i', 'a', 'g', 'lab', 'pool')
 if not token[1] then return { -1 } end
 
 local now = nowMs()
@@ -85,11 +93,13 @@ if not floor then
   if (tonumber(token[5]) or 0) < guard.since then return { -1, 'before_loss' } end
   floor, stamp = guard.floor, guard.stamp
 end
+if rcall('EXISTS', listedKey) == 0 then return { -19 } end
 
 -- The throttle's previous TAT (epoch ms; '' when the quota was full), for a cancellation to restore.
 local previousTat = gcraTatAt(tat, now) or ''
 gcraCommit(throttleKey, tat, newTat)
 rcall('DEL', tokenKey)
+local labels, pool = token[7] or '{}', token[8] or 'default'
 local lifetimeMs = maxLifetimeMs
 if token[2] ~= '' and tonumber(token[2]) < maxLifetimeMs then lifetimeMs = tonumber(token[2]) end
 local fence = rcall('INCR', fenceKey)
@@ -101,8 +111,10 @@ local pendingDeadline = now + pendingTimeoutMs
 rcall('HSET', K.session,
   'id', sessionId, 'user', userId, 'fence', fence, 'state', 'pending', 'created', now,
   'pdl', pendingDeadline, 'life', lifetimeMs, 'meta', token[1],
-  'tokL', token[2], 'tokE', token[3], 'ptat', previousTat, 'idle', tonumber(token[4]) or 0, 'g', stamp)
+  'tokL', token[2], 'tokE', token[3], 'tokA', token[5] or '', 'ptat', previousTat, 'idle', tonumber(token[4]) or 0,
+  'lab', labels, 'pool', pool, 'g', stamp)
 rcall('ZADD', K.liveIndex, pendingDeadline, userId)
+rcall('HSET', K.ids, sessionId, userId)
 emitEvent(K.events, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
-  lifetimeMs = lifetimeMs }, now)
+  lifetimeMs = lifetimeMs, pool = pool }, now, labels)
 return { 1, fence, lifetimeMs, token[1], pendingDeadline, burst, remaining, newTat }

@@ -14,7 +14,8 @@
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
     KEYS[6] the event stream of the user's slot (capped stream of JSON events)
-    KEYS[7] the loss guard of the user's slot (hash, see includes/lossGuard)
+    KEYS[7] the session ids of the user's slot (hash: session id → user id)
+    KEYS[8] the loss guard of the user's slot (hash, see includes/lossGuard)
 
     ARGV[1] session id from the job
     ARGV[2] fence from the job
@@ -27,7 +28,7 @@
 
   Output:
     {1, deadline (epoch ms), leaseExpiresAt (epoch ms), lifetimeMs, metadata JSON, startedAt (epoch ms),
-      idleTimeoutMs (0: never idle)} claimed
+      idleTimeoutMs (0: never idle), labels JSON, pool} claimed
     {-4} stale: no pending session with this id and fence (already claimed, stopped, ended or replaced)
     {-6} pending_timeout: the session waited too long and has now been ended as `lost`
     {-4, 'state_lost'} stale: the session was admitted before Redis may have lost writes, and has now
@@ -36,7 +37,7 @@
 local rcall = redis.call
 --- @include "includes/sessionKeys"
 local K = sessionKeys(KEYS)
-local guardKey = KEYS[7]
+local guardKey = KEYS[8]
 local sessionId = ARGV[1]
 local fence = ARGV[2]
 local owner = ARGV[3]
@@ -50,7 +51,8 @@ local historyLength = tonumber(ARGV[8])
 --- @include "includes/endSession"
 --- @include "includes/lossGuard"
 
-local s = rcall('HMGET', K.session, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle', 'created', 'g')
+local s = rcall('HMGET', K.session, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle', 'created', 'g', 'lab',
+  'pool')
 if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } end
 
 local now = nowMs()
@@ -78,6 +80,7 @@ rcall('PEXPIREAT', K.lease, leaseExpiresAt)
 rcall('HSET', K.session, 'state', 'running', 'worker', workerId, 'owner', owner,
   'started', now, 'deadline', deadline, 'leaseExp', leaseExpiresAt, 'act', now)
 rcall('ZADD', K.liveIndex, leaseExpiresAt, userId)
+local labels, pool = s[10] or '{}', s[11] or 'default'
 emitEvent(K.events, { type = 'running', sessionId = sessionId, userId = userId, fence = tonumber(fence),
-  workerId = workerId, deadline = deadline }, now)
-return { 1, deadline, leaseExpiresAt, lifetimeMs, s[6], now, tonumber(s[7]) or 0 }
+  workerId = workerId, deadline = deadline, pool = pool }, now, labels)
+return { 1, deadline, leaseExpiresAt, lifetimeMs, s[6], now, tonumber(s[7]) or 0, labels, pool }

@@ -16,6 +16,7 @@
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
     KEYS[6] the event stream of the user's slot (capped stream of JSON events)
+    KEYS[7] the session ids of the user's slot (hash: session id → user id)
 
     ARGV[1] session id
     ARGV[2] lease owner id
@@ -27,6 +28,8 @@
     ARGV[8] the session's fence (from its claim)
     ARGV[9] when the session started, epoch ms (from its claim)
     ARGV[10] the worker host id
+    ARGV[11] the session's labels, JSON (from its claim; for a session whose records were lost)
+    ARGV[12] the session's pool (from its claim; likewise)
 
   Output:
     {1} recorded
@@ -47,6 +50,8 @@ local reason = ARGV[7]
 local fence = tonumber(ARGV[8])
 local startedAt = tonumber(ARGV[9])
 local workerId = ARGV[10]
+local labels = ARGV[11]
+local pool = ARGV[12]
 
 --- @include "includes/nowMs"
 --- @include "includes/endSession"
@@ -78,6 +83,7 @@ for _, entry in ipairs(rcall('LRANGE', K.history, 0, -1)) do
 end
 local now = nowMs()
 recordEnding(K, userId, historyLength, { sessionId = sessionId, fence = fence, state = 'lost', endedAt = now,
-  reason = 'state_lost', workerId = workerId, startedAt = startedAt,
-  exitCode = tonumber(exitCode) }, now)
+  reason = 'state_lost', workerId = workerId, startedAt = startedAt, pool = pool,
+  exitCode = tonumber(exitCode) }, now, labels)
+rcall('HSET', K.ids, sessionId, userId)
 return { 1, 'state_lost' }

@@ -1,6 +1,6 @@
 --[[
   Issues a one-time spawn token if the user's token rate (sliding-window log) allows it: stores the
-  token's digest key with its data (metadata, lifetime, idle timeout, when it was issued) and its expiry
+  token's digest key with its data (metadata, lifetime, idle timeout, labels, pool, when it was issued) and its expiry
   in one step. It checks the slot's loss guard before it writes (includes/lossGuard), so that a token issued on a
   process that took over is issued after the guard's `since`, and admitted; the token carries the guard's
   stamp, which spares its admission the guard while this process runs.
@@ -16,6 +16,8 @@
     ARGV[4] token limit, tokens per window (positive integer)
     ARGV[5] token window, milliseconds (positive integer)
     ARGV[6] idle timeout of the session it admits, milliseconds (integer, 0: never idle)
+    ARGV[7] labels of the session it admits, JSON object of strings (checked by the caller)
+    ARGV[8] pool the session it admits runs in
 
   Output:
     {1, expiresAt (epoch ms), limit, remaining, retryAfterMs, resetAfterMs} issued
@@ -31,6 +33,8 @@ local metadata = ARGV[3]
 local limit = tonumber(ARGV[4])
 local windowMs = tonumber(ARGV[5])
 local idleTimeoutMs = tonumber(ARGV[6])
+local labels = ARGV[7]
+local pool = ARGV[8]
 
 --- @include "includes/nowMs"
 --- @include "includes/slidingWindow"
@@ -45,6 +49,6 @@ local guard = lossGuard(guardKey, now, 'token')
 commit()
 local expiresAt = now + ttlMs
 rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt, 'i', idleTimeoutMs, 'a', now,
-  'g', guard.stamp)
+  'lab', labels, 'pool', pool, 'g', guard.stamp)
 rcall('PEXPIRE', tokenKey, ttlMs)
 return { 1, expiresAt, rate[2], rate[3], rate[4], rate[5] }

@@ -23,11 +23,12 @@ local endpoint = ARGV[2]
 --- @include "includes/nowMs"
 --- @include "includes/events"
 
-local s = rcall('HMGET', sessionKey, 'owner', 'ready', 'endpoint', 'id', 'user', 'fence', 'worker')
+local s = rcall('HMGET', sessionKey, 'owner', 'ready', 'endpoint', 'id', 'user', 'fence', 'worker', 'lab', 'pool')
 if s[1] ~= owner then return { -7 } end
 if s[2] == '1' and (s[3] or '') == endpoint then return { 1, 0 } end
 rcall('HSET', sessionKey, 'ready', '1', 'endpoint', endpoint)
-local event = { type = 'ready', sessionId = s[4], userId = s[5], fence = tonumber(s[6]), workerId = s[7] }
+local event = { type = 'ready', sessionId = s[4], userId = s[5], fence = tonumber(s[6]), workerId = s[7],
+  pool = s[9] or 'default' }
 if endpoint ~= '' then event['endpoint'] = endpoint end
-emitEvent(eventsKey, event, nowMs())
+emitEvent(eventsKey, event, nowMs(), s[8] or '{}')
 return { 1, 1 }

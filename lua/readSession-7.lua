@@ -9,6 +9,7 @@
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
     KEYS[6] the event stream of the user's slot (capped stream of JSON events)
+    KEYS[7] the session ids of the user's slot (hash: session id → user id)
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user

@@ -64,8 +64,9 @@ if idleTimeoutMs > 0 and lastActivity then
   if s[5] == 'running' and now >= idleAt then
     stop = 'idle'
     rcall('HSET', sessionKey, 'state', 'stopping', 'stop', stop)
+    local labelsAndPool = rcall('HMGET', sessionKey, 'lab', 'pool')
     emitEvent(eventsKey, { type = 'stopping', sessionId = s[6], userId = userId, fence = tonumber(s[7]),
-      workerId = s[8] }, now)
+      workerId = s[8], pool = labelsAndPool[2] or 'default' }, now, labelsAndPool[1] or '{}')
   end
 end
 return { 1, expiresAt, stop and 1 or 0, now, hardDeadline, tonumber(s[2]), idleAt, stop or '' }

@@ -10,6 +10,7 @@
     KEYS[4] the live-session index of the user's slot
     KEYS[5] the recent endings of the user's slot (list of JSON, newest first, capped)
     KEYS[6] the event stream of the user's slot (capped stream of JSON events)
+    KEYS[7] the session ids of the user's slot (hash: session id → user id)
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
@@ -39,7 +40,7 @@ if state == 'pending' then
 end
 if state == 'stopping' then return { 1, sessionId, 'stopping' } end
 rcall('HSET', K.session, 'state', 'stopping', 'stop', 'requested')
-local s = rcall('HMGET', K.session, 'fence', 'worker')
+local s = rcall('HMGET', K.session, 'fence', 'worker', 'lab', 'pool')
 emitEvent(K.events, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),
-  workerId = s[2] }, now)
+  workerId = s[2], pool = s[4] or 'default' }, now, s[3] or '{}')
 return { 1, sessionId, 'stopping' }

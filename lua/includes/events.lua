@@ -5,12 +5,15 @@
   without reading 16384 streams. The message is `<entry id> <event JSON>`; `at` is Redis TIME, epoch ms.
   Entries older than EVENT_RETENTION_MS are trimmed (MINID, approximate: never sooner), and an idle
   stream expires whole after the same time, so every event of the last EVENT_RETENTION_MS is kept.
+  `labels` is the session's labels as the JSON text its record keeps; it goes into the event as it is
+  (an empty Lua table could not tell cjson whether it is an object).
 ]]
 local EVENT_RETENTION_MS = 900000
 
-local function emitEvent(eventsKey, event, now)
+local function emitEvent(eventsKey, event, now, labels)
   event['at'] = now
   local json = cjson.encode(event)
+  json = string.sub(json, 1, -2) .. ',"labels":' .. (labels or '{}') .. '}'
   local id = rcall('XADD', eventsKey, 'MINID', '~', now - EVENT_RETENTION_MS, '*', 'e', json)
   rcall('PEXPIRE', eventsKey, EVENT_RETENTION_MS)
   local channel = string.gsub(eventsKey, ':{[^}]*}:events$', ':events')

@@ -2,9 +2,10 @@
   The `ending` key group of a user's session (keys.ts: `ending`), bound once per script as a table:
   session (hash: the live session), lease (hash {o, f, d}), history (list of JSON, newest first),
   liveIndex (the live-session index of the user's slot), ended (the recent endings of the user's slot),
-  events (the event stream of the user's slot). settleSession and endSession take it whole.
+  events (the event stream of the user's slot), ids (the session ids of the user's slot: hash, session id →
+  user id, for the sessions live or in their users' histories). settleSession and endSession take it whole.
 ]]
 local function sessionKeys(keys)
   return { session = keys[1], lease = keys[2], history = keys[3], liveIndex = keys[4], ended = keys[5],
-    events = keys[6] }
+    events = keys[6], ids = keys[7] }
 end

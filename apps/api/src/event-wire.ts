@@ -16,6 +16,8 @@ export function wire(event: UserEvent): string {
       userId: event.userId,
       fence: event.fence,
       at: iso(event.at),
+      pool: event.pool ?? 'default',
+      labels: event.labels ?? {},
       ...(event.workerId === undefined ? {} : { workerId: event.workerId }),
       ...(event.endpoint === undefined ? {} : { endpoint: event.endpoint }),
       ...(event.deadline === undefined ? {} : { deadline: iso(event.deadline) }),

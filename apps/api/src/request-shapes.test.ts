@@ -38,6 +38,7 @@ function bodyOf(method: string, url: string): string | undefined {
   if (method === 'POST' && url === '/v1/tokens') return JSON.stringify({ userId: PARAMS['userId']!.valid });
   if (method === 'POST' && url === '/v1/spawn') return '{"token": "v1.not-a-token"}';
   if (method === 'POST' && url === '/v1/webhooks') return '{"url": "https://example.com/hook"}';
+  if (method === 'POST' && url === '/v1/sessions/stop') return '{"state": "running"}';
   return undefined;
 }
 
@@ -77,6 +78,7 @@ describe('request shapes: path parameters and query parameters are checked befor
     expect(withParams.map((r) => `${r.method} ${r.url}`).sort()).toEqual([
       'DELETE /v1/users/:userId/session',
       'DELETE /v1/webhooks/:id',
+      'GET /v1/sessions/:sessionId',
       'GET /v1/users/:userId/history',
       'GET /v1/users/:userId/session',
       'GET /v1/users/:userId/session/events',

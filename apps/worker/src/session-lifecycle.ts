@@ -138,6 +138,8 @@ export class SessionLifecycle {
           FENCE: String(claim.fence),
           DEADLINE: String(claim.deadline),
           SESSION_METADATA: JSON.stringify(claim.metadata),
+          SESSION_LABELS: JSON.stringify(claim.labels),
+          SESSION_POOL: claim.pool,
           SESSION_NOTIFY_FD: '3',
         },
         graceMs: deps.graceMs,

@@ -19,7 +19,7 @@ export interface SessionLauncher {
 
 /** What a launcher is given for one session. */
 export interface LaunchSpec {
-  /** The contract's variables: SESSION_ID, USER_ID, FENCE, DEADLINE, SESSION_METADATA. */
+  /** The contract's variables: SESSION_ID, USER_ID, FENCE, DEADLINE, SESSION_METADATA, SESSION_LABELS, SESSION_POOL. */
   readonly sessionEnv: Record<string, string>;
   /** SIGTERM → SIGKILL grace, ms. */
   readonly graceMs: number;

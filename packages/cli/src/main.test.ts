@@ -40,8 +40,18 @@ const history: { sessions: EndedSession[] } = {
       reason: 'out_of_memory',
       endedAt: '2026-11-22T10:05:00.000Z',
       exitCode: 137,
+      pool: 'default',
+      labels: {},
     },
-    { sessionId: 's-ok', fence: 1, state: 'completed', endedAt: '2026-11-22T10:01:00.000Z', exitCode: 0 },
+    {
+      sessionId: 's-ok',
+      fence: 1,
+      state: 'completed',
+      endedAt: '2026-11-22T10:01:00.000Z',
+      exitCode: 0,
+      pool: 'default',
+      labels: {},
+    },
   ],
 };
 

@@ -8,6 +8,7 @@ export {
 } from './events.js';
 export { apiErrors, type ApiErrorCode, type ErrorBody } from './errors.js';
 export * from './vocabulary.js';
+export { labelProblem, labelsProblem } from './labels.js';
 export type {
   Admission,
   CreatedWebhook,
@@ -24,6 +25,12 @@ export type {
   SessionLogs,
   SessionState,
   SetLifetimeRequest,
+  UpdateSessionRequest,
+  ListSessionsQuery,
+  SessionsPage,
+  SessionById,
+  BulkStopRequest,
+  BulkStopAccepted,
   StopAccepted,
   StreamErrorData,
 } from './types.js';

@@ -1,8 +1,11 @@
 // Request and response schemas of the HTTP API (zod): the API validates with them and generates its
 // OpenAPI document from them; the client's types are inferred from them (types.ts).
+import { labelsProblem } from './labels.js';
 import {
+  MAX_LABELS,
   MAX_METADATA_BYTES,
   MAX_TOKEN_TTL_MS,
+  POOL_PATTERN,
   USER_ID_PATTERN,
   WEBHOOK_ID_PATTERN,
   WORKER_ID_PATTERN,
@@ -60,6 +63,32 @@ const metadataSchema = z
 
 const positiveMs = z.number().int().positive();
 
+/** A session's labels: at most 16, each key 1 to 63 of `A-Z a-z 0-9 . _ - /`, value up to 128 characters. */
+export const labelsSchema = z
+  .record(z.string(), z.string())
+  .superRefine((labels, ctx) => {
+    const problem = labelsProblem(labels);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  })
+  .describe(
+    `Labels: at most ${MAX_LABELS} pairs; a key is 1 to 63 characters of A-Z a-z 0-9 . _ - /, ` +
+      'a value 0 to 128 characters without control characters',
+  );
+
+/** A change to labels: as {@link labelsSchema}, and `null` removes a key. */
+export const labelsPatchSchema = z
+  .record(z.string(), z.string().nullable())
+  .superRefine((labels, ctx) => {
+    const problem = labelsProblem(labels, true);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  })
+  .describe("Labels to merge into the session's: a key set to null is removed; the result keeps the label limits");
+
+export const poolSchema = z
+  .string()
+  .regex(POOL_PATTERN, 'must be 1 to 64 characters of a-z 0-9 -')
+  .describe('A pool of worker hosts: 1 to 64 characters of a-z 0-9 -');
+
 export const issueTokenBody = z
   .object({
     userId: userIdSchema,
@@ -75,6 +104,8 @@ export const issueTokenBody = z
         'The session it admits is stopped (reason idle) after this long without activity, ms; 0: never; ' +
           'at most MAX_LIFETIME_MS (default IDLE_TIMEOUT_MS)',
       ),
+    labels: labelsSchema.optional().describe('Labels of the session it admits (SESSION_LABELS); changeable later'),
+    pool: poolSchema.optional().describe('The pool whose hosts run the session it admits (default: default)'),
   })
   .strict();
 
@@ -122,6 +153,8 @@ export const sessionView = z.object({
   userId: z.string(),
   fence: z.number().int(),
   state: z.enum(['pending', 'running', 'stopping']),
+  pool: z.string().describe('The pool of worker hosts it runs on'),
+  labels: z.record(z.string(), z.string()).describe('Its labels (changeable with PATCH)'),
   ready: z.boolean().describe('The session announced on SESSION_NOTIFY_FD that it is ready'),
   endpoint: z.string().optional().describe('Where it can be reached, as it announced (at most 512 characters)'),
   workerId: z.string().optional(),
@@ -141,12 +174,18 @@ export const sessionView = z.object({
 
 export const setLifetimeBody = z
   .object({
-    lifetimeMs: positiveMs.describe(
-      'Running: the session now ends this long from now (sooner or later than before), never after its ' +
-        'start + MAX_LIFETIME_MS. Pending: its lifetime once started, at most MAX_LIFETIME_MS',
-    ),
+    lifetimeMs: positiveMs
+      .optional()
+      .describe(
+        'Running: the session now ends this long from now (sooner or later than before), never after its ' +
+          'start + MAX_LIFETIME_MS. Pending: its lifetime once started, at most MAX_LIFETIME_MS',
+      ),
+    labels: labelsPatchSchema.optional(),
   })
-  .strict();
+  .strict()
+  .refine((body) => body.lifetimeMs !== undefined || body.labels !== undefined, {
+    message: 'the body needs lifetimeMs or labels (or both)',
+  });
 
 export const stopAccepted = z.object({
   sessionId: z.string(),
@@ -173,8 +212,82 @@ export const historyView = z.object({
       startedAt: z.string().optional(),
       endedAt: z.string(),
       exitCode: z.number().int().optional(),
+      pool: z.string(),
+      labels: z.record(z.string(), z.string()).describe('Its labels when it ended'),
     }),
   ),
+});
+
+/** A session by its id (`GET /v1/sessions/{sessionId}`): live as `GET .../session` shows it, or its history entry with `userId`. */
+export const sessionByIdView = z.union([
+  sessionView,
+  historyView.shape.sessions.element.extend({ userId: z.string() }),
+]);
+
+export const sessionIdParams = z.object({ sessionId: sessionIdSchema }).strict();
+
+/** A `label` filter: `key=value`. */
+const labelFilter = z
+  .string()
+  .regex(/^[^=]+=/, 'must be key=value')
+  .superRefine((text, ctx) => {
+    const at = text.indexOf('=');
+    const problem = labelsProblem({ [text.slice(0, at)]: text.slice(at + 1) });
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  });
+
+/** The filters of the session list and of its bulk stop. */
+const listFilters = {
+  state: z.enum(['pending', 'running', 'stopping']).optional().describe('Only sessions in this state'),
+  pool: poolSchema.optional().describe('Only sessions of this pool'),
+  workerId: z
+    .string()
+    .regex(WORKER_ID_PATTERN, 'must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ -')
+    .optional()
+    .describe('Only sessions this worker host runs'),
+  userId: userIdSchema.optional().describe("Only this user's session"),
+};
+
+export const listSessionsQuery = z
+  .object({
+    ...listFilters,
+    label: z
+      .union([labelFilter, z.array(labelFilter).max(MAX_LABELS, `at most ${MAX_LABELS} label filters`)])
+      .optional()
+      .describe('key=value; repeat it for more: every one must match'),
+    limit: z.coerce
+      .number()
+      .int('must be an integer')
+      .min(1, 'must be at least 1')
+      .max(500, 'must be at most 500')
+      .default(100)
+      .describe('Most sessions in the page (1 to 500)'),
+    cursor: z.string().max(2048).optional().describe("The previous page's next"),
+  })
+  .strict();
+
+export const sessionsPage = z.object({
+  sessions: z.array(sessionView),
+  next: z
+    .string()
+    .optional()
+    .describe(
+      'The cursor of the next page; absent on the last one. A page may hold fewer sessions than limit ' +
+        '(even none) and still have a next: follow it to the end',
+    ),
+});
+
+export const bulkStopBody = z
+  .object({ ...listFilters, labels: labelsSchema.optional().describe('Labels every session must carry') })
+  .strict()
+  .refine((body) => Object.values(body).some((value) => value !== undefined), {
+    message: 'name at least one filter (state, pool, workerId, userId, labels)',
+  });
+
+export const bulkStopAccepted = z.object({
+  matched: z.number().int().describe('Live sessions that matched'),
+  stopping: z.number().int().describe('Of those, how many are now stopping or stopped'),
+  more: z.boolean().describe('True when further sessions may match: call again'),
 });
 
 /** The `data` of every SSE event of `/v1/events` and `/v1/users/{userId}/session/events`. */
@@ -190,6 +303,8 @@ export const sessionEventData = z.object({
   endpoint: z.string().optional().describe('ready: where the session can be reached, as it announced'),
   deadline: z.string().optional().describe('running: when the lifetime cap runs out'),
   lifetimeMs: z.number().int().optional().describe('pending: the lifetime it will have once started'),
+  pool: z.string().describe("The session's pool"),
+  labels: z.record(z.string(), z.string()).describe("The session's labels"),
   exitCode: z.number().int().optional(),
   reason: z
     .enum(terminalReasons)

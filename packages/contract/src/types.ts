@@ -2,7 +2,12 @@
 // these (type-only imports, so they carry no runtime dependency).
 import type { z } from 'zod';
 import type {
+  bulkStopAccepted,
+  bulkStopBody,
   deliveriesView,
+  listSessionsQuery,
+  sessionByIdView,
+  sessionsPage,
   webhookCreated,
   webhookView,
   historyView,
@@ -30,8 +35,20 @@ export type IssuedToken = z.infer<typeof tokenIssued>;
 export type Admission = z.infer<typeof spawnAdmitted>;
 /** `200` of `GET /v1/users/{userId}/session`. */
 export type LiveSession = z.infer<typeof sessionView>;
-/** `PATCH /v1/users/{userId}/session` body. */
+/** `PATCH /v1/users/{userId}/session` body: new labels (merged; null removes), a new lifetime, or both. */
 export type SetLifetimeRequest = z.input<typeof setLifetimeBody>;
+/** `PATCH /v1/users/{userId}/session` body (the same as {@link SetLifetimeRequest}). */
+export type UpdateSessionRequest = SetLifetimeRequest;
+/** The query of `GET /v1/sessions`. */
+export type ListSessionsQuery = z.input<typeof listSessionsQuery>;
+/** `200` of `GET /v1/sessions`. */
+export type SessionsPage = z.infer<typeof sessionsPage>;
+/** `200` of `GET /v1/sessions/{sessionId}`: the live session, or its history entry with its user. */
+export type SessionById = z.infer<typeof sessionByIdView>;
+/** `POST /v1/sessions/stop` body: the list's filters, at least one. */
+export type BulkStopRequest = z.input<typeof bulkStopBody>;
+/** `202` of `POST /v1/sessions/stop`. */
+export type BulkStopAccepted = z.infer<typeof bulkStopAccepted>;
 /** `202` of `DELETE /v1/users/{userId}/session`. */
 export type StopAccepted = z.infer<typeof stopAccepted>;
 /** One entry of `GET /v1/users/{userId}/history`. */

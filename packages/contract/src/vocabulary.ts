@@ -45,3 +45,21 @@ export const MAX_TOKEN_TTL_MS = 30 * 24 * 3_600_000;
 
 /** Largest metadata accepted with a token, in bytes of JSON. */
 export const MAX_METADATA_BYTES = 4096;
+
+/** Most labels a session may have. */
+export const MAX_LABELS = 16;
+
+/** What a label key may be: 1 to 63 characters of `A-Z a-z 0-9 . _ - /`. */
+export const LABEL_KEY_PATTERN = /^[A-Za-z0-9._/-]{1,63}$/;
+
+/** Longest label value, in characters; a value has no control characters. */
+export const MAX_LABEL_VALUE_LENGTH = 128;
+
+/** What a pool name may be: 1 to 64 of `a-z 0-9 -`. */
+export const POOL_PATTERN = /^[a-z0-9-]{1,64}$/;
+
+/** The pool of a token that names none, and of every session made before pools. */
+export const DEFAULT_POOL = 'default';
+
+/** The filters of `GET /v1/sessions` on a session's state: its live states. */
+export const liveStates = ['pending', 'running', 'stopping'] as const;

@@ -3,7 +3,7 @@ import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { Keepalive, type RenewAnswer } from './keepalive.js';
 import type { Policy } from './options.js';
-import { parseMetadata } from './records.js';
+import { parseLabels, parseMetadata } from './records.js';
 import {
   endReasonStates,
   endReasons,
@@ -98,7 +98,7 @@ export class Claims {
     if (replyCode(reply) === ScriptCode.Stale) return { claimed: false, reason: 'stale' };
     if (replyCode(reply) === ScriptCode.PendingTimeout) return { claimed: false, reason: 'pending_timeout' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('claimSession', reply);
-    const [, deadline, leaseExpiresAt, lifetimeMs, metadata, startedAt, idleTimeoutMs] = reply;
+    const [, deadline, leaseExpiresAt, lifetimeMs, metadata, startedAt, idleTimeoutMs, labels, pool] = reply;
     return {
       claimed: true,
       claim: {
@@ -113,6 +113,8 @@ export class Claims {
         lifetimeMs: Number(lifetimeMs),
         metadata: parseMetadata(String(metadata)),
         idleTimeoutMs: Number(idleTimeoutMs ?? 0),
+        labels: parseLabels(labels === undefined ? undefined : String(labels)),
+        pool: pool === undefined ? 'default' : String(pool),
         sentAt,
       },
     };
@@ -249,6 +251,8 @@ export class Claims {
       claim.fence,
       claim.startedAt,
       claim.workerId,
+      JSON.stringify(claim.labels),
+      claim.pool,
     ]);
     if (replyCode(reply) === ScriptCode.Stale) return false;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('finishSession', reply);

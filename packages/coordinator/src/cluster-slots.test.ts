@@ -7,8 +7,9 @@ import { slotOf } from './slots.js';
 import { testCoordinator } from './test-support/setup.js';
 import { cleanUp, type Seen, watchClient } from '@cq/test-harness';
 
-// Every public coordinator operation, run once; each must cost exactly one command and touch one slot.
-function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
+// Every public coordinator operation, run once; each must cost exactly one command (or the commands its
+// third element names) and each command touch one slot.
+function operations(c: Coordinator): Array<[string, () => Promise<unknown>, number?]> {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- results of differently typed steps
   const state: Record<string, any> = {};
   const worker = { workerId: 'w1', leaseMs: 5000, graceMs: 1000 };
@@ -16,7 +17,9 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['tokens.issue', async () => (state['t1'] = await c.tokens.issue('slot-user', {}))],
     ['tokens.consume', () => c.tokens.consume(state['t1'].token)],
     ['tokens.issue (second)', async () => (state['t2'] = await c.tokens.issue('slot-user', { metadata: { a: 1 } }))],
-    ['sessions.admit', async () => (state['a'] = await c.sessions.admit(state['t2'].token))],
+    // The first session of a slot enters the slot in the session list's directory: admit (unlisted),
+    // enterDirectory, SET of the slot's `listed` key, admit again. Later ones are one command.
+    ['sessions.admit (first in its slot)', async () => (state['a'] = await c.sessions.admit(state['t2'].token)), 4],
     ['sessions.admit (rejected: token_invalid)', () => c.sessions.admit(state['t2'].token)],
     ['sessions.cancelAdmission', () => c.sessions.cancelAdmission(state['t2'].token, state['a'].sessionId)],
     ['sessions.admit (again)', async () => (state['a'] = await c.sessions.admit(state['t2'].token))],
@@ -47,6 +50,11 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>]> {
     ['sessions.sweepUser', () => c.sessions.sweepUser('slot-user')],
     ['sessions.finish', () => c.claims.finish(state['c'].claim, 'stopped', 0)],
     ['sessions.history', () => c.sessions.history('slot-user')],
+    // A session by id: its slot's ids (HGET), the user's live session (readSession), the history (LRANGE).
+    ['sessions.byId', () => c.sessions.byId(state['a'].sessionId), 3],
+    // The list finds the slot empty now: the directory (ZRANGEBYSCORE), the slot's index and `listed`
+    // key (ZRANGE, GET), then unlistSlot and dropDirectory.
+    ['sessions.list (finds the slot empty and unlists it)', () => c.sessions.list(), 5],
     ['sessions.admit (rejected: throttled)', () => c.sessions.admit(state['t3'].token)],
     [
       'leases.acquire',
@@ -96,7 +104,7 @@ describe('one round trip, one slot', () => {
     );
     const ran = new Set<string>();
     const ops = operations(coordinator);
-    for (const [name, run] of ops) {
+    for (const [name, run, count = 1] of ops) {
       await watch.settle();
       const before = watch.seen.length;
       await run();
@@ -105,18 +113,21 @@ describe('one round trip, one slot', () => {
       expect(
         sent.map((s) => s.args[0]),
         name,
-      ).toHaveLength(1);
-      const command = sent[0]!.args[0]!.toLowerCase();
-      // ioredis sends EVAL the first time a connection runs a script, EVALSHA after: one command either way.
-      const scripted = command === 'eval' || command === 'evalsha';
-      expect(scripted ? 'script' : command, name).toBe(name === 'sessions.history' ? 'lrange' : 'script');
-      if (command === 'evalsha') ran.add(scriptBySha.get(sent[0]!.args[1]!) ?? 'unknown');
-      if (command === 'eval')
-        ran.add(scriptByOpening.find(([opening]) => sent[0]!.args[1]!.includes(opening))?.[1] ?? 'unknown');
-      const keys = keysOf(sent[0]!);
-      expect(keys.length, name).toBeGreaterThan(0);
-      const slots = new Set(keys.map(slotOf));
-      expect(slots.size, `${name} touches keys on ${slots.size} slots: ${keys.join(' ')}`).toBe(1);
+      ).toHaveLength(count);
+      for (const seen of sent) {
+        const command = seen.args[0]!.toLowerCase();
+        // ioredis sends EVAL the first time a connection runs a script, EVALSHA after: one command either way.
+        const scripted = command === 'eval' || command === 'evalsha';
+        if (count === 1)
+          expect(scripted ? 'script' : command, name).toBe(name === 'sessions.history' ? 'lrange' : 'script');
+        if (command === 'evalsha') ran.add(scriptBySha.get(seen.args[1]!) ?? 'unknown');
+        if (command === 'eval')
+          ran.add(scriptByOpening.find(([opening]) => seen.args[1]!.includes(opening))?.[1] ?? 'unknown');
+        const keys = keysOf(seen);
+        expect(keys.length, name).toBeGreaterThan(0);
+        const slots = new Set(keys.map(slotOf));
+        expect(slots.size, `${name} touches keys on ${slots.size} slots: ${keys.join(' ')}`).toBe(1);
+      }
     }
     // publishEventMark names no key: the event feed sends it to each master itself (see events.test.ts).
     // renewSweepTurn (one key) runs only inside the sweeper's loop (see sweeper.test.ts).

@@ -88,6 +88,9 @@ export enum ScriptCode {
   SessionStopping = -16,
   SessionMismatch = -17,
   StateUncertain = -18,
+  /** admit: the user's slot is not in the session list's directory yet (SessionStore enters it and asks again). */
+  Unlisted = -19,
+  TooManyLabels = -20,
 }
 
 const errorOfScriptCode: Partial<Record<ScriptCode, ErrorCode>> = {

@@ -122,6 +122,8 @@ describe('idle sessions', () => {
         userId: 'idle-stop',
         fence: claim.fence,
         workerId: 'host-a',
+        pool: 'default',
+        labels: {},
         at: expect.any(Number),
       },
     ]);

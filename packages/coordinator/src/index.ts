@@ -30,6 +30,16 @@ export { LeaseManager, type Lease, type LeaseRenewAnswer, type AcquireOptions, t
 export { Keepalive, LeaseLostError, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
 export { SessionStore } from './sessions.js';
 export {
+  sessionIdInSlot,
+  slotOfSessionId,
+  type BulkStop,
+  type ListOptions,
+  type ListPosition,
+  type SessionById,
+  type SessionFilter,
+  type SessionPage,
+} from './session-list.js';
+export {
   EventFeed,
   EventSubscription,
   SlowReaderError,

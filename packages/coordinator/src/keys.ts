@@ -23,9 +23,13 @@ export interface UserKeys {
   readonly events: string;
   /** Hash: the loss guard of the user's slot (lua/includes/lossGuard.lua). */
   readonly guard: string;
+  /** Hash: session id → user id, for the sessions of the user's slot that are live or in their users' histories. */
+  readonly ids: string;
+  /** String: the generation of the slot's entry in the session list's directory; absent: not listed. */
+  readonly listed: string;
   /**
    * The keys of every script that may end the user's session (`lua/includes/endSession.lua`), in the
-   * order they take them: session, lease, history, live index, recent endings, events.
+   * order they take them: session, lease, history, live index, recent endings, events, session ids.
    */
   readonly ending: readonly string[];
 }
@@ -63,10 +67,12 @@ export class Keys {
       ended: this.ended(slot),
       events: this.events(slot),
       guard: this.guard(slot),
+      ids: this.sessionIds(slot),
+      listed: this.listed(slot),
     };
     return {
       ...keys,
-      ending: [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events],
+      ending: [keys.session, keys.lease, keys.history, keys.liveIndex, keys.ended, keys.events, keys.ids],
     };
   }
 
@@ -134,6 +140,32 @@ export class Keys {
     const tag = slotTags()[slot];
     if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
     return `${this.prefix}:{${tag}}:guard`;
+  }
+
+  /** The session ids of one cluster slot (hash: session id → user id). */
+  sessionIds(slot: number): string {
+    return `${this.prefix}:{${this.#tag(slot)}}:ids`;
+  }
+
+  /** The `listed` key of one cluster slot: its entry in the session list's directory (see {@link Keys.directory}). */
+  listed(slot: number): string {
+    return `${this.prefix}:{${this.#tag(slot)}}:listed`;
+  }
+
+  /**
+   * The session list's directory, on one slot of its own: the slots that may hold live sessions (sorted
+   * set by slot number), each entry's generation (hash) and the generation counter
+   * (lua/enterDirectory-3.lua).
+   */
+  directory(): { slots: string; generations: string; counter: string } {
+    const base = `${this.prefix}:{sessions}:directory`;
+    return { slots: base, generations: `${base}:generations`, counter: `${base}:counter` };
+  }
+
+  #tag(slot: number): string {
+    const tag = slotTags()[slot];
+    if (tag === undefined) throw new RangeError(`slot ${slot} is outside 0..16383`);
+    return tag;
   }
 
   /** The session events of one cluster slot (stream). */

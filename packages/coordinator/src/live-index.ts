@@ -1,6 +1,7 @@
 import type { Context } from './context.js';
 import { fanOut, type Command } from './fan-out.js';
 import { wrapRedisError } from './redis-errors.js';
+import { parseHistoryEntry } from './records.js';
 import type { HistoryEntry } from './session-types.js';
 import { SLOT_COUNT } from './slots.js';
 
@@ -49,7 +50,10 @@ export async function readIndex(
         const endings = replies[i + 1] as string[];
         for (let j = 0; j + 1 < members.length; j += 2)
           live.push({ userId: members[j]!, dueAt: Number(members[j + 1]) });
-        for (const json of endings) ended.push(JSON.parse(json) as RecentEnding);
+        for (const json of endings) {
+          const entry = parseHistoryEntry(json) as RecentEnding;
+          ended.push(entry);
+        }
       }
     }
   } catch (err) {

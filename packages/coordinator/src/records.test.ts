@@ -47,6 +47,8 @@ describe('the hash layouts', () => {
       userId: 'alice',
       fence: 3,
       state: 'running',
+      pool: 'default',
+      labels: {},
       createdAt: 100,
       lifetimeMs: 5000,
       metadata: { a: 1 },

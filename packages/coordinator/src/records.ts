@@ -1,14 +1,14 @@
 // The layouts of the hashes the Lua scripts write, defined once, with the decoder the library reads
 // them through. Field names are short because they are stored once per live session; the test beside
 // this file checks that the scripts write exactly these names.
-import type { LiveState, SessionView } from './session-types.js';
+import type { HistoryEntry, Labels, LiveState, SessionView } from './session-types.js';
 import type { Metadata } from './tokens.js';
 
 /**
- * The session hash, `<prefix>:{u:<userId>}:session`. `admit-11.lua` writes the admission fields,
- * `claimSession-7.lua` the running fields, `renewSession-4.lua` moves `leaseExp` and `act` (and sets
- * `stop` to `idle`), `recordActivity-6.lua` moves `act`, `requestStop-6.lua` sets `stop`,
- * `extendSession-6.lua` changes `life` (and a running session's `deadline`).
+ * The session hash, `<prefix>:{u:<userId>}:session`. `admit-13.lua` writes the admission fields,
+ * `claimSession-8.lua` the running fields, `renewSession-4.lua` moves `leaseExp` and `act` (and sets
+ * `stop` to `idle`), `recordActivity-7.lua` moves `act`, `requestStop-7.lua` sets `stop`,
+ * `extendSession-7.lua` changes `life` (and a running session's `deadline`) and `lab`.
  */
 export const SessionField = {
   id: 'id',
@@ -41,6 +41,12 @@ export const SessionField = {
   endpoint: 'endpoint',
   /** The slot's loss guard as its admission found it, stamped with the Redis process (lua/includes/lossGuard.lua). */
   lossStamp: 'g',
+  /** Its labels, JSON; absent on a session admitted before sessions had labels ('{}'). */
+  labels: 'lab',
+  /** Its pool; absent: `default`. */
+  pool: 'pool',
+  /** When its token was issued (epoch ms): what `cancelAdmission` restores. */
+  tokenIssuedAt: 'tokA',
 } as const;
 
 /** The lease hash, `<prefix>:{u:<userId>}:lease` (and a plain lease's): owner, fencing token, hard deadline. */
@@ -51,6 +57,17 @@ const liveStates: readonly LiveState[] = ['pending', 'running', 'stopping'];
 /** An optional number field: absent or empty is undefined. */
 export function optionalNumber(value: string | undefined): number | undefined {
   return value === undefined || value === '' ? undefined : Number(value);
+}
+
+/** A labels field (JSON); absent is `{}`. */
+export function parseLabels(json: string | undefined): Labels {
+  return json === undefined || json === '' ? {} : (JSON.parse(json) as Labels);
+}
+
+/** A history entry as the scripts write it (JSON); one written before sessions had labels and pools gets their defaults. */
+export function parseHistoryEntry(json: string): HistoryEntry {
+  const entry = JSON.parse(json) as Partial<HistoryEntry> & Omit<HistoryEntry, 'pool' | 'labels'>;
+  return { ...entry, pool: entry.pool ?? 'default', labels: entry.labels ?? {} };
 }
 
 /** A metadata field (JSON); absent is `{}`. */
@@ -73,6 +90,8 @@ export function decodeSession(userId: string, flat: readonly unknown[]): Session
     userId,
     fence: Number(h.get(SessionField.fence)),
     state,
+    pool: h.get(SessionField.pool) ?? 'default',
+    labels: parseLabels(h.get(SessionField.labels)),
     createdAt: Number(h.get(SessionField.createdAt)),
     lifetimeMs: Number(h.get(SessionField.lifetimeMs)),
     metadata: parseMetadata(h.get(SessionField.metadata)),

@@ -12,6 +12,8 @@ export const scriptNames = [
   'consumeToken',
   'createWebhook',
   'drainWorker',
+  'dropDirectory',
+  'enterDirectory',
   'extendSession',
   'finishSession',
   'fixedWindow',
@@ -35,6 +37,7 @@ export const scriptNames = [
   'slidingWindow',
   'sweepSession',
   'renewSweepTurn',
+  'unlistSlot',
 ] as const;
 
 /** Name of a coordinator script. */

@@ -12,12 +12,19 @@ export type TerminalState = (typeof terminalStates)[number];
 /** The states of a live session. */
 export type LiveState = 'pending' | 'running' | 'stopping';
 
+/** A session's labels: key → value (see {@link Labels} limits in `@cq/contract`). */
+export type Labels = Readonly<Record<string, string>>;
+
 /** A user's live session as stored. Times are epoch milliseconds from the Redis clock. */
 export interface SessionView {
   readonly sessionId: string;
   readonly userId: string;
   readonly fence: number;
   readonly state: LiveState;
+  /** The pool of worker hosts it runs on (`default` unless its token named one). */
+  readonly pool: string;
+  /** Its labels, from its token, changed since by {@link SessionStore.update}. */
+  readonly labels: Labels;
   readonly createdAt: number;
   readonly lifetimeMs: number;
   readonly metadata: Metadata;
@@ -45,6 +52,10 @@ export interface HistoryEntry {
   readonly sessionId: string;
   readonly fence: number;
   readonly state: TerminalState;
+  /** Its pool (`default` for sessions that ended before sessions had one). */
+  readonly pool: string;
+  /** Its labels as they were when it ended. */
+  readonly labels: Labels;
   readonly workerId?: string;
   readonly startedAt?: number;
   readonly endedAt: number;
@@ -138,6 +149,10 @@ export interface Claim extends SessionRef {
   readonly metadata: Metadata;
   /** Its idle timeout, ms; 0: never idle. Its idle clock starts at {@link Claim.startedAt}. */
   readonly idleTimeoutMs: number;
+  /** Its labels as they were when it was claimed (`SESSION_LABELS`). */
+  readonly labels: Labels;
+  /** Its pool (`SESSION_POOL`). */
+  readonly pool: string;
   /** `performance.now()` when the claim was sent: the local clock's conservative start of the lease. */
   readonly sentAt: number;
 }
@@ -179,7 +194,17 @@ export type LifetimeOutcome =
   | { readonly outcome: 'lifetime_too_long'; readonly largestLifetimeMs: number }
   /** A stop is under way (`stopping`): the session ends anyway, so its lifetime no longer changes. */
   | { readonly outcome: 'stopping'; readonly sessionId: string }
+  /** The labels after the merge would be more than allowed. */
+  | { readonly outcome: 'too_many_labels'; readonly count: number }
   | SessionMismatch;
+
+/** A change to a live session ({@link SessionStore.update}): at least one of the two. */
+export interface SessionChange {
+  /** The new lifetime, ms: from now for a running session, from its start for a pending one. */
+  readonly lifetimeMs?: number;
+  /** Labels to merge into the session's; `null` removes a key. */
+  readonly labels?: Readonly<Record<string, string | null>>;
+}
 
 /** What {@link SessionStore.recordActivity} answers. */
 export type ActivityOutcome =

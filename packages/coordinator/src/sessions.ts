@@ -1,8 +1,23 @@
 import { randomUUID } from 'node:crypto';
+import { MAX_LABELS } from '@cq/contract';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { parseRateReply } from './limiters/rate-limit.js';
-import { decodeSession, parseMetadata } from './records.js';
+import { decodeSession, parseHistoryEntry, parseMetadata } from './records.js';
+import {
+  enterSlot,
+  listCursorSecret,
+  listSessions,
+  sessionById,
+  sessionIdInSlot,
+  stopMatching,
+  type BulkStop,
+  type ListOptions,
+  type SessionById,
+  type SessionFilter,
+  type SessionPage,
+} from './session-list.js';
+import { slotOf } from './slots.js';
 import type { Policy } from './options.js';
 import { wrapRedisError } from './redis-errors.js';
 import {
@@ -12,6 +27,7 @@ import {
   type HistoryEntry,
   type LifetimeOutcome,
   type LiveState,
+  type SessionChange,
   type SessionMatch,
   type SessionMismatch,
   type SessionView,
@@ -59,13 +75,10 @@ export class SessionStore {
    * consume the token, take the next fence, record the session as `pending`. All or nothing, one round
    * trip; a malformed token is refused without one.
    */
-  async admit(
-    token: string,
-    overrides: Partial<AdmitPolicy> = {},
-    sessionId: string = randomUUID(),
-  ): Promise<AdmitOutcome> {
+  async admit(token: string, overrides: Partial<AdmitPolicy> = {}, sessionId?: string): Promise<AdmitOutcome> {
     const parsed = parseToken(token);
     if (parsed === undefined) return { outcome: 'token_invalid' };
+    sessionId ??= this.sessionIdFor(parsed.userId);
     const policy: AdmitPolicy = {
       spawnIntervalMs: overrides.spawnIntervalMs ?? this.#policy.spawnIntervalMs,
       spawnBurst: overrides.spawnBurst ?? this.#policy.spawnBurst,
@@ -74,31 +87,41 @@ export class SessionStore {
     };
     const { userId } = parsed;
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run(
-      'admit',
-      [
-        this.#context.keys.token(userId, parsed.digest),
-        keys.session,
-        keys.fence,
-        keys.spawnThrottle,
-        keys.lease,
-        keys.history,
-        keys.liveIndex,
-        keys.ended,
-        this.#context.keys.cancelledAdmission(userId, sessionId),
-        keys.events,
-        keys.guard,
-      ],
-      [
-        sessionId,
-        userId,
-        policy.spawnIntervalMs,
-        policy.spawnBurst,
-        policy.maxLifetimeMs,
-        policy.pendingTimeoutMs,
-        this.#policy.historyLength,
-      ],
-    );
+    const admit = (): Promise<unknown[]> =>
+      this.#context.scripts.run(
+        'admit',
+        [
+          this.#context.keys.token(userId, parsed.digest),
+          keys.session,
+          keys.fence,
+          keys.spawnThrottle,
+          keys.lease,
+          keys.history,
+          keys.liveIndex,
+          keys.ended,
+          this.#context.keys.cancelledAdmission(userId, sessionId),
+          keys.events,
+          keys.guard,
+          keys.ids,
+          keys.listed,
+        ],
+        [
+          sessionId,
+          userId,
+          policy.spawnIntervalMs,
+          policy.spawnBurst,
+          policy.maxLifetimeMs,
+          policy.pendingTimeoutMs,
+          this.#policy.historyLength,
+        ],
+      );
+    let reply = await admit();
+    // The first session of a slot since it left the session list: enter the slot, then ask again. A
+    // slot another caller unlists in between (it found the slot empty) is entered again; three tries.
+    for (let tries = 0; replyCode(reply) === ScriptCode.Unlisted && tries < 3; tries++) {
+      await enterSlot(this.#context, slotOf(keys.session));
+      reply = await admit();
+    }
     switch (replyCode(reply)) {
       case ScriptCode.Ok:
         return {
@@ -154,6 +177,7 @@ export class SessionStore {
         keys.liveIndex,
         this.#context.keys.cancelledAdmission(parsed.userId, sessionId),
         keys.events,
+        keys.ids,
       ],
       [sessionId, parsed.userId, CANCELLED_ADMISSION_TTL_MS],
     );
@@ -186,29 +210,45 @@ export class SessionStore {
     }
   }
 
-  /**
-   * Changes the lifetime of the user's live session, in one script that also moves the lease's hard
-   * deadline. A running session now ends at (Redis) now + `lifetimeMs`, sooner or later than before,
-   * never after its start + `maxLifetimeMs`; its host learns of it at its next renewal. A pending one
-   * gets `lifetimeMs` as the lifetime it will have once claimed (at most `maxLifetimeMs`). An overdue
-   * session is first ended as `lost` (answering `no_session`); a `stopping` one is left alone. With
-   * `match.sessionId`, only when that is the live session (else `session_mismatch`, nothing changed).
-   */
-  async setLifetime(
+  /** Changes the lifetime of the user's live session: {@link SessionStore.update} with `lifetimeMs` alone. */
+  setLifetime(
     userId: string,
     lifetimeMs: number,
     maxLifetimeMs: number = this.#policy.maxLifetimeMs,
     match: SessionMatch = {},
   ): Promise<LifetimeOutcome> {
-    assertInteger(lifetimeMs, 'lifetimeMs', 1);
+    return this.update(userId, { lifetimeMs }, maxLifetimeMs, match);
+  }
+
+  /**
+   * Changes the user's live session, all or nothing, in one script: its labels (merged into the
+   * session's; `null` removes a key; at most {@link MAX_LABELS} after the merge) and its lifetime. A
+   * running session now ends at (Redis) now + `lifetimeMs`, sooner or later than before, never after its
+   * start + `maxLifetimeMs`, and the lease's hard deadline moves with it; its host learns of it at its
+   * next renewal. A pending one gets `lifetimeMs` as the lifetime it will have once claimed (at most
+   * `maxLifetimeMs`). An overdue session is first ended as `lost` (answering `no_session`); a
+   * `stopping` one is left alone. With `match.sessionId`, only when that is the live session (else
+   * `session_mismatch`, nothing changed).
+   */
+  async update(
+    userId: string,
+    change: SessionChange,
+    maxLifetimeMs: number = this.#policy.maxLifetimeMs,
+    match: SessionMatch = {},
+  ): Promise<LifetimeOutcome> {
+    if (change.lifetimeMs === undefined && change.labels === undefined)
+      throw new InvalidArgumentError('a change needs lifetimeMs or labels');
+    if (change.lifetimeMs !== undefined) assertInteger(change.lifetimeMs, 'lifetimeMs', 1);
     assertInteger(maxLifetimeMs, 'maxLifetimeMs', 1);
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run('extendSession', keys.ending, [
       userId,
       this.#policy.historyLength,
-      lifetimeMs,
+      change.lifetimeMs ?? '',
       maxLifetimeMs,
       expectedSessionArg(match),
+      change.labels === undefined ? '' : JSON.stringify(change.labels),
+      MAX_LABELS,
     ]);
     switch (replyCode(reply)) {
       case ScriptCode.Ok: {
@@ -222,6 +262,8 @@ export class SessionStore {
         return { outcome: 'lifetime_too_long', largestLifetimeMs: Number(reply[1]) };
       case ScriptCode.SessionStopping:
         return { outcome: 'stopping', sessionId: String(reply[1]) };
+      case ScriptCode.TooManyLabels:
+        return { outcome: 'too_many_labels', count: Number(reply[1]) };
       case ScriptCode.SessionMismatch:
         return mismatchOf(reply, match);
       default:
@@ -289,6 +331,50 @@ export class SessionStore {
     } catch (err) {
       throw wrapRedisError(err);
     }
-    return entries.map((entry) => JSON.parse(entry) as HistoryEntry);
+    return entries.map(parseHistoryEntry);
+  }
+
+  /**
+   * A fresh session id for a session of `userId`: a random UUID whose last four hex digits carry the
+   * user's cluster slot, so {@link SessionStore.byId} finds the session in one step.
+   */
+  sessionIdFor(userId: string): string {
+    return sessionIdInSlot(slotOf(this.#context.keys.user(userId).session));
+  }
+
+  /** {@link SessionStore.sessionIdFor} the user of `token` (any fresh id for a malformed token: it admits nothing). */
+  sessionIdForToken(token: string): string {
+    const parsed = parseToken(token);
+    return parsed === undefined ? randomUUID() : this.sessionIdFor(parsed.userId);
+  }
+
+  /**
+   * A session by its id: the live one (as {@link SessionStore.settleAndRead} reads it), or its entry in
+   * its user's history while it is there; undefined for an id no session of ours has (or one made
+   * before session ids carried their slot). A few round trips on one slot.
+   */
+  byId(sessionId: string): Promise<SessionById | undefined> {
+    return sessionById(this.#context, this, sessionId);
+  }
+
+  /**
+   * One page of the live sessions of every user that match `filter`, from `from` (the previous page's
+   * `next`) on: see {@link listSessions} for the order, what a page costs and what it promises.
+   */
+  list(filter: SessionFilter = {}, options: ListOptions = {}): Promise<SessionPage> {
+    return listSessions(this.#context, this, filter, options);
+  }
+
+  /**
+   * Stops every live session matching `filter` as {@link SessionStore.requestStop} does, at most `max`
+   * (default 1000) per call; `more` when others may match. See {@link stopMatching}.
+   */
+  stopMatching(filter: SessionFilter, options: { max?: number } = {}): Promise<BulkStop> {
+    return stopMatching(this.#context, this, filter, options);
+  }
+
+  /** The secret that signs the list's cursors (see {@link listCursorSecret}). */
+  listCursorSecret(): Promise<Buffer> {
+    return listCursorSecret(this.#context);
   }
 }

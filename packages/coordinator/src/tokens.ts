@@ -3,7 +3,8 @@ import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { parseRateReply, type RateLimitResult } from './limiters/rate-limit.js';
 import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
-import { USER_ID_PATTERN, assertInteger, assertUserId } from './validate.js';
+import { DEFAULT_POOL } from '@cq/contract';
+import { USER_ID_PATTERN, assertInteger, assertLabels, assertPool, assertUserId } from './validate.js';
 
 /** Bytes of randomness in a token's secret (256 bits). */
 export const TOKEN_SECRET_BYTES = 32;
@@ -59,6 +60,10 @@ export interface IssueOptions {
    * 0: never. At most the policy's `maxLifetimeMs`. @defaultValue the policy's `idleTimeoutMs`
    */
   idleTimeoutMs?: number;
+  /** Labels of the session it admits (at most 16; see `@cq/contract`'s label limits). @defaultValue `{}` */
+  labels?: Readonly<Record<string, string>>;
+  /** The pool whose hosts run the session it admits. @defaultValue `default` */
+  pool?: string;
 }
 
 /** What {@link TokenStore.issue} answers. */
@@ -125,12 +130,25 @@ export class TokenStore {
     const idleTimeoutMs = options.idleTimeoutMs ?? this.#policy.idleTimeoutMs;
     assertInteger(idleTimeoutMs, 'idleTimeoutMs', 0, this.#policy.maxLifetimeMs);
     const metadata = encodeMetadata(options.metadata);
+    const labels = options.labels ?? {};
+    assertLabels(labels);
+    const pool = options.pool ?? DEFAULT_POOL;
+    assertPool(pool);
     const { token, parsed } = createToken(userId);
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run(
       'issueToken',
       [this.keyOf(parsed), keys.tokenRate, keys.guard],
-      [ttlMs, options.lifetimeMs ?? '', metadata, this.#policy.tokenLimit, this.#policy.tokenWindowMs, idleTimeoutMs],
+      [
+        ttlMs,
+        options.lifetimeMs ?? '',
+        metadata,
+        this.#policy.tokenLimit,
+        this.#policy.tokenWindowMs,
+        idleTimeoutMs,
+        JSON.stringify(labels),
+        pool,
+      ],
     );
     const rate = parseRateReply([replyCode(reply) === ScriptCode.Ok ? 1 : 0, ...reply.slice(2)], 'issueToken');
     if (replyCode(reply) === ScriptCode.Ok)

@@ -1,4 +1,4 @@
-import { USER_ID_PATTERN } from '@cq/contract';
+import { POOL_PATTERN, USER_ID_PATTERN, labelsProblem } from '@cq/contract';
 import { InvalidArgumentError } from './errors.js';
 
 export { USER_ID_PATTERN };
@@ -18,6 +18,17 @@ export function assertName(value: string, what: string): void {
   if (!NAME_PATTERN.test(value)) {
     throw new InvalidArgumentError(`${what} must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ - (no braces)`);
   }
+}
+
+/** Throws {@link InvalidArgumentError} naming the label unless `labels` keeps the limits (`allowNull`: a change). */
+export function assertLabels(labels: Readonly<Record<string, unknown>>, allowNull = false): void {
+  const problem = labelsProblem(labels, allowNull);
+  if (problem !== undefined) throw new InvalidArgumentError(problem);
+}
+
+/** Throws {@link InvalidArgumentError} unless `pool` is a pool name. */
+export function assertPool(pool: string): void {
+  if (!POOL_PATTERN.test(pool)) throw new InvalidArgumentError('pool must be 1 to 64 characters of a-z 0-9 -');
 }
 
 /** Throws {@link InvalidArgumentError} unless `value` is an integer in [min, max]. */

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import {
   UnavailableError,
   withTimeout,
@@ -12,7 +11,7 @@ import { AdmissionReconciler } from './reconciler.js';
 
 /** Options of {@link SpawnService}. */
 export interface SpawnServiceOptions {
-  sessions: Pick<SessionStore, 'admit' | 'cancelAdmission' | 'settleAndRead'>;
+  sessions: Pick<SessionStore, 'admit' | 'cancelAdmission' | 'settleAndRead' | 'sessionIdForToken'>;
   producer: SpawnProducer;
   log: SpawnLogger;
   /**
@@ -83,7 +82,7 @@ export class SpawnService {
 
   async spawn(token: string): Promise<SpawnOutcome> {
     const { sessions, producer, capacity } = this.#options;
-    const sessionId = randomUUID();
+    const sessionId = sessions.sessionIdForToken(token);
     const deadline = performance.now() + this.#answerWithinMs;
     const left = (): number => Math.max(this.#stepMinMs, Math.round(deadline - performance.now()));
     let admission: AdmitOutcome;

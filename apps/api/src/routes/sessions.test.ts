@@ -18,6 +18,8 @@ describe('sessions and history', async () => {
       userId: 'erin',
       fence: admitted.fence,
       state: 'pending',
+      pool: 'default',
+      labels: {},
       ready: false,
     });
   });
@@ -33,6 +35,8 @@ describe('sessions and history', async () => {
       userId: 'frank',
       fence: admitted.fence,
       state: 'running',
+      pool: 'default',
+      labels: {},
       ready: false,
       workerId: 'host-1',
       startedAt: new Date(claim.startedAt).toISOString(),
@@ -58,6 +62,8 @@ describe('sessions and history', async () => {
       startedAt: new Date(claim.startedAt).toISOString(),
       endedAt: expect.any(String),
       exitCode: 0,
+      pool: 'default',
+      labels: {},
     });
   });
 
@@ -76,6 +82,8 @@ describe('sessions and history', async () => {
       startedAt: new Date(claim.startedAt).toISOString(),
       endedAt: expect.any(String),
       exitCode: 137,
+      pool: 'default',
+      labels: {},
     });
     expect((await api.client.history('oona'))[0]).toMatchObject({ state: 'failed', reason: 'out_of_memory' });
     const doc = (await get('/openapi.json')).body;
@@ -203,6 +211,8 @@ describe('PATCH session: changing its lifetime', async () => {
       userId: 'pia',
       fence: admitted.fence,
       state: 'pending',
+      pool: 'default',
+      labels: {},
       ready: false,
     });
     const claim = await claimAs(api, admitted);
@@ -264,6 +274,8 @@ describe('idle sessions: the idle timeout, last activity and activity from the s
       userId: 'idle-own',
       fence: own.fence,
       state: 'pending',
+      pool: 'default',
+      labels: {},
       ready: false,
       idleTimeoutMs: 1500,
     });

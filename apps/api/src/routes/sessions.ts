@@ -1,19 +1,27 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
-import type { SessionMismatch, SessionView } from '@cq/coordinator';
+import type { HistoryEntry, SessionFilter, SessionMismatch, SessionView } from '@cq/coordinator';
 import {
+  bulkStopAccepted,
+  bulkStopBody,
   emptyBody,
   errorSchema,
   historyView,
+  listSessionsQuery,
   noQuery,
+  sessionByIdView,
+  sessionIdParams,
   sessionMatchQuery,
   sessionView,
+  sessionsPage,
   setLifetimeBody,
   stopAccepted,
   userParams,
+  type EndedSession,
   type LiveSession,
 } from '@cq/contract';
+import { CursorCodec, CursorError } from '../session-cursor.js';
 import { iso } from '../iso.js';
 import { z } from 'zod';
 
@@ -29,6 +37,8 @@ function liveSession(session: SessionView): LiveSession {
     userId: session.userId,
     fence: session.fence,
     state: session.state,
+    pool: session.pool,
+    labels: { ...session.labels },
     ready: session.ready,
     ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
     ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
@@ -37,6 +47,44 @@ function liveSession(session: SessionView): LiveSession {
     ...isoField('deadline', session.deadline),
     ...(session.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: session.idleTimeoutMs }),
     ...isoField('lastActivityAt', session.lastActivityAt),
+  };
+}
+
+/** A history entry as the contract shows it. */
+function endedSession(entry: HistoryEntry): EndedSession {
+  return {
+    sessionId: entry.sessionId,
+    fence: entry.fence,
+    state: entry.state,
+    ...(entry.workerId === undefined ? {} : { workerId: entry.workerId }),
+    ...isoField('startedAt', entry.startedAt),
+    endedAt: iso(entry.endedAt),
+    ...(entry.exitCode === undefined ? {} : { exitCode: entry.exitCode }),
+    ...(entry.reason === undefined ? {} : { reason: entry.reason }),
+    pool: entry.pool,
+    labels: { ...entry.labels },
+  };
+}
+
+/** The list's filters from its query (`label` repeatable, `key=value`). */
+function filterOf(query: {
+  state?: 'pending' | 'running' | 'stopping' | undefined;
+  pool?: string | undefined;
+  workerId?: string | undefined;
+  userId?: string | undefined;
+  label?: string | string[] | undefined;
+}): SessionFilter {
+  const labels: Record<string, string> = {};
+  for (const pair of query.label === undefined ? [] : [query.label].flat()) {
+    const at = pair.indexOf('=');
+    labels[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return {
+    ...(query.state === undefined ? {} : { state: query.state }),
+    ...(query.pool === undefined ? {} : { pool: query.pool }),
+    ...(query.workerId === undefined ? {} : { workerId: query.workerId }),
+    ...(query.userId === undefined ? {} : { userId: query.userId }),
+    ...(Object.keys(labels).length === 0 ? {} : { labels }),
   };
 }
 
@@ -50,9 +98,95 @@ function sessionMismatch(userId: string, mismatch: SessionMismatch): HttpError {
   );
 }
 
-/** The user's session (`GET`, `PATCH`, `DELETE`) and history (service key). */
+/** The user's session (`GET`, `PATCH`, `DELETE`) and history, the session list, by id and bulk stop (service key). */
 export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   const auth = requireServiceKey(app.config.apiKeys);
+  const cursors = new CursorCodec(() => app.coordinator.sessions.listCursorSecret());
+
+  app.get(
+    '/v1/sessions',
+    {
+      onRequest: auth,
+      schema: {
+        summary: 'Live sessions of every user, filtered and paged',
+        description:
+          'Pending, running and stopping sessions, in one fixed order (not by time), a page at a time: follow ' +
+          '`next` until it is absent. A session that stays live for the whole walk appears exactly once, ' +
+          'whatever starts or ends meanwhile; one that starts or ends during it may appear or not. Every ' +
+          'filter given must match (label: each key=value). A page costs Redis work in proportion to its ' +
+          'limit; with selective filters it may hold fewer sessions than limit, even none, and still have a next.',
+        security: [{ serviceKey: [] }],
+        querystring: listSessionsQuery,
+        response: { 200: sessionsPage, 400: errorSchema, 401: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request) => {
+      const filter = filterOf(request.query);
+      let from;
+      try {
+        from = request.query.cursor === undefined ? undefined : await cursors.decode(request.query.cursor, filter);
+      } catch (err) {
+        if (err instanceof CursorError) throw new HttpError('invalid_request', err.message, { field: 'cursor' });
+        throw err;
+      }
+      const page = await app.coordinator.sessions.list(filter, {
+        limit: request.query.limit,
+        ...(from === undefined ? {} : { from }),
+      });
+      return {
+        sessions: page.sessions.map(liveSession),
+        ...(page.next === undefined ? {} : { next: await cursors.encode(page.next, filter) }),
+      };
+    },
+  );
+
+  app.get(
+    '/v1/sessions/:sessionId',
+    {
+      onRequest: auth,
+      schema: {
+        summary: "A session by its id: live, or ended while it is in its user's history",
+        security: [{ serviceKey: [] }],
+        params: sessionIdParams,
+        querystring: noQuery,
+        response: { 200: sessionByIdView, 400: errorSchema, 401: errorSchema, 404: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request) => {
+      const { sessionId } = request.params;
+      const found = await app.coordinator.sessions.byId(sessionId);
+      if (found === undefined)
+        throw new HttpError('no_session', `No session ${sessionId} is live or in its user's history.`);
+      return found.live ? liveSession(found.session) : { ...endedSession(found.entry), userId: found.userId };
+    },
+  );
+
+  app.post(
+    '/v1/sessions/stop',
+    {
+      onRequest: auth,
+      schema: {
+        summary: 'Stop every live session a filter matches',
+        description:
+          'Each matching session is stopped as DELETE /v1/users/{userId}/session stops it (a pending one ends ' +
+          'at once as stopped, a running one is stopping), at most 1,000 per call: call again while `more` is true.',
+        security: [{ serviceKey: [] }],
+        querystring: noQuery,
+        body: bulkStopBody,
+        response: { 202: bulkStopAccepted, 400: errorSchema, 401: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request, reply) => {
+      const { labels, ...rest } = request.body;
+      const filter: SessionFilter = {
+        ...filterOf(rest),
+        ...(labels === undefined || Object.keys(labels).length === 0 ? {} : { labels }),
+      };
+      const outcome = await app.coordinator.sessions.stopMatching(filter, { max: 1000 });
+      request.log.info({ filter, ...outcome }, 'sessions stopped in bulk');
+      return reply.code(202).send(outcome);
+    },
+  );
 
   app.get(
     '/v1/users/:userId/session',
@@ -79,8 +213,9 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       onRequest: auth,
       schema: {
-        summary: "Change the user's session's lifetime",
+        summary: "Change the user's session: its labels, its lifetime, or both",
         description:
+          "labels are merged into the session's (null removes a key; at most 16 after the merge, else 400). " +
           'A running session now ends at now + lifetimeMs (sooner or later than before), never after its ' +
           'start + MAX_LIFETIME_MS; its worker host learns of it at its next lease renewal (about a second). ' +
           'A pending session gets lifetimeMs as the lifetime it will have once started. ' +
@@ -102,10 +237,24 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       const { userId } = request.params;
-      const { lifetimeMs } = request.body;
+      const { lifetimeMs, labels } = request.body;
       const { maxLifetimeMs } = app.config.policy;
-      const outcome = await app.coordinator.sessions.setLifetime(userId, lifetimeMs, maxLifetimeMs, request.query);
+      const outcome = await app.coordinator.sessions.update(
+        userId,
+        {
+          ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
+          ...(labels === undefined ? {} : { labels }),
+        },
+        maxLifetimeMs,
+        request.query,
+      );
       switch (outcome.outcome) {
+        case 'too_many_labels':
+          throw new HttpError(
+            'invalid_request',
+            `labels: the session would have ${outcome.count} labels after this change; at most 16. Remove some (null) in the same request.`,
+            { field: 'labels' },
+          );
         case 'no_session':
           throw new HttpError('no_session', `User ${userId} has no live session.`);
         case 'session_mismatch':
@@ -126,8 +275,15 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
         case 'changed': {
           const { session } = outcome;
           request.log.info(
-            { userId, sessionId: session.sessionId, fence: session.fence, state: session.state, lifetimeMs },
-            'session lifetime changed',
+            {
+              userId,
+              sessionId: session.sessionId,
+              fence: session.fence,
+              state: session.state,
+              ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
+              ...(labels === undefined ? {} : { labels: Object.keys(labels) }),
+            },
+            'session changed',
           );
           return liveSession(session);
         }
@@ -221,18 +377,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       const entries = await app.coordinator.sessions.history(request.params.userId);
-      return {
-        sessions: entries.map((entry) => ({
-          sessionId: entry.sessionId,
-          fence: entry.fence,
-          state: entry.state,
-          ...(entry.workerId === undefined ? {} : { workerId: entry.workerId }),
-          ...isoField('startedAt', entry.startedAt),
-          endedAt: iso(entry.endedAt),
-          ...(entry.exitCode === undefined ? {} : { exitCode: entry.exitCode }),
-          ...(entry.reason === undefined ? {} : { reason: entry.reason }),
-        })),
-      };
+      return { sessions: entries.map(endedSession) };
     },
   );
 };

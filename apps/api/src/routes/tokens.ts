@@ -23,9 +23,11 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request, reply) => {
       // The answer carries a credential: no cache (browser, proxy) may keep it.
       reply.header('Cache-Control', 'no-store');
-      const { userId, metadata, ttlMs, lifetimeMs, idleTimeoutMs } = request.body;
+      const { userId, metadata, ttlMs, lifetimeMs, idleTimeoutMs, labels, pool } = request.body;
       const outcome = await app.coordinator.tokens.issue(userId, {
         ...(metadata === undefined ? {} : { metadata }),
+        ...(labels === undefined ? {} : { labels }),
+        ...(pool === undefined ? {} : { pool }),
         ...(ttlMs === undefined ? {} : { ttlMs }),
         ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
         ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),

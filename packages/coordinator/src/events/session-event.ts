@@ -34,6 +34,10 @@ export interface SessionEvent {
   readonly fence: number;
   /** When the change happened (Redis TIME), epoch ms. */
   readonly at: number;
+  /** The session's pool (absent on events written before sessions had pools: `default`). */
+  readonly pool?: string;
+  /** The session's labels at the change (absent on events written before sessions had labels: none). */
+  readonly labels?: Readonly<Record<string, string>>;
   /** `running`, `ready`, `stopping` and endings of a claimed session: the host that runs it. */
   readonly workerId?: string;
   /** `ready`: where the session can be reached, when it said. */

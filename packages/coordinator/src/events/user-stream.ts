@@ -27,6 +27,8 @@ export function currentStateEvent(session: SessionView): UserEvent {
     userId: session.userId,
     fence: session.fence,
     at: session.state === 'pending' ? session.createdAt : (session.startedAt ?? session.createdAt),
+    pool: session.pool,
+    labels: session.labels,
     ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
     ...(type === 'ready' && session.endpoint !== undefined ? { endpoint: session.endpoint } : {}),
     ...(type === 'running' && session.deadline !== undefined ? { deadline: session.deadline } : {}),

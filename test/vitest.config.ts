@@ -11,6 +11,7 @@ const onBothTargets = [
   'e2e/output.test.ts',
   'e2e/idle.test.ts',
   'e2e/sweep-turns.test.ts',
+  'e2e/session-list.test.ts',
 ];
 
 export default defineConfig({

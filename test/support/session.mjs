@@ -5,7 +5,8 @@
 // running on SIGTERM, so only SIGKILL ends it), readyAfterMs and endpoint (announce readiness on
 // SESSION_NOTIFY_FD after that long, with that endpoint), activeEveryMs and activeForMs (write
 // {"active": true} on SESSION_NOTIFY_FD every activeEveryMs while less than activeForMs have passed since
-// it started; each write is also an observer line "userId fence timestamp pid active"). Output: "output" (lines [stream, text] printed
+// it started; each write is also an observer line "userId fence timestamp pid active"), printLabels (a stdout
+// line "labels <SESSION_LABELS> pool <SESSION_POOL>" after the first). Output: "output" (lines [stream, text] printed
 // at start, in order, each after the previous one was written), "longLineBytes" (one stderr line of that
 // many bytes after them), "tickEveryMs" (a stdout line "tick <n> <epoch ms, fractional>" that often),
 // "floodBytes" (that many bytes of short stdout lines as fast as the pipe takes them; once the file
@@ -22,6 +23,8 @@ const beat = () => {
 beat();
 setInterval(beat, 50);
 process.stdout.write(`test session ${process.env.USER_ID} fence ${process.env.FENCE} pid ${process.pid}\n`);
+if (metadata.printLabels)
+  process.stdout.write(`labels ${process.env.SESSION_LABELS} pool ${process.env.SESSION_POOL}\n`);
 process.on('SIGTERM', () => {
   if (metadata.ignoreTerm) {
     process.stdout.write('ignoring SIGTERM\n');

@@ -14,6 +14,11 @@ const knownOptions = {
   users: { type: 'string' },
   follow: { type: 'boolean', short: 'f', default: false },
   events: { type: 'string' },
+  label: { type: 'string', multiple: true },
+  pool: { type: 'string' },
+  state: { type: 'string' },
+  worker: { type: 'string' },
+  limit: { type: 'string' },
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
 
@@ -81,6 +86,39 @@ export function parseIntOption(value: string | undefined, name: string): number 
   if (value === undefined) return undefined;
   if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number of milliseconds (got "${value}")`);
   return Number(value);
+}
+
+/** `--label k=v` options as labels; a usage error naming the one without `=`. */
+export function parseLabels(values: readonly string[] | undefined): Record<string, string> | undefined {
+  if (values === undefined || values.length === 0) return undefined;
+  const labels: Record<string, string> = {};
+  for (const pair of values) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new UsageError(`--label must be key=value (got "${pair}")`);
+    labels[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return labels;
+}
+
+/** The session list's filters from `--state`, `--pool`, `--worker`, `--user` and `--label`. */
+export function parseListFilter(options: Options): {
+  state?: 'pending' | 'running' | 'stopping';
+  pool?: string;
+  workerId?: string;
+  userId?: string;
+  labels?: Record<string, string>;
+} {
+  const state = options.state;
+  if (state !== undefined && state !== 'pending' && state !== 'running' && state !== 'stopping')
+    throw new UsageError(`--state must be pending, running or stopping (got "${state}")`);
+  const labels = parseLabels(options.label);
+  return {
+    ...(state === undefined ? {} : { state }),
+    ...(options.pool === undefined ? {} : { pool: options.pool }),
+    ...(options.worker === undefined ? {} : { workerId: options.worker }),
+    ...(options.user === undefined ? {} : { userId: options.user }),
+    ...(labels === undefined ? {} : { labels }),
+  };
 }
 
 export function parseMetadata(value: string | undefined): Record<string, unknown> | undefined {

@@ -242,6 +242,15 @@ describe('cq against an API', () => {
             },
           ],
         },
+        // The session list, in two pages, and a bulk stop (the fake ignores the method: POST for the stop).
+        '/v1/sessions?label=job%3Dx': {
+          sessions: [{ ...readySession, pool: 'gpu', labels: { job: 'x' } }],
+          next: 'c2',
+        },
+        '/v1/sessions?label=job%3Dx&cursor=c2': {
+          sessions: [{ ...malSession, pool: 'gpu', labels: { job: 'x', note: hostileRaw } }],
+        },
+        '/v1/sessions/stop': { matched: 2, stopping: 2, more: false },
         // Two pages, the second after the first's last line.
         '/v1/users/mal/sessions/s-mal/logs': { lines: malLines.slice(0, 4), droppedBytes: 0, more: true },
         '/v1/users/mal/sessions/s-mal/logs?after=1-3': { lines: malLines.slice(4), droppedBytes: 0, more: false },
@@ -308,6 +317,29 @@ describe('cq against an API', () => {
     expect([ns![0], ns![column]]).toEqual(['host-ns', 'namespace']);
     expect([pg![0], pg![column]]).toEqual(['host-pg', 'group']);
     expect(lines.at(-1)).toBe('free slots: 3');
+  });
+
+  it('ls walks every page of the list and prints each session with its pool and labels, escaped; --json a line each', async () => {
+    const { code, lines } = await run('ls', '--label', 'job=x');
+    expect(code).toBe(exitCodes.ok);
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(/^rey {2}rey: running \(ready\).*pool gpu {2}job=x$/);
+    expect(lines[1]).toContain(`note=${hostileShown}`);
+    expect(lines[2]).toBe('2 live sessions');
+    expectInert(lines);
+    const json = await run('ls', '--label', 'job=x', '--json');
+    expect(json.lines.map((line) => JSON.parse(line).userId)).toEqual(['rey', 'mal']);
+    expect((await run('ls', '--label', 'nokey')).code).toBe(exitCodes.usage);
+    expect((await run('ls', '--state', 'ended')).code).toBe(exitCodes.usage);
+  });
+
+  it('stop --label stops what the filters match; stop with neither a user nor a filter is a usage error', async () => {
+    expect(await run('stop', '--label', 'job=x')).toEqual({
+      code: exitCodes.ok,
+      lines: ['2 matched, 2 stopping or stopped'],
+    });
+    expect((await run('stop')).code).toBe(exitCodes.usage);
+    expect((await run('stop', 'ann', '--label', 'job=x')).code).toBe(exitCodes.usage);
   });
 
   it('history prints a session its memory cap killed as failed (out_of_memory)', async () => {

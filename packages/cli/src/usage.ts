@@ -4,9 +4,9 @@ export const USAGE = `cq: drive the worker coordinator's HTTP API
 usage: cq <command> [arguments] [--url URL] [--key KEY] [--json]
 
 commands:
-  token <userId> [--metadata JSON] [--ttl MS] [--lifetime MS] [--idle MS]
+  token <userId> [--metadata JSON] [--ttl MS] [--lifetime MS] [--idle MS] [--label k=v ...] [--pool P]
                                                                 issue a one-time spawn token (--idle: stop the session
-                                                                after MS without activity; 0 never)
+                                                                after MS without activity; 0 never; --label repeatable)
   spawn <token>                                                 admit a spawn with a token
   spawn --user <userId> [--metadata JSON] [--lifetime MS] [--idle MS]
                                                                 issue a token and spawn with it
@@ -14,6 +14,10 @@ commands:
   extend <userId> <ms>                                          the live session now ends <ms> from now (sooner or later);
                                                                 a pending one gets that lifetime once started
   stop <userId>                                                 stop the user's live session
+  stop --label k=v [--state S] [--pool P] [--worker W] [--user U]
+                                                                stop every live session the filters match
+  ls [--state S] [--pool P] [--worker W] [--user U] [--label k=v ...] [--limit N]
+                                                                the live sessions of every user (every filter must match)
   history <userId>                                              the user's ended sessions
   logs <userId> [--follow]                                      the output of the live session, else of the latest ended one
                                                                 (--follow: print new lines until the session ends)

@@ -2,6 +2,11 @@ import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { ApiError, NoSessionError, UnavailableError, toApiError } from './errors.js';
 import type {
   Admission,
+  BulkStopAccepted,
+  BulkStopRequest,
+  SessionById,
+  SessionsPage,
+  UpdateSessionRequest,
   CreatedWebhook,
   Deliveries,
   EndedSession,
@@ -41,6 +46,16 @@ export interface SessionMatchOptions {
    * {@link SessionMismatchError} and nothing changes. Absent: whichever session is live.
    */
   sessionId?: string;
+}
+
+/** The filters of {@link CoordinatorClient.listSessions}: every one given must match. */
+export interface SessionListFilter {
+  state?: 'pending' | 'running' | 'stopping';
+  pool?: string;
+  workerId?: string;
+  userId?: string;
+  /** Labels the session must carry, each with this value. */
+  labels?: Readonly<Record<string, string>>;
 }
 
 /** Options of {@link CoordinatorClient}. */
@@ -210,9 +225,62 @@ export class CoordinatorClient {
     return this.#request('POST', '/v1/spawn', { token }, false);
   }
 
-  /** `GET /v1/users/{userId}/session`: the live session; throws {@link NoSessionError} when there is none. */
-  getSession(userId: string): Promise<LiveSession> {
-    return this.#request('GET', `/v1/users/${encodeURIComponent(userId)}/session`);
+  /**
+   * The user's live session (`GET /v1/users/{userId}/session`), or, given `{ sessionId }`, a session by
+   * its id, live or still in its user's history (`GET /v1/sessions/{sessionId}`). Throws
+   * {@link NoSessionError} when there is none.
+   */
+  getSession(userId: string): Promise<LiveSession>;
+  getSession(ref: { sessionId: string }): Promise<SessionById>;
+  getSession(ref: string | { sessionId: string }): Promise<LiveSession | SessionById> {
+    if (typeof ref === 'string') return this.#request('GET', `/v1/users/${encodeURIComponent(ref)}/session`);
+    return this.#request('GET', `/v1/sessions/${encodeURIComponent(ref.sessionId)}`);
+  }
+
+  /**
+   * `GET /v1/sessions`, page after page: the live sessions of every user that match `filter`, as an
+   * async iterator over pages (a page may be empty with more to come; the iterator ends after the last).
+   * A session live for the whole walk comes exactly once.
+   */
+  async *listSessions(
+    filter: SessionListFilter = {},
+    options: { limit?: number; signal?: AbortSignal } = {},
+  ): AsyncGenerator<LiveSession[], void, undefined> {
+    const query = new URLSearchParams();
+    for (const name of ['state', 'pool', 'workerId', 'userId'] as const) {
+      const value = filter[name];
+      if (value !== undefined) query.set(name, value);
+    }
+    for (const [key, value] of Object.entries(filter.labels ?? {})) query.append('label', `${key}=${value}`);
+    if (options.limit !== undefined) query.set('limit', String(options.limit));
+    let cursor: string | undefined;
+    do {
+      options.signal?.throwIfAborted();
+      const page: URLSearchParams = new URLSearchParams(query);
+      if (cursor !== undefined) page.set('cursor', cursor);
+      const text = page.toString();
+      const answer: SessionsPage = await this.#request('GET', `/v1/sessions${text === '' ? '' : `?${text}`}`);
+      yield answer.sessions;
+      cursor = answer.next;
+    } while (cursor !== undefined);
+  }
+
+  /**
+   * `POST /v1/sessions/stop`: stops every live session `filter` matches (at least one filter), as
+   * {@link stopSession} does, at most 1,000 per call: call again while `more` is true.
+   */
+  stopSessions(filter: SessionListFilter): Promise<BulkStopAccepted> {
+    const { labels, ...rest } = filter;
+    const body: BulkStopRequest = { ...rest, ...(labels === undefined ? {} : { labels: { ...labels } }) };
+    return this.#request('POST', '/v1/sessions/stop', body);
+  }
+
+  /**
+   * `PATCH /v1/users/{userId}/session`: new labels (merged into the session's; `null` removes a key),
+   * a new lifetime, or both, all or nothing. Answers the session as it is now.
+   */
+  updateSession(userId: string, change: UpdateSessionRequest, options: SessionMatchOptions = {}): Promise<LiveSession> {
+    return this.#request('PATCH', sessionPath(userId, '', options), change);
   }
 
   /** Like {@link getSession}, but undefined when the user has no live session. */

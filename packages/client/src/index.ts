@@ -2,6 +2,7 @@ export {
   CoordinatorClient,
   type ClientOptions,
   type EventsOptions,
+  type SessionListFilter,
   type SessionMatchOptions,
   type StreamedEvent,
 } from './client.js';

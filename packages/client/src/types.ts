@@ -2,6 +2,12 @@
 // dependency is the SSE parser).
 export type {
   Admission,
+  BulkStopAccepted,
+  BulkStopRequest,
+  ListSessionsQuery,
+  SessionById,
+  SessionsPage,
+  UpdateSessionRequest,
   CreatedWebhook,
   Deliveries,
   ApiErrorCode,

@@ -3,7 +3,7 @@ import { demo } from './demo.js';
 import { history } from './history.js';
 import { drain, hosts } from './hosts.js';
 import { logs } from './logs.js';
-import { extend, status, stop } from './session.js';
+import { extend, ls, status, stop } from './session.js';
 import { spawn } from './spawn.js';
 import { token } from './token.js';
 import { watch } from './watch.js';
@@ -18,6 +18,7 @@ export const commands: ReadonlyMap<string, Command> = new Map([
   ['status', status],
   ['extend', extend],
   ['stop', stop],
+  ['ls', ls],
   ['history', history],
   ['logs', logs],
   ['watch', watch],

@@ -230,6 +230,52 @@ describe('the dashboard: events on opening, the chart, a session output, the web
     await context.close();
   });
 
+  it('the live table filters by label, pool, state, host and user, through the session list', async () => {
+    // Long sessions (output-session with many lines) in two pools of labels.
+    const forever = { lines: 100_000, intervalMs: 1000 };
+    for (let i = 0; i < 3; i++)
+      await system.client.spawn(
+        (await system.client.issueToken({ userId: `flt-a-${i}`, labels: { team: 'a' }, metadata: forever })).token,
+      );
+    await system.client.spawn(
+      (await system.client.issueToken({ userId: 'flt-b-0', labels: { team: 'b' }, pool: 'other', metadata: forever }))
+        .token,
+    );
+    const { context, page, errors } = await openPage();
+    const users = async (): Promise<string[]> =>
+      (
+        await page
+          .locator('#live tbody tr')
+          .evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset['user'] ?? ''))
+      ).sort();
+    const until = async (want: string[], what: string): Promise<void> =>
+      void (await expect.poll(users, { timeout: 10_000, message: what }).toEqual(want));
+
+    await page.locator('#f-label').fill('team=a');
+    await until(['flt-a-0', 'flt-a-1', 'flt-a-2'], 'team=a');
+    await page.locator('#f-label').fill('');
+    await page.locator('#f-pool').fill('other');
+    await until(['flt-b-0'], 'pool other');
+    expect(await page.locator('#live tbody tr td.labels').first().textContent()).toBe('team=b');
+    await page.locator('#f-pool').fill('');
+    await page.locator('#filter').fill('flt-a-1');
+    await until(['flt-a-1'], 'user flt-a-1');
+    await page.locator('#filter').fill('');
+    await page.locator('#f-state').selectOption('stopping');
+    await until([], 'state stopping');
+    await page.locator('#f-state').selectOption('');
+    await page.locator('#f-host').fill('host-1');
+    await expect
+      .poll(async () => (await users()).filter((u) => u.startsWith('flt-')).length, { timeout: 10_000 })
+      .toBe(4);
+    const path = `${ARTIFACTS}/dashboard-views-filters.png`;
+    await page.screenshot({ path, fullPage: true });
+    expect(errors).toEqual([]);
+    await context.close();
+    await system.client.stopSessions({ labels: { team: 'a' } });
+    await system.client.stopSessions({ labels: { team: 'b' } });
+  });
+
   it('the webhooks panel lists a created webhook, then its last delivery outcome, and never its secret', async () => {
     const receiver = await startReceiver({ '/down': () => 503 });
     onTestFinished(() => receiver.close());

@@ -105,7 +105,7 @@ describe('dashboard', async () => {
     expect(clean.status).toBe(405);
   });
 
-  it('the state lists live sessions (filtered, paged), worker hosts, recent endings and the chart', async () => {
+  it('the state lists live sessions (filtered, paged through the session list), worker hosts, recent endings and the chart', async () => {
     for (const userId of ['dash-alice', 'dash-bob', 'dash-carol'])
       await api.client.spawn((await api.client.issueToken({ userId })).token);
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-dave' })).token);
@@ -117,17 +117,30 @@ describe('dashboard', async () => {
     await api.client.stopSession('dash-carol');
     await api.app.stats.flush();
 
+    // Pages of 2 through the list's walk, with its cursors: the three live sessions once each.
     const state = await send(api.baseUrl, 'GET', '/dashboard/api/state?limit=2', { headers: basic(TEST_API_KEY) });
     expect(state.status).toBe(200);
-    expect(state.body.live.total).toBe(3);
-    expect(state.body.live.rows.map((r: { userId: string }) => r.userId)).toEqual(['dash-alice', 'dash-bob']);
-    const dave = await send(api.baseUrl, 'GET', '/dashboard/api/state?filter=dave', { headers: basic(TEST_API_KEY) });
+    expect(state.body.live.rows).toHaveLength(2);
+    const rest = await send(api.baseUrl, 'GET', `/dashboard/api/state?limit=2&cursor=${state.body.live.next}`, {
+      headers: basic(TEST_API_KEY),
+    });
+    expect([...state.body.live.rows, ...rest.body.live.rows].map((r: { userId: string }) => r.userId).sort()).toEqual([
+      'dash-alice',
+      'dash-bob',
+      'dash-dave',
+    ]);
+    expect(rest.body.live.next).toBeUndefined();
+    const dave = await send(api.baseUrl, 'GET', '/dashboard/api/state?userId=dash-dave', {
+      headers: basic(TEST_API_KEY),
+    });
     expect(dave.body.live.rows).toEqual([
       expect.objectContaining({
         userId: 'dash-dave',
         state: 'running',
         fence: admitted.fence,
         workerId: 'dash-host',
+        pool: 'default',
+        labels: {},
         leaseLeftMs: expect.any(Number),
         lifetimeLeftMs: expect.any(Number),
       }),
@@ -212,11 +225,11 @@ describe('dashboard', async () => {
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-oom' })).token);
     const claim = await claimAs(api, admitted, 'dash-host');
     await api.coordinator.claims.finish(claim, 'failed', 137, 'out_of_memory');
-    // The index read is shared for a second: wait for one that has the ending, without sleeping blindly.
+    // The endings come from the process's ring of recent events: wait for the event, without sleeping blindly.
     await expect
       .poll(
         async () =>
-          (await send(api.baseUrl, 'GET', '/dashboard/api/state?filter=dash-oom', { headers: basic(TEST_API_KEY) }))
+          (await send(api.baseUrl, 'GET', '/dashboard/api/state?userId=dash-oom', { headers: basic(TEST_API_KEY) }))
             .body.ended,
         { timeout: 5000 },
       )
@@ -240,12 +253,20 @@ describe('dashboard with a thousand live sessions', async () => {
         }),
       );
     }
-    const page = await send(api.baseUrl, 'GET', '/dashboard/api/state?offset=950', { headers: basic(TEST_API_KEY) });
-    expect(page.status).toBe(200);
-    expect(page.body.live.total).toBe(1000);
-    expect(page.body.live.rows).toHaveLength(50);
-    expect(page.body.live.rows[0].userId).toBe('many-0950');
-    const one = await send(api.baseUrl, 'GET', '/dashboard/api/state?filter=many-0123', {
+    // Every page of 50 through the list's cursors: each of the thousand once.
+    const seen: string[] = [];
+    let cursor = '';
+    do {
+      const page = await send(api.baseUrl, 'GET', `/dashboard/api/state?cursor=${cursor}`, {
+        headers: basic(TEST_API_KEY),
+      });
+      expect(page.status).toBe(200);
+      expect(page.body.live.rows.length).toBeLessThanOrEqual(50);
+      seen.push(...page.body.live.rows.map((r: { userId: string }) => r.userId));
+      cursor = page.body.live.next ?? '';
+    } while (cursor !== '');
+    expect(seen.sort()).toEqual(users);
+    const one = await send(api.baseUrl, 'GET', '/dashboard/api/state?userId=many-0123', {
       headers: basic(TEST_API_KEY),
     });
     expect(one.body.live.rows.map((r: { userId: string }) => r.userId)).toEqual(['many-0123']);

@@ -4,6 +4,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
+import { poolSchema, userIdSchema } from '@cq/contract';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { dashboardKeyOf, requireDashboardKey } from './auth.js';
 import { outputQuery, readOutputTail } from './output.js';
@@ -35,10 +36,19 @@ const BULL_BOARD_CSP =
 /** bull-board's page links a stylesheet of fonts on a third-party host: the page uses its fallback fonts. */
 const THIRD_PARTY_LINK = /<link\b[^>]*\bhref="https?:\/\/[^"]*"[^>]*>/gi;
 
+/** The live table's query: the session list's filters (empty is none), a page size and its cursor. */
 const stateQuery = z
   .object({
-    filter: z.string().max(128).default(''),
-    offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+    userId: z.union([z.literal(''), userIdSchema]).optional(),
+    state: z.union([z.literal(''), z.enum(['pending', 'running', 'stopping'])]).optional(),
+    workerId: z.string().max(128).optional(),
+    pool: z.union([z.literal(''), poolSchema]).optional(),
+    label: z
+      .string()
+      .max(200)
+      .refine((v) => v === '' || /^[^=]+=/.test(v), 'must be key=value')
+      .optional(),
+    cursor: z.string().max(2048).optional(),
     limit: z.coerce.number().int().min(1).max(200).default(50),
   })
   .strict();
@@ -76,7 +86,12 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
     return payload;
   });
 
-  const reader = new DashboardStateReader(app.coordinator, app.stats);
+  // The newest session events, then every one as it happens (the page's live list, and its cue to
+  // refresh the tables), and the recent endings of the state. The newest come from one ring per process:
+  // opening a page costs Redis nothing.
+  const recentEvents = new RecentEvents(app.events, app.log);
+  app.addHook('onClose', async () => recentEvents.close());
+  const reader = new DashboardStateReader(app.coordinator, app.stats, recentEvents);
   scope.get('/', { schema: { hide: true } }, async (_request, reply) =>
     strictCsp(reply).type('text/html; charset=utf-8').send(pageHtml),
   );
@@ -86,9 +101,10 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   scope.get('/app.css', { schema: { hide: true } }, async (_request, reply) =>
     strictCsp(reply).type('text/css; charset=utf-8').send(pageCss),
   );
-  scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) =>
-    reader.read(request.query),
-  );
+  scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) => {
+    const { state, ...rest } = request.query;
+    return reader.read({ ...rest, ...(state === undefined || state === '' ? {} : { state }) });
+  });
   // The webhooks, each with the newest attempt of its delivery log (never a secret).
   scope.get('/api/webhooks', { schema: { hide: true } }, async () => readDashboardWebhooks(app.coordinator));
   // The newest lines of a selected session's output, through the logs route with the operator's key.
@@ -96,10 +112,6 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
     const answer = await readOutputTail(app, dashboardKeyOf(request) ?? '', request.query);
     return reply.code(answer.status).send(answer.body);
   });
-  // The newest session events, then every one as it happens (the page's live list, and its cue to
-  // refresh the tables). The newest come from one ring per process: opening a page costs Redis nothing.
-  const recentEvents = new RecentEvents(app.events, app.log);
-  app.addHook('onClose', async () => recentEvents.close());
   scope.get(
     '/api/events',
     { sse: { kind: 'manual' }, schema: { hide: true, headers: lastEventIdHeader } },

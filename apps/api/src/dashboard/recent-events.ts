@@ -1,5 +1,6 @@
 import {
   comparePositions,
+  finalEventTypes,
   type EventFeed,
   type EventPosition,
   type EventSubscription,
@@ -30,6 +31,8 @@ export class RecentEvents {
   readonly #log: FastifyBaseLogger;
   readonly #size: number;
   #ring: SessionEvent[] = [];
+  /** The newest endings (terminal events), kept apart: a burst of other events does not push them out. */
+  #endings: SessionEvent[] = [];
   /** Resolves once the ring holds every event handed on so far (its seed, then what came meanwhile). */
   #ready: Promise<void> | undefined;
   #subscription: EventSubscription | undefined;
@@ -63,6 +66,15 @@ export class RecentEvents {
     return { recent, live };
   }
 
+  /**
+   * The newest sessions that ended (their terminal events), newest first, at most the ring's size:
+   * what the ring has seen (seeded from the newest kept events). Costs Redis nothing once the ring is up.
+   */
+  async endings(): Promise<SessionEvent[]> {
+    await this.#start();
+    return [...this.#endings].reverse();
+  }
+
   /** Ends the ring's subscription. */
   close(): void {
     this.#closed = true;
@@ -83,6 +95,7 @@ export class RecentEvents {
     const subscription = await this.#feed.subscribe();
     try {
       this.#ring = await this.#feed.latest(this.#size, subscription.joinedAt);
+      this.#endings = this.#ring.filter((e) => e.type !== 'withdrawn' && finalEventTypes.has(e.type));
     } catch (err) {
       subscription.close();
       throw err;
@@ -103,6 +116,10 @@ export class RecentEvents {
         if (event === undefined) break;
         this.#ring.push(event);
         if (this.#ring.length > this.#size) this.#ring.shift();
+        if (event.type !== 'withdrawn' && finalEventTypes.has(event.type)) {
+          this.#endings.push(event);
+          if (this.#endings.length > this.#size) this.#endings.shift();
+        }
       }
     } catch (err) {
       this.#log.warn({ err }, 'dashboard: the newest events stopped; the next page reads them again');
@@ -112,6 +129,7 @@ export class RecentEvents {
         this.#subscription = undefined;
         this.#ready = undefined;
         this.#ring = [];
+        this.#endings = [];
       }
       caughtUp();
     }

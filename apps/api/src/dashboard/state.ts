@@ -1,5 +1,8 @@
-import type { Containment, Coordinator, IndexSnapshot } from '@cq/coordinator';
+import type { Containment, Coordinator, SessionFilter } from '@cq/coordinator';
+import { CursorCodec, CursorError } from '../session-cursor.js';
+import { HttpError } from '../http-errors.js';
 import type { StatsRecorder } from '../stats.js';
+import type { RecentEvents } from './recent-events.js';
 
 /** One live session as the dashboard shows it. */
 export interface LiveRow {
@@ -7,6 +10,8 @@ export interface LiveRow {
   sessionId: string;
   fence: number;
   state: string;
+  pool: string;
+  labels: Record<string, string>;
   workerId?: string;
   startedAt?: number;
   /** Ms until the lease runs out unless renewed (running sessions). */
@@ -20,10 +25,23 @@ export interface LiveRow {
   endpoint?: string;
 }
 
+/** What `GET /dashboard/api/state` is asked: the session list's filters, a page size and the page's cursor. */
+export interface StateQuery {
+  userId?: string | undefined;
+  state?: 'pending' | 'running' | 'stopping' | undefined;
+  workerId?: string | undefined;
+  pool?: string | undefined;
+  /** One label the sessions must carry, `key=value`. */
+  label?: string | undefined;
+  cursor?: string | undefined;
+  limit: number;
+}
+
 /** What `GET /dashboard/api/state` answers. */
 export interface DashboardState {
   now: number;
-  live: { total: number; offset: number; limit: number; filter: string; rows: LiveRow[] };
+  /** A page of the session list (`GET /v1/sessions`'s walk): `next` is the cursor of the following one. */
+  live: { limit: number; rows: LiveRow[]; next?: string };
   workers: Array<{
     workerId: string;
     state: 'active' | 'draining';
@@ -57,67 +75,83 @@ export interface DashboardState {
   }>;
 }
 
+/** The list's filter of a state query (an empty `label` or `userId` is no filter). */
+function filterOf(query: StateQuery): SessionFilter {
+  const labels: Record<string, string> = {};
+  if (query.label !== undefined && query.label !== '') {
+    const at = query.label.indexOf('=');
+    labels[query.label.slice(0, at)] = query.label.slice(at + 1);
+  }
+  return {
+    ...(query.state === undefined ? {} : { state: query.state }),
+    ...(query.workerId === undefined || query.workerId === '' ? {} : { workerId: query.workerId }),
+    ...(query.pool === undefined || query.pool === '' ? {} : { pool: query.pool }),
+    ...(query.userId === undefined || query.userId === '' ? {} : { userId: query.userId }),
+    ...(Object.keys(labels).length === 0 ? {} : { labels }),
+  };
+}
+
 /**
- * Builds the dashboard's state from the coordinator's indexes. The index read (2 × 16384 pipelined
- * commands) is shared by every viewer and made at most once per `minIntervalMs`.
+ * Builds the dashboard's state. The live table is a page of the session list (the same walk as
+ * `GET /v1/sessions`, with its cursors): it costs Redis in proportion to the page, whatever the number of
+ * sessions or slots. The recent endings come from the process's ring of recent events (no read of
+ * Redis once it is up); the hosts, capacity and chart are a few commands.
  */
 export class DashboardStateReader {
   readonly #coordinator: Coordinator;
   readonly #stats: StatsRecorder;
-  readonly #minIntervalMs: number;
-  #snapshot: { at: number; value: Promise<IndexSnapshot> } | undefined;
+  readonly #recent: RecentEvents;
+  readonly #cursors: CursorCodec;
 
-  constructor(coordinator: Coordinator, stats: StatsRecorder, minIntervalMs = 1000) {
+  constructor(coordinator: Coordinator, stats: StatsRecorder, recent: RecentEvents) {
     this.#coordinator = coordinator;
     this.#stats = stats;
-    this.#minIntervalMs = minIntervalMs;
+    this.#recent = recent;
+    this.#cursors = new CursorCodec(() => coordinator.sessions.listCursorSecret());
   }
 
-  #index(): Promise<IndexSnapshot> {
-    const now = performance.now();
-    if (this.#snapshot === undefined || now - this.#snapshot.at >= this.#minIntervalMs) {
-      const value = this.#coordinator.readIndex();
-      this.#snapshot = { at: now, value };
-      value.catch(() => {
-        if (this.#snapshot?.value === value) this.#snapshot = undefined;
-      });
+  async read(query: StateQuery): Promise<DashboardState> {
+    const filter = filterOf(query);
+    let from;
+    try {
+      from =
+        query.cursor === undefined || query.cursor === ''
+          ? undefined
+          : await this.#cursors.decode(query.cursor, filter);
+    } catch (err) {
+      if (err instanceof CursorError) throw new HttpError('invalid_request', err.message, { field: 'cursor' });
+      throw err;
     }
-    return this.#snapshot.value;
-  }
-
-  async read(query: { filter: string; offset: number; limit: number }): Promise<DashboardState> {
-    const [index, workers, capacity, chart] = await Promise.all([
-      this.#index(),
+    const [page, workers, capacity, chart, endings] = await Promise.all([
+      this.#coordinator.sessions.list(filter, { limit: query.limit, ...(from === undefined ? {} : { from }) }),
       this.#coordinator.workers.list(),
       this.#coordinator.workers.capacity(),
       this.#stats.read(15),
+      this.#recent.endings().catch(() => []),
     ]);
     const now = Date.now();
-    const matching = index.live
-      .filter((u) => query.filter === '' || u.userId.includes(query.filter))
-      .sort((a, b) => (a.userId < b.userId ? -1 : 1));
-    const page = matching.slice(query.offset, query.offset + query.limit);
-    const sessions = await Promise.all(page.map((u) => this.#coordinator.sessions.settleAndRead(u.userId)));
-    const rows: LiveRow[] = [];
-    for (const session of sessions) {
-      if (session === undefined) continue;
-      rows.push({
-        userId: session.userId,
-        sessionId: session.sessionId,
-        fence: session.fence,
-        state: session.state,
-        ready: session.ready,
-        ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
-        ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
-        ...(session.startedAt === undefined ? {} : { startedAt: session.startedAt }),
-        ...(session.leaseExpiresAt === undefined ? {} : { leaseLeftMs: session.leaseExpiresAt - now }),
-        ...(session.deadline === undefined ? {} : { lifetimeLeftMs: session.deadline - now }),
-        ...(session.pendingDeadline === undefined ? {} : { pendingLeftMs: session.pendingDeadline - now }),
-      });
-    }
+    const rows: LiveRow[] = page.sessions.map((session) => ({
+      userId: session.userId,
+      sessionId: session.sessionId,
+      fence: session.fence,
+      state: session.state,
+      pool: session.pool,
+      labels: { ...session.labels },
+      ready: session.ready,
+      ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
+      ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
+      ...(session.startedAt === undefined ? {} : { startedAt: session.startedAt }),
+      ...(session.leaseExpiresAt === undefined ? {} : { leaseLeftMs: session.leaseExpiresAt - now }),
+      ...(session.deadline === undefined ? {} : { lifetimeLeftMs: session.deadline - now }),
+      ...(session.pendingDeadline === undefined ? {} : { pendingLeftMs: session.pendingDeadline - now }),
+    }));
     return {
       now,
-      live: { total: matching.length, offset: query.offset, limit: query.limit, filter: query.filter, rows },
+      live: {
+        limit: query.limit,
+        rows,
+        ...(page.next === undefined ? {} : { next: await this.#cursors.encode(page.next, filter) }),
+      },
       workers: workers.map((w) => ({
         workerId: w.workerId,
         state: w.state,
@@ -128,15 +162,15 @@ export class DashboardStateReader {
         containment: w.containment,
       })),
       freeSlots: capacity.free,
-      ended: index.ended
-        .filter((e) => query.filter === '' || e.userId.includes(query.filter))
+      ended: endings
+        .filter((e) => filter.userId === undefined || e.userId === filter.userId)
         .slice(0, 50)
         .map((e) => ({
           userId: e.userId,
           sessionId: e.sessionId,
           fence: e.fence,
-          state: e.state,
-          endedAt: e.endedAt,
+          state: e.type,
+          endedAt: e.at,
           ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }),
           ...(e.reason === undefined ? {} : { reason: e.reason }),
           ...(e.workerId === undefined ? {} : { workerId: e.workerId }),

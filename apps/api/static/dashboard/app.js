@@ -1,6 +1,9 @@
 (() => {
   const PAGE = 50;
-  let offset = 0;
+  // The live table walks the session list: a stack of the cursors of the pages before this one.
+  let cursors = [];
+  let cursor = '';
+  let nextCursor;
   let lastOk = 0;
   const $ = (id) => document.getElementById(id);
   const ms = (n) =>
@@ -95,17 +98,18 @@
       );
   }
   function render(s) {
-    $('live-count').textContent = s.live.total;
+    $('live-count').textContent = s.workers.reduce((n, w) => n + w.busy, 0);
     $('worker-count').textContent = s.workers.length;
     $('slot-count').textContent =
       s.workers.reduce((n, w) => n + w.busy, 0) + ' / ' + s.workers.reduce((n, w) => n + w.slots, 0);
     $('free-slots').textContent = s.freeSlots;
+    nextCursor = s.live.next;
     $('page').textContent =
-      s.live.total === 0
+      s.live.rows.length === 0 && cursors.length === 0 && nextCursor === undefined
         ? 'none'
-        : s.live.offset + 1 + '–' + Math.min(s.live.total, s.live.offset + s.live.limit) + ' of ' + s.live.total;
-    $('prev').disabled = s.live.offset === 0;
-    $('next').disabled = s.live.offset + s.live.limit >= s.live.total;
+        : 'page ' + (cursors.length + 1) + ' · ' + s.live.rows.length + (nextCursor === undefined ? '' : ', more');
+    $('prev').disabled = cursors.length === 0;
+    $('next').disabled = nextCursor === undefined;
     fill($('live').tBodies[0], s.live.rows, (tr, r) => {
       tr.dataset.user = r.userId;
       selectable(tr, r.sessionId, r.state);
@@ -114,6 +118,13 @@
         cell(r.ready ? r.state + ' · ready' + (r.endpoint ? ' at ' + r.endpoint : '') : r.state, 'state s-' + r.state),
         cell(r.fence, 'fence'),
         cell(r.workerId, 'worker'),
+        cell(r.pool, 'pool'),
+        cell(
+          Object.entries(r.labels || {})
+            .map(([k, v]) => k + '=' + v)
+            .join(' '),
+          'labels',
+        ),
         cell(r.state === 'pending' ? 'waits ' + ms(r.pendingLeftMs) : ms(r.leaseLeftMs), 'lease'),
         cell(ms(r.lifetimeLeftMs), 'lifetime'),
         cell(r.sessionId, 'id'),
@@ -189,7 +200,15 @@
   }
   async function refresh() {
     refreshWebhooks();
-    const q = new URLSearchParams({ filter: $('filter').value.trim(), offset: String(offset), limit: String(PAGE) });
+    const q = new URLSearchParams({
+      userId: $('filter').value.trim(),
+      state: $('f-state').value,
+      workerId: $('f-host').value.trim(),
+      pool: $('f-pool').value.trim(),
+      label: $('f-label').value.trim(),
+      cursor,
+      limit: String(PAGE),
+    });
     try {
       const body = await readJson('/dashboard/api/state?' + q);
       render(body);
@@ -204,16 +223,26 @@
       $('banner').textContent = err.message + (lastOk ? '; showing data from ' + time(lastOk) : '');
     }
   }
-  $('filter').addEventListener('input', () => {
-    offset = 0;
+  // A filter changed: its walk starts again from the first page.
+  for (const id of ['filter', 'f-host', 'f-pool', 'f-label'])
+    $(id).addEventListener('input', () => {
+      cursors = [];
+      cursor = '';
+      refresh();
+    });
+  $('f-state').addEventListener('change', () => {
+    cursors = [];
+    cursor = '';
     refresh();
   });
   $('prev').addEventListener('click', () => {
-    offset = Math.max(0, offset - PAGE);
+    cursor = cursors.pop() ?? '';
     refresh();
   });
   $('next').addEventListener('click', () => {
-    offset += PAGE;
+    if (nextCursor === undefined) return;
+    cursors.push(cursor);
+    cursor = nextCursor;
     refresh();
   });
   // Session events: the newest 50 when the page opens (the server keeps them), then each as it

@@ -1,4 +1,4 @@
-import { commandsDuring, totalCalls } from '@cq/test-harness';
+import { cleanUp, commandsDuring, totalCalls, until } from '@cq/test-harness';
 import { describe, expect, it } from 'vitest';
 import type { Coordinator } from './coordinator.js';
 import { sessionIdInSlot, slotOfSessionId, type ListPosition, type SessionFilter } from './session-list.js';
@@ -236,5 +236,22 @@ describe('stopping what a filter matches', () => {
     expect(await c.sessions.stopMatching({ state: 'running' })).toEqual({ matched: 6, stopping: 6, more: false });
     for (let i = 0; i < 6; i++)
       expect(await c.sessions.settleAndRead(`bulk-${i}`)).toMatchObject({ state: 'stopping' });
+  });
+});
+
+describe('an upgrade', () => {
+  it("enters the slots of sessions admitted before the list existed at the sweeper's full read", async () => {
+    const c = testCoordinator({ policy });
+    await admit(c, 'before-list');
+    const slot = slotOf(c.keys.user('before-list').session);
+    // As a deployment from before the list has it: no directory entry, no `listed` key.
+    await c.redis.del(c.keys.directory().slots, c.keys.directory().generations, c.keys.listed(slot));
+    expect((await walk(c)).seen).toEqual([]);
+    const sweeper = c.sweeper({ intervalMs: 50 });
+    cleanUp(() => sweeper.stop());
+    sweeper.start();
+    await until(() => sweeper.fullScans >= 1, 10_000, "the sweeper's full read");
+    await until(async () => (await c.redis.exists(c.keys.listed(slot))) === 1, 10_000, 'the slot entered');
+    expect((await walk(c)).seen.map((s) => s.userId)).toEqual(['before-list']);
   });
 });

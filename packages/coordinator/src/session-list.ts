@@ -303,3 +303,25 @@ export async function listCursorSecret(context: Context): Promise<Buffer> {
     throw wrapRedisError(err);
   }
 }
+
+/**
+ * Enters in the directory those of `slots` (slots found to hold live sessions) whose `listed` key is
+ * missing: the slots of sessions admitted before the session list existed (an upgrade), which would be
+ * missing from the list until they end. One EXISTS per slot given, then one entry per slot missing.
+ * The sweeper calls it after each of its full reads. Answers how many slots it entered.
+ */
+export async function enterUnlisted(context: Context, slots: readonly number[]): Promise<number> {
+  if (slots.length === 0) return 0;
+  let listed: unknown[];
+  try {
+    listed = await fanOut(
+      context.redis,
+      slots.map((slot): Command => ['exists', context.keys.listed(slot)]),
+    );
+  } catch (err) {
+    throw wrapRedisError(err);
+  }
+  const missing = slots.filter((_, i) => Number(listed[i]) === 0);
+  for (const slot of missing) await enterSlot(context, slot);
+  return missing.length;
+}

@@ -4,6 +4,7 @@ import { ScriptCode, replyCode } from './errors.js';
 import { ChannelSubscriber } from './events/channel-subscriber.js';
 import { decodeMessage } from './events/codec.js';
 import { fanOut, settleBounded, type Command } from './fan-out.js';
+import { enterUnlisted } from './session-list.js';
 import type { SessionStore } from './sessions.js';
 import { wrapRedisError } from './redis-errors.js';
 import { SLOT_COUNT } from './slots.js';
@@ -249,6 +250,9 @@ export class Sweeper {
       const startedAt = performance.now();
       const reading = await this.#read(allSlots());
       this.#fullScans++;
+      // Slots of sessions from before the session list (an upgrade) enter its directory here; a miss is
+      // tried again at the next full read.
+      await enterUnlisted(this.#context, [...reading.live]).catch(() => 0);
       this.#learn(reading, seen);
       this.#options.onFullScan?.({
         ms: Math.round(performance.now() - startedAt),

@@ -35,7 +35,7 @@
     ARGV[7] history length, entries kept per user
 
   Output:
-    {1, fence, lifetimeMs, metadata JSON, pendingDeadline (epoch ms), limit, remaining, resetAfterMs} admitted
+    {1, fence, lifetimeMs, metadata JSON, pendingDeadline (epoch ms), limit, remaining, resetAfterMs, pool} admitted
     {-1} token_invalid: unknown, expired or already used
     {-1, 'before_loss'} token_invalid: issued before Redis last may have lost writes (it may have been spent in them)
     {-2, sessionId, state} session_exists: the user's live session
@@ -117,4 +117,4 @@ rcall('ZADD', K.liveIndex, pendingDeadline, userId)
 rcall('HSET', K.ids, sessionId, userId)
 emitEvent(K.events, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
   lifetimeMs = lifetimeMs, pool = pool }, now, labels)
-return { 1, fence, lifetimeMs, token[1], pendingDeadline, burst, remaining, newTat }
+return { 1, fence, lifetimeMs, token[1], pendingDeadline, burst, remaining, newTat, pool }

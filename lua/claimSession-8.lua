@@ -25,6 +25,7 @@
     ARGV[6] stop grace, milliseconds: the lease may outlive the lifetime cap by this much, to stop the process
     ARGV[7] user id
     ARGV[8] history length, entries kept per user
+    ARGV[9] the pool the claiming host serves: a session of another pool is not claimed
 
   Output:
     {1, deadline (epoch ms), leaseExpiresAt (epoch ms), lifetimeMs, metadata JSON, startedAt (epoch ms),
@@ -33,6 +34,8 @@
     {-6} pending_timeout: the session waited too long and has now been ended as `lost`
     {-4, 'state_lost'} stale: the session was admitted before Redis may have lost writes, and has now
           been ended as `lost` (`state_lost`)
+    {-4, 'wrong_pool', the session's pool} stale: the session is of another pool than the host's; nothing
+          changed (its job reached a queue of another pool: API and hosts disagree on the queues)
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
@@ -46,6 +49,7 @@ local leaseMs = tonumber(ARGV[5])
 local graceMs = tonumber(ARGV[6])
 local userId = ARGV[7]
 local historyLength = tonumber(ARGV[8])
+local hostPool = ARGV[9]
 
 --- @include "includes/nowMs"
 --- @include "includes/endSession"
@@ -54,6 +58,7 @@ local historyLength = tonumber(ARGV[8])
 local s = rcall('HMGET', K.session, 'id', 'fence', 'state', 'pdl', 'life', 'meta', 'idle', 'created', 'g', 'lab',
   'pool')
 if s[1] ~= sessionId or s[2] ~= fence or s[3] ~= 'pending' then return { -4 } end
+if (s[11] or 'default') ~= hostPool then return { -4, 'wrong_pool', s[11] or 'default' } end
 
 local now = nowMs()
 -- The session's stamp (from its admission) stands in for the guard while that process runs.

@@ -5,10 +5,10 @@
   withdraws (a new process under the same id, with another start time, starts active).
 
   Input:
-    KEYS[1] the host's record key (hash {id, state, slots, busy, startedAt, seenAt, containment}; expires)
+    KEYS[1] the host's record key (hash {id, state, slots, busy, startedAt, seenAt, containment, pool}; expires)
     KEYS[2] the worker registry index (sorted set: host id by when its heartbeat runs out, epoch ms)
     KEYS[3] the capacity hash {total, c:<workerId> = the host's share}
-    KEYS[4] the held set (sorted set: session id by when its hold runs out, epoch ms)
+    KEYS[4] the held set of the host's pool (sorted set: session id by when its hold runs out, epoch ms)
 
     ARGV[1] worker host id
     ARGV[2] slots, sessions the host runs at once
@@ -20,6 +20,7 @@
     ARGV[8] the sessions it ended since its last heartbeat (ids, comma-separated; may be empty)
     ARGV[9] how the host keeps a session's processes inside it: 'namespace' or 'group' (anything else,
             e.g. '', is recorded as 'group')
+    ARGV[10] the pool the host serves
 
   Output:
     {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn')} published or withdrawn
@@ -39,6 +40,7 @@ local running = ARGV[7]
 local ended = ARGV[8]
 local containment = ARGV[9]
 if containment ~= 'namespace' then containment = 'group' end
+local pool = ARGV[10]
 
 --- @include "includes/nowMs"
 --- @include "includes/capacity"
@@ -48,7 +50,7 @@ pruneCapacity(indexKey, capacityKey, heldKey, now)
 eachId(ended, function(id) rcall('ZREM', heldKey, id) end)
 if not publish then
   eachId(running, function(id) rcall('ZREM', heldKey, id) end)
-  setContribution(capacityKey, workerId, 0)
+  setContribution(capacityKey, workerId, 0, pool)
   rcall('DEL', recordKey)
   rcall('ZREM', indexKey, workerId)
   return { 1, now, 'withdrawn' }
@@ -57,9 +59,13 @@ local previous = rcall('HMGET', recordKey, 'state', 'startedAt')
 local state = 'active'
 if previous[1] == 'draining' and previous[2] == startedAt then state = 'draining' end
 rcall('HSET', recordKey, 'id', workerId, 'state', state, 'slots', slots, 'busy', busy, 'startedAt', startedAt,
-  'seenAt', now, 'containment', containment)
+  'seenAt', now, 'containment', containment, 'pool', pool)
 rcall('PEXPIRE', recordKey, ttlMs)
 rcall('ZADD', indexKey, now + ttlMs, workerId)
 eachId(running, function(id) rcall('ZADD', heldKey, now + ttlMs, id) end)
-if state == 'active' then setContribution(capacityKey, workerId, slots) else setContribution(capacityKey, workerId, busy) end
+if state == 'active' then
+  setContribution(capacityKey, workerId, slots, pool)
+else
+  setContribution(capacityKey, workerId, busy, pool)
+end
 return { 1, now, state }

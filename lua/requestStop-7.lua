@@ -17,7 +17,7 @@
     ARGV[3] the session meant ('' for whichever is live): act only when the live session is this one
 
   Output:
-    {1, sessionId, state after the request ('stopped' | 'stopping')} accepted
+    {1, sessionId, state after the request ('stopped' | 'stopping'), pool} accepted
     {-10} no_session: the user has no live session
     {-17, the live session's id ('' when there is none)} session_mismatch: ARGV[3] names a session and the
       user's live session is another one, or there is none; nothing was changed
@@ -33,14 +33,15 @@ local expectedSessionId = ARGV[3]
 
 local now, state, refusal = settleForChange(K, userId, historyLength, expectedSessionId)
 if refusal then return refusal end
-local sessionId = rcall('HGET', K.session, 'id')
+local idAndPool = rcall('HMGET', K.session, 'id', 'pool')
+local sessionId, pool = idAndPool[1], idAndPool[2] or 'default'
 if state == 'pending' then
   endSession(K, userId, historyLength, 'stopped', nil, now)
-  return { 1, sessionId, 'stopped' }
+  return { 1, sessionId, 'stopped', pool }
 end
-if state == 'stopping' then return { 1, sessionId, 'stopping' } end
+if state == 'stopping' then return { 1, sessionId, 'stopping', pool } end
 rcall('HSET', K.session, 'state', 'stopping', 'stop', 'requested')
 local s = rcall('HMGET', K.session, 'fence', 'worker', 'lab', 'pool')
 emitEvent(K.events, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),
   workerId = s[2], pool = s[4] or 'default' }, now, s[3] or '{}')
-return { 1, sessionId, 'stopping' }
+return { 1, sessionId, 'stopping', pool }

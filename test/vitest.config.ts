@@ -12,6 +12,7 @@ const onBothTargets = [
   'e2e/idle.test.ts',
   'e2e/sweep-turns.test.ts',
   'e2e/session-list.test.ts',
+  'e2e/pools.test.ts',
 ];
 
 export default defineConfig({

@@ -63,7 +63,7 @@ describe('HTTP edges', async () => {
     await api.client.spawn((await api.client.issueToken({ userId: 'metered' })).token);
     const metrics = await send(api.baseUrl, 'GET', '/metrics');
     expect(metrics.status).toBe(200);
-    expect(metrics.body).toContain('cq_admissions_total{outcome="admitted"} 1');
+    expect(metrics.body).toContain('cq_admissions_total{outcome="admitted",pool="default"} 1');
     expect(metrics.body).toContain('cq_tokens_issued_total 1');
     expect(metrics.body).toContain('cq_http_request_duration_seconds_bucket');
     expect(metrics.body).toContain('cq_throttled_total');

@@ -196,6 +196,7 @@ describe('request shapes: path parameters and query parameters are checked befor
     });
     expect(parameter('/v1/webhooks/{id}', 'delete', 'id').schema.pattern).toBe(WEBHOOK_ID_PATTERN.source);
     // A route without query parameters lists none.
-    expect((doc.paths['/v1/hosts'].get.parameters ?? []).filter((p: { in: string }) => p.in === 'query')).toEqual([]);
+    expect((doc.paths['/v1/pools'].get.parameters ?? []).filter((p: { in: string }) => p.in === 'query')).toEqual([]);
+    expect(parameter('/v1/hosts', 'get', 'pool').schema.pattern).toBe('^[a-z0-9-]{1,64}$');
   });
 });

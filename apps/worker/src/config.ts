@@ -25,6 +25,8 @@ export interface WorkerConfig extends CommonConfig {
   sessionGraceMs: number;
   /** Name of this host. @defaultValue `<hostname>:<pid>` */
   workerId: string;
+  /** The pool this host serves: it runs only sessions whose token named it. @defaultValue 'default' */
+  pool: string;
   /**
    * How every process of a session is kept inside it: `namespace` (a PID namespace per session, refused
    * at start where the host cannot make one), `group` (its process group only), `auto` (`namespace`
@@ -59,6 +61,7 @@ const workerEnvShape = {
     /^[A-Za-z0-9._:@-]{1,128}$/,
     '1 to 128 characters of A-Z a-z 0-9 . _ : @ -',
   ),
+  POOL: stringVar('default', /^[a-z0-9-]{1,64}$/, '1 to 64 characters of a-z 0-9 -'),
   SESSION_CONTAINMENT: z
     .string()
     .optional()
@@ -101,6 +104,7 @@ export function loadWorkerConfig(env: Readonly<Record<string, string | undefined
     sessionCommand: parsed.SESSION_COMMAND,
     sessionGraceMs: parsed.SESSION_GRACE_MS,
     workerId: parsed.WORKER_ID,
+    pool: parsed.POOL,
     sessionContainment: parsed.SESSION_CONTAINMENT,
     sessionMemoryMb: parsed.SESSION_MEMORY_MB,
     sessionPidsMax: parsed.SESSION_PIDS_MAX,

@@ -11,6 +11,8 @@ export interface SessionRunnerOptions {
   coordinator: Coordinator;
   launcher: SessionLauncher;
   workerId: string;
+  /** The pool the host serves: a session of another pool is not claimed. @defaultValue `'default'` */
+  pool?: string;
   /** Lease on a running session, ms. */
   leaseMs: number;
   /** SIGTERM → SIGKILL grace, ms. */
@@ -28,7 +30,7 @@ export interface SessionRunnerOptions {
 /** How one spawn job ended. */
 export type RunOutcome =
   | { readonly ran: true; readonly state: TerminalState; readonly exitCode: number; readonly recorded: boolean }
-  | { readonly ran: false; readonly reason: 'stale' | 'pending_timeout' | 'shutting_down' };
+  | { readonly ran: false; readonly reason: 'stale' | 'pending_timeout' | 'wrong_pool' | 'shutting_down' };
 
 /** Time the lease may outlive the lifetime cap beyond the grace, to record the end, ms. */
 const RECORD_MARGIN_MS = 2000;
@@ -60,9 +62,19 @@ export class SessionRunner {
     const log = this.#options.logger.child({ userId: job.userId, sessionId: job.sessionId, fence: job.fence });
     if (shutdown.aborted) return { ran: false, reason: 'shutting_down' };
 
-    const outcome = await coordinator.claims.claim(job, { workerId, leaseMs, graceMs: graceMs + RECORD_MARGIN_MS });
+    const outcome = await coordinator.claims.claim(job, {
+      workerId,
+      leaseMs,
+      graceMs: graceMs + RECORD_MARGIN_MS,
+      pool: this.#options.pool ?? 'default',
+    });
     if (!outcome.claimed) {
-      if (outcome.reason === 'stale') {
+      if (outcome.reason === 'wrong_pool') {
+        log.error(
+          { sessionPool: outcome.pool, hostPool: this.#options.pool ?? 'default' },
+          "a spawn job of another pool reached this host's queue; not started (do API and hosts agree on KEY_PREFIX?)",
+        );
+      } else if (outcome.reason === 'stale') {
         // A job that came back after its host died finds its session running under a dead lease:
         // end it as lost now rather than at the next sweep.
         const ended = await coordinator.sessions.sweepUser(job.userId).catch(() => false);

@@ -149,6 +149,7 @@ export class WorkerHost {
       coordinator: this.#coordinator,
       launcher,
       workerId: this.#config.workerId,
+      pool: this.#config.pool,
       leaseMs: this.#config.leaseMs,
       graceMs: this.#config.sessionGraceMs,
       output: { keepLines: this.#config.logKeepLines, retentionMs: this.#config.logRetentionMs },
@@ -176,6 +177,7 @@ export class WorkerHost {
       connection,
       keyPrefix: this.#config.keyPrefix,
       shards: this.#config.spawnQueueShards,
+      pool: this.#config.pool,
       concurrency: this.#config.slots,
       stalledIntervalMs: this.#stalledIntervalMs,
       run: (payload, job, token) => this.#process(runner, payload, job, token),
@@ -195,6 +197,7 @@ export class WorkerHost {
             busy: this.#busy,
             startedAt: this.#startedAt,
             containment: containment.plan.mode,
+            pool: this.#config.pool,
             running,
             ended,
           },
@@ -213,7 +216,10 @@ export class WorkerHost {
     beat(true);
     this.#heartbeat = setInterval(() => beat(true), this.#heartbeatMs);
     this.#logContainment(containment);
-    this.#logger.info({ slots: this.#config.slots, leaseMs: this.#config.leaseMs }, 'worker host started');
+    this.#logger.info(
+      { slots: this.#config.slots, leaseMs: this.#config.leaseMs, pool: this.#config.pool },
+      'worker host started',
+    );
   }
 
   /** One line at start says how sessions are contained here, and what that cannot catch. */
@@ -329,7 +335,7 @@ export class WorkerHost {
       this.#queueRedis?.disconnect();
     } else {
       const ended = [...this.#ended, ...this.#running];
-      await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId, ended), 1000);
+      await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId, ended, this.#config.pool), 1000);
     }
     await this.#launcher?.close?.();
     this.#cgroups?.release();

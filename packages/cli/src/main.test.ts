@@ -11,6 +11,7 @@ const hosts: Hosts = {
   hosts: [
     {
       workerId: 'host-ns',
+      pool: 'default',
       state: 'active',
       slots: 4,
       busy: 1,
@@ -20,6 +21,7 @@ const hosts: Hosts = {
     },
     {
       workerId: 'host-pg',
+      pool: 'gpu',
       state: 'draining',
       slots: 2,
       busy: 0,
@@ -212,6 +214,12 @@ describe('cq against an API', () => {
           ],
         },
         '/v1/hosts': hosts,
+        '/v1/pools': {
+          pools: [
+            { pool: 'cpu', hosts: 2, slots: 8, busy: 3, free: 5, pending: 0 },
+            { pool: 'gpu', hosts: 1, slots: 2, busy: 2, free: 0, pending: 4 },
+          ],
+        },
         '/v1/users/ann/history': history,
         '/v1/users/ida/history': idleHistory,
         '/v1/users/ivy/session': idleSession(),
@@ -308,15 +316,25 @@ describe('cq against an API', () => {
     }
   });
 
-  it("hosts prints each host's containment in its own column", async () => {
+  it("hosts prints each host's pool and containment in columns of their own", async () => {
     const { code, lines } = await run('hosts');
     expect(code).toBe(exitCodes.ok);
     const [header, ns, pg] = lines.map((line) => line.split(/\s{2,}/));
-    expect(header).toEqual(['HOST', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE']);
+    expect(header).toEqual(['HOST', 'POOL', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE']);
     const column = header!.indexOf('CONTAINMENT');
-    expect([ns![0], ns![column]]).toEqual(['host-ns', 'namespace']);
-    expect([pg![0], pg![column]]).toEqual(['host-pg', 'group']);
+    expect([ns![0], ns![1], ns![column]]).toEqual(['host-ns', 'default', 'namespace']);
+    expect([pg![0], pg![1], pg![column]]).toEqual(['host-pg', 'gpu', 'group']);
     expect(lines.at(-1)).toBe('free slots: 3');
+  });
+
+  it('pools prints every pool with its hosts, slots, busy, free and pending', async () => {
+    const { code, lines } = await run('pools');
+    expect(code).toBe(exitCodes.ok);
+    expect(lines.map((line) => line.split(/\s{2,}/))).toEqual([
+      ['POOL', 'HOSTS', 'SLOTS', 'BUSY', 'FREE', 'PENDING'],
+      ['cpu', '2', '8', '3', '5', '0'],
+      ['gpu', '1', '2', '2', '0', '4'],
+    ]);
   });
 
   it('ls walks every page of the list and prints each session with its pool and labels, escaped; --json a line each', async () => {

@@ -22,7 +22,8 @@ commands:
   logs <userId> [--follow]                                      the output of the live session, else of the latest ended one
                                                                 (--follow: print new lines until the session ends)
   watch <userId>                                                follow the live session until it ends (or say how the last one ended)
-  hosts                                                         the live worker hosts and the free slots
+  hosts [--pool P]                                              the live worker hosts (of one pool) and the free slots
+  pools                                                         every pool: its hosts, slots, busy, free and pending sessions
   drain <workerId>                                              drain a worker host: no new sessions, exit 0 after its last one
   webhooks [list]                                               the webhooks (without secrets)
   webhooks create <url> [--events a,b]                          a webhook for those session events (all when absent); prints its secret once

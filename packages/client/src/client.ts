@@ -13,6 +13,8 @@ import type {
   Host,
   Hosts,
   IssueTokenRequest,
+  Pool,
+  Pools,
   IssuedToken,
   LiveSession,
   OutputLineData,
@@ -331,8 +333,13 @@ export class CoordinatorClient {
   }
 
   /** `GET /v1/hosts`: the live worker hosts and the free slots. */
-  hosts(): Promise<Hosts> {
-    return this.#request('GET', '/v1/hosts');
+  hosts(options: { pool?: string } = {}): Promise<Hosts> {
+    return this.#request('GET', `/v1/hosts${queryString({ pool: options.pool })}`);
+  }
+
+  /** `GET /v1/pools`: every pool with a live host or a session waiting, with its slots, busy, free and pending. */
+  async pools(): Promise<Pool[]> {
+    return (await this.#request<Pools>('GET', '/v1/pools')).pools;
   }
 
   /**

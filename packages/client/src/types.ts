@@ -14,6 +14,8 @@ export type {
   EndedSession,
   Host,
   Hosts,
+  Pool,
+  Pools,
   IssueTokenRequest,
   IssuedToken,
   LiveSession,

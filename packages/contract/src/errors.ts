@@ -34,7 +34,7 @@ export const apiErrors = {
     status: 409,
     message: "The user's live session is not the one the request names (sessionId); nothing was changed.",
   },
-  no_capacity: { status: 503, message: 'No worker host has a free slot now; retry shortly.' },
+  no_capacity: { status: 503, message: "No worker host of the session's pool has a free slot now; retry shortly." },
   unavailable: { status: 503, message: 'Redis is unavailable; retry shortly.' },
   internal: { status: 500, message: 'Something went wrong on our side; it has been logged.' },
 } as const;

@@ -17,6 +17,8 @@ export type {
   EndedSession,
   Host,
   Hosts,
+  Pool,
+  Pools,
   IssueTokenRequest,
   IssuedToken,
   LiveSession,

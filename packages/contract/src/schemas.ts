@@ -328,6 +328,7 @@ export const workerParams = z
 
 export const hostView = z.object({
   workerId: z.string(),
+  pool: z.string().describe('The pool the host serves (POOL)'),
   state: z.enum(['active', 'draining']),
   slots: z.number().int(),
   busy: z.number().int(),
@@ -341,12 +342,29 @@ export const hostView = z.object({
     ),
 });
 
+export const hostsQuery = z
+  .object({ pool: poolSchema.optional().describe("Only this pool's hosts, and its free slots") })
+  .strict();
+
+export const poolView = z.object({
+  pool: z.string(),
+  hosts: z.number().int().describe('Live hosts serving it'),
+  slots: z.number().int().describe("Slots of its live hosts (active hosts' SLOTS, draining hosts' running sessions)"),
+  busy: z.number().int().describe('Sessions its hosts run'),
+  free: z.number().int().describe('Slots not held by an admitted, unended session of the pool'),
+  pending: z.number().int().describe('Sessions of the pool waiting for a host (its queued spawn jobs)'),
+});
+
+export const poolsView = z.object({ pools: z.array(poolView) });
+
 export const hostsView = z.object({
   hosts: z.array(hostView),
   freeSlots: z
     .number()
     .int()
-    .describe('Slots of live, not draining hosts, less the sessions admitted and not yet ended'),
+    .describe(
+      'Slots of live, not draining hosts, less the sessions admitted and not yet ended (of the pool, with ?pool=)',
+    ),
 });
 
 export const errorSchema = z.object({

@@ -13,6 +13,7 @@ import type {
   historyView,
   hostView,
   hostsView,
+  poolsView,
   issueTokenBody,
   outputLine,
   sessionEventData,
@@ -57,6 +58,10 @@ export type EndedSession = z.infer<typeof historyView>['sessions'][number];
 export type Host = z.infer<typeof hostView>;
 /** `200` of `GET /v1/hosts`. */
 export type Hosts = z.infer<typeof hostsView>;
+/** `200` of `GET /v1/pools`. */
+export type Pools = z.infer<typeof poolsView>;
+/** One pool of `GET /v1/pools`. */
+export type Pool = Pools['pools'][number];
 
 /** The `data` of a session event (SSE `event` is its `type`). */
 export type SessionEventData = z.infer<typeof sessionEventData>;

@@ -51,7 +51,11 @@ describe('admission', () => {
     // Invalid token and live session: the token wins.
     expect(await sessions.admit(a)).toEqual({ outcome: 'token_invalid' });
     // Session gone, throttle closed: throttled with advice; the token stays valid.
-    expect(await sessions.requestStop(user)).toEqual({ outcome: 'stopped', sessionId: first.sessionId });
+    expect(await sessions.requestStop(user)).toEqual({
+      outcome: 'stopped',
+      sessionId: first.sessionId,
+      pool: 'default',
+    });
     const throttled = await sessions.admit(b);
     expect(throttled).toMatchObject({ outcome: 'throttled', rate: { allowed: false, limit: 1, remaining: 0 } });
     if (throttled.outcome !== 'throttled') throw new Error('unreachable');
@@ -304,8 +308,16 @@ describe('session records', () => {
     const admitted = await admit('stopper');
     const outcome = await claims.claim(admitted, worker);
     if (!outcome.claimed) throw new Error('not claimed');
-    expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'stopping', sessionId: admitted.sessionId });
-    expect(await sessions.requestStop('stopper')).toEqual({ outcome: 'stopping', sessionId: admitted.sessionId });
+    expect(await sessions.requestStop('stopper')).toEqual({
+      outcome: 'stopping',
+      sessionId: admitted.sessionId,
+      pool: 'default',
+    });
+    expect(await sessions.requestStop('stopper')).toEqual({
+      outcome: 'stopping',
+      sessionId: admitted.sessionId,
+      pool: 'default',
+    });
     expect(await sessions.settleAndRead('stopper')).toMatchObject({ state: 'stopping', stopRequested: 'requested' });
     expect(await claims.renew(outcome.claim)).toMatchObject({ ok: true, stopRequested: true });
     expect(await claims.finish(outcome.claim, 'stopped', 143)).toBe(true);
@@ -314,7 +326,11 @@ describe('session records', () => {
 
   it('a pending session is stopped at once, and its job then claims nothing', async () => {
     const admitted = await admit('early-stop');
-    expect(await sessions.requestStop('early-stop')).toEqual({ outcome: 'stopped', sessionId: admitted.sessionId });
+    expect(await sessions.requestStop('early-stop')).toEqual({
+      outcome: 'stopped',
+      sessionId: admitted.sessionId,
+      pool: 'default',
+    });
     expect(await claims.claim(admitted, worker)).toEqual({ claimed: false, reason: 'stale' });
     expect((await sessions.history('early-stop'))[0]).toMatchObject({
       state: 'stopped',

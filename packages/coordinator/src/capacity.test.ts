@@ -86,4 +86,46 @@ describe('worker capacity', () => {
     expect(await coordinator.workers.capacity()).toEqual({ total: 4, held: 0, free: 4 });
     expect(await coordinator.workers.drain('nobody')).toBeUndefined();
   });
+
+  it('per pool, under real concurrency: 300 spawns for pool a with 20 free and 300 for pool b with 40 free hold exactly 20 and 40', async () => {
+    const coordinator = testCoordinator();
+    const callers = coordinatorsOn(connectionPool(40), coordinator);
+    await coordinator.workers.heartbeat({ workerId: 'a-1', slots: 12, busy: 0, startedAt: 1, pool: 'a' }, 60_000);
+    await coordinator.workers.heartbeat({ workerId: 'a-2', slots: 8, busy: 0, startedAt: 1, pool: 'a' }, 60_000);
+    await coordinator.workers.heartbeat({ workerId: 'b-1', slots: 40, busy: 0, startedAt: 1, pool: 'b' }, 60_000);
+    const ids = Array.from({ length: 600 }, (_, i) => `p${i}`);
+    const pool = (i: number): string => (i % 2 === 0 ? 'a' : 'b');
+    const outcomes = await Promise.all(
+      ids.map((id, i) => callers[i % callers.length]!.workers.reserve(id, HOLD_MS, true, pool(i))),
+    );
+    const held = (p: string) => ids.filter((_, i) => pool(i) === p && outcomes[i]!.outcome === 'reserved');
+    expect(held('a')).toHaveLength(20);
+    expect(held('b')).toHaveLength(40);
+    expect(await coordinator.workers.capacity('a')).toEqual({ total: 20, held: 20, free: 0 });
+    expect(await coordinator.workers.capacity('b')).toEqual({ total: 40, held: 40, free: 0 });
+    // The pool default has no host: nothing is held there, whatever the others hold.
+    expect(await coordinator.workers.capacity()).toEqual({ total: 0, held: 0, free: 0 });
+    expect(await coordinator.workers.reserve('d', HOLD_MS, true)).toEqual({ outcome: 'no_capacity', total: 0 });
+    // A slot of a given back in a, and only there.
+    expect(await coordinator.workers.release(held('a').slice(0, 1), 'a')).toBe(1);
+    expect((await coordinator.workers.capacity('a')).free).toBe(1);
+    expect((await coordinator.workers.capacity('b')).free).toBe(0);
+    expect(await coordinator.workers.pools()).toEqual([
+      { pool: 'a', hosts: 2, slots: 20, busy: 0, held: 19, free: 1 },
+      { pool: 'b', hosts: 1, slots: 40, busy: 0, held: 40, free: 0 },
+    ]);
+  });
+
+  it('a host restarted under the same id in another pool moves its slots with it; draining keeps its pool', async () => {
+    const coordinator = testCoordinator();
+    await coordinator.workers.heartbeat({ workerId: 'mover', slots: 5, busy: 0, startedAt: 1, pool: 'cpu' }, 60_000);
+    expect((await coordinator.workers.capacity('cpu')).total).toBe(5);
+    await coordinator.workers.heartbeat({ workerId: 'mover', slots: 3, busy: 0, startedAt: 2, pool: 'gpu' }, 60_000);
+    expect((await coordinator.workers.capacity('cpu')).total).toBe(0);
+    expect((await coordinator.workers.capacity('gpu')).total).toBe(3);
+    expect(await coordinator.workers.drain('mover')).toMatchObject({ state: 'draining', pool: 'gpu' });
+    expect((await coordinator.workers.capacity('gpu')).total).toBe(0);
+    await coordinator.workers.withdraw('mover', [], 'gpu');
+    expect(await coordinator.workers.pools()).toEqual([]);
+  });
 });

@@ -51,6 +51,8 @@ export interface ClaimOptions {
   leaseMs: number;
   /** How long the lease may outlive the lifetime cap so the host can stop the process and record it, ms. */
   graceMs: number;
+  /** The pool the host serves: a session of another pool is not claimed (`wrong_pool`). @defaultValue `'default'` */
+  pool?: string;
 }
 
 /** Longest endpoint a session may announce, characters. */
@@ -93,8 +95,11 @@ export class Claims {
         options.graceMs,
         ref.userId,
         this.#policy.historyLength,
+        options.pool ?? 'default',
       ],
     );
+    if (replyCode(reply) === ScriptCode.Stale && reply[1] === 'wrong_pool')
+      return { claimed: false, reason: 'wrong_pool', pool: String(reply[2]) };
     if (replyCode(reply) === ScriptCode.Stale) return { claimed: false, reason: 'stale' };
     if (replyCode(reply) === ScriptCode.PendingTimeout) return { claimed: false, reason: 'pending_timeout' };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('claimSession', reply);

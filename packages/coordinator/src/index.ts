@@ -62,11 +62,13 @@ export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer
 export * from './session-types.js';
 export { Sweeper, type FullScan, type SweeperOptions, type SweepResult } from './sweeper.js';
 export { USER_ID_PATTERN, assertUserId } from './validate.js';
+export { DEFAULT_POOL, POOL_PATTERN, MAX_LABELS } from '@cq/contract';
 export {
   WorkerRegistry,
   containments,
   type Capacity,
   type Containment,
+  type PoolView,
   type ReserveOutcome,
   type WorkerHeartbeat,
   type WorkerRecord,

@@ -1,5 +1,6 @@
 import { SLOT_COUNT, slotOf, slotTags } from './slots.js';
-import { assertName, assertUserId } from './validate.js';
+import { DEFAULT_POOL } from '@cq/contract';
+import { assertName, assertPool, assertUserId } from './validate.js';
 
 /** The keys of one user: all share the hash tag `{u:<userId>}`, so every script touches one slot. */
 export interface UserKeys {
@@ -205,9 +206,13 @@ export class Keys {
     return `${this.prefix}:{workers}:capacity`;
   }
 
-  /** The held slots (sorted set: id of an admitted, unended session by when its hold runs out, epoch ms). */
-  held(): string {
-    return `${this.prefix}:{workers}:held`;
+  /**
+   * A pool's held slots (sorted set: id of an admitted, unended session by when its hold runs out, epoch
+   * ms). The pool `default` keeps the name it had before pools, so a deployment upgrades with its holds.
+   */
+  held(pool: string = DEFAULT_POOL): string {
+    assertPool(pool);
+    return pool === DEFAULT_POOL ? `${this.prefix}:{workers}:held` : `${this.prefix}:{workers}:held:${pool}`;
   }
 
   /** The heartbeat record of one worker host (same slot as the registry). */

@@ -72,7 +72,9 @@ describe('labels', () => {
       labels: { job: 'j-1', 'team.io/owner': 'ann' },
       pool: 'gpu-a',
     });
-    const claimed = await c.claims.claim(admitted, worker);
+    // A host of another pool does not claim it; one of its pool does.
+    expect(await c.claims.claim(admitted, worker)).toEqual({ claimed: false, reason: 'wrong_pool', pool: 'gpu-a' });
+    const claimed = await c.claims.claim(admitted, { ...worker, pool: 'gpu-a' });
     if (!claimed.claimed) throw new Error('not claimed');
     expect(claimed.claim).toMatchObject({ labels: { job: 'j-1', 'team.io/owner': 'ann' }, pool: 'gpu-a' });
     await c.claims.finish(claimed.claim, 'completed', 0);
@@ -224,16 +226,21 @@ describe('stopping what a filter matches', () => {
     for (let i = 0; i < 6; i++) await run(c, `bulk-${i}`);
     for (let i = 0; i < 4; i++) await admit(c, `bulk-p-${i}`, { labels: { job: 'x' } });
     for (let i = 0; i < 3; i++) await admit(c, `keep-${i}`, { labels: { job: 'y' } });
-    expect(await c.sessions.stopMatching({ labels: { job: 'x' } }, { max: 3 })).toEqual({
-      matched: 3,
-      stopping: 3,
-      more: true,
-    });
-    expect(await c.sessions.stopMatching({ labels: { job: 'x' } })).toEqual({ matched: 1, stopping: 1, more: false });
+    const first = await c.sessions.stopMatching({ labels: { job: 'x' } }, { max: 3 });
+    expect(first).toMatchObject({ matched: 3, stopping: 3, more: true });
+    const second = await c.sessions.stopMatching({ labels: { job: 'x' } });
+    expect(second).toMatchObject({ matched: 1, stopping: 1, more: false });
+    // The pending ones ended at once, each named with its pool (their slots can be given back).
+    expect([...first.ended, ...second.ended].map((e) => e.pool)).toEqual(['default', 'default', 'default', 'default']);
     // Pending ones ended at once as stopped; the others untouched.
     for (let i = 0; i < 4; i++) expect(await c.sessions.settleAndRead(`bulk-p-${i}`)).toBeUndefined();
     for (let i = 0; i < 3; i++) expect(await c.sessions.settleAndRead(`keep-${i}`)).toMatchObject({ state: 'pending' });
-    expect(await c.sessions.stopMatching({ state: 'running' })).toEqual({ matched: 6, stopping: 6, more: false });
+    expect(await c.sessions.stopMatching({ state: 'running' })).toEqual({
+      matched: 6,
+      stopping: 6,
+      more: false,
+      ended: [],
+    });
     for (let i = 0; i < 6; i++)
       expect(await c.sessions.settleAndRead(`bulk-${i}`)).toMatchObject({ state: 'stopping' });
   });

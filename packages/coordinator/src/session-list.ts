@@ -245,11 +245,16 @@ export interface BulkStop {
   readonly stopping: number;
   /** True when more may match: call again. */
   readonly more: boolean;
+  /** The pending sessions it ended at once (stopped), with their pools: their worker slots can be given back. */
+  readonly ended: ReadonlyArray<{ readonly sessionId: string; readonly pool: string }>;
 }
 
 /** What stops a user's session, as `DELETE` does: {@link SessionStore.requestStop}. */
 export interface SessionStopper extends LiveSessionReader {
-  requestStop(userId: string, match: { sessionId?: string }): Promise<{ outcome: string }>;
+  requestStop(
+    userId: string,
+    match: { sessionId?: string },
+  ): Promise<{ outcome: string; sessionId?: string; pool?: string }>;
 }
 
 /**
@@ -269,6 +274,7 @@ export async function stopMatching(
   let matched = 0;
   let stopping = 0;
   let examined = 0;
+  const ended: Array<{ sessionId: string; pool: string }> = [];
   let from: ListPosition | undefined;
   for (;;) {
     const page = await listSessions(context, store, filter, {
@@ -281,8 +287,11 @@ export async function stopMatching(
       page.sessions.map((s) => store.requestStop(s.userId, { sessionId: s.sessionId })),
     );
     stopping += outcomes.filter((o) => o.outcome === 'stopped' || o.outcome === 'stopping').length;
-    if (page.next === undefined) return { matched, stopping, more: false };
-    if (matched >= max || examined >= maxExamined) return { matched, stopping, more: true };
+    for (const o of outcomes)
+      if (o.outcome === 'stopped' && o.sessionId !== undefined)
+        ended.push({ sessionId: o.sessionId, pool: o.pool ?? 'default' });
+    if (page.next === undefined) return { matched, stopping, more: false, ended };
+    if (matched >= max || examined >= maxExamined) return { matched, stopping, more: true, ended };
     from = page.next;
   }
 }

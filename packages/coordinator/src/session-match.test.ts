@@ -73,6 +73,7 @@ describe('a change that names its session (?sessionId=) acts on that session onl
     expect(await sessions.requestStop('match-live', named)).toEqual({
       outcome: 'stopping',
       sessionId: successor.sessionId,
+      pool: 'default',
     });
   });
 

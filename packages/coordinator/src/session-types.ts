@@ -103,6 +103,8 @@ export type AdmitOutcome =
       readonly lifetimeMs: number;
       readonly metadata: Metadata;
       readonly pendingDeadline: number;
+      /** The pool it runs in (its token's). */
+      readonly pool: string;
       readonly rate: RateLimitResult;
     }
   | {
@@ -160,7 +162,9 @@ export interface Claim extends SessionRef {
 /** What {@link SessionStore.claim} answers. */
 export type ClaimOutcome =
   | { readonly claimed: true; readonly claim: Claim }
-  | { readonly claimed: false; readonly reason: 'stale' | 'pending_timeout' };
+  | { readonly claimed: false; readonly reason: 'stale' | 'pending_timeout' }
+  /** The session is of `pool`, not of the claiming host's: nothing changed. */
+  | { readonly claimed: false; readonly reason: 'wrong_pool'; readonly pool: string };
 
 /**
  * Which session a change to a user's session is meant for (the API's `?sessionId=`): with `sessionId`,
@@ -221,6 +225,6 @@ export type ActivityOutcome =
 
 /** What {@link SessionStore.requestStop} answers. */
 export type StopOutcome =
-  | { readonly outcome: 'stopped' | 'stopping'; readonly sessionId: string }
+  | { readonly outcome: 'stopped' | 'stopping'; readonly sessionId: string; readonly pool: string }
   | { readonly outcome: 'no_session' }
   | SessionMismatch;

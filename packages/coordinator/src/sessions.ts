@@ -132,6 +132,7 @@ export class SessionStore {
           lifetimeMs: Number(reply[2]),
           metadata: parseMetadata(String(reply[3])),
           pendingDeadline: Number(reply[4]),
+          pool: String(reply[8] ?? 'default'),
           rate: {
             allowed: true,
             limit: Number(reply[5]),
@@ -200,7 +201,11 @@ export class SessionStore {
     ]);
     switch (replyCode(reply)) {
       case ScriptCode.Ok:
-        return { outcome: String(reply[2]) as 'stopped' | 'stopping', sessionId: String(reply[1]) };
+        return {
+          outcome: String(reply[2]) as 'stopped' | 'stopping',
+          sessionId: String(reply[1]),
+          pool: String(reply[3] ?? 'default'),
+        };
       case ScriptCode.NoSession:
         return { outcome: 'no_session' };
       case ScriptCode.SessionMismatch:

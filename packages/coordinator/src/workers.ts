@@ -1,8 +1,8 @@
-import { containments } from '@cq/contract';
+import { DEFAULT_POOL, containments } from '@cq/contract';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { wrapRedisError } from './redis-errors.js';
-import { assertInteger, assertName } from './validate.js';
+import { assertInteger, assertName, assertPool } from './validate.js';
 
 /** A worker host's state: taking sessions, or draining (taking none, exiting when its last one ends). */
 export type WorkerState = 'active' | 'draining';
@@ -26,6 +26,8 @@ export interface WorkerHeartbeat {
   readonly ended?: readonly string[];
   /** How it keeps a session's processes inside it. @defaultValue `'group'` */
   readonly containment?: Containment;
+  /** The pool it serves: it runs only that pool's sessions, and its slots count in that pool. @defaultValue `'default'` */
+  readonly pool?: string;
 }
 
 /** A worker host as seen in the registry. */
@@ -39,14 +41,30 @@ export interface WorkerRecord {
   readonly seenAt: number;
   /** How it keeps a session's processes inside it (`group` for a record written without one). */
   readonly containment: Containment;
+  /** The pool it serves (`default` for a record written without one). */
+  readonly pool: string;
 }
 
-/** The worker capacity: slots of live hosts (active hosts' `SLOTS`, draining hosts' running sessions). */
+/** A pool's worker capacity: slots of its live hosts (active hosts' `SLOTS`, draining hosts' running sessions). */
 export interface Capacity {
   readonly total: number;
   /** Slots held by admitted sessions that have not ended. */
   readonly held: number;
   /** `total - held`, never below 0 (with the check off, more can be held than there is). */
+  readonly free: number;
+}
+
+/** One pool as `GET /v1/pools` shows it: its live hosts and its capacity. */
+export interface PoolView {
+  readonly pool: string;
+  readonly hosts: number;
+  /** Slots of its live hosts (active hosts' `SLOTS`, draining hosts' running sessions). */
+  readonly slots: number;
+  /** Sessions its hosts run (their last heartbeats). */
+  readonly busy: number;
+  /** Slots held by admitted, unended sessions of the pool (with the capacity check on). */
+  readonly held: number;
+  /** Slots not held by an admitted, unended session. */
   readonly free: number;
 }
 
@@ -68,9 +86,9 @@ export class WorkerRegistry {
     this.#context = context;
   }
 
-  #capacityKeys(): string[] {
+  #capacityKeys(pool: string = DEFAULT_POOL): string[] {
     const { keys } = this.#context;
-    return [keys.workers(), keys.capacity(), keys.held()];
+    return [keys.workers(), keys.capacity(), keys.held(pool)];
   }
 
   /**
@@ -84,10 +102,12 @@ export class WorkerRegistry {
     const containment = beat.containment ?? 'group';
     if (!(containments as readonly string[]).includes(containment))
       throw new InvalidArgumentError(`containment must be one of ${containments.join(', ')}`);
+    const pool = beat.pool ?? DEFAULT_POOL;
+    assertPool(pool);
     const { keys, scripts } = this.#context;
     const reply = await scripts.run(
       'heartbeatWorker',
-      [keys.worker(beat.workerId), ...this.#capacityKeys()],
+      [keys.worker(beat.workerId), ...this.#capacityKeys(pool)],
       [
         beat.workerId,
         beat.slots,
@@ -98,6 +118,7 @@ export class WorkerRegistry {
         idList(beat.running ?? []),
         idList(beat.ended ?? []),
         containment,
+        pool,
       ],
     );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
@@ -108,12 +129,12 @@ export class WorkerRegistry {
    * Removes a host's record and share of the capacity at once (clean shutdown), giving back the holds of
    * the sessions named. One round trip.
    */
-  async withdraw(workerId: string, ended: readonly string[] = []): Promise<void> {
+  async withdraw(workerId: string, ended: readonly string[] = [], pool: string = DEFAULT_POOL): Promise<void> {
     const { keys, scripts } = this.#context;
     await scripts.run(
       'heartbeatWorker',
-      [keys.worker(workerId), ...this.#capacityKeys()],
-      [workerId, 0, 0, 0, 1, 0, '', idList(ended), ''],
+      [keys.worker(workerId), ...this.#capacityKeys(pool)],
+      [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool],
     );
   }
 
@@ -135,41 +156,85 @@ export class WorkerRegistry {
       seenAt: Number(reply[4]),
       startedAt: Number(reply[5]),
       containment: containmentOf(reply[6]),
+      pool: String(reply[7] ?? DEFAULT_POOL),
     };
   }
 
   /**
-   * Holds a slot for an admitted session until `holdMs` from now (a host that runs it renews the hold).
-   * With `enforce`, refuses when no slot is free; without, holds one all the same. One round trip.
+   * Holds a slot of `pool` for an admitted session of it until `holdMs` from now (a host that runs it
+   * renews the hold). With `enforce`, refuses when no slot of the pool is free; without, holds one all the
+   * same. One round trip.
    */
-  async reserve(sessionId: string, holdMs: number, enforce: boolean): Promise<ReserveOutcome> {
+  async reserve(
+    sessionId: string,
+    holdMs: number,
+    enforce: boolean,
+    pool: string = DEFAULT_POOL,
+  ): Promise<ReserveOutcome> {
     assertName(sessionId, 'sessionId');
     assertInteger(holdMs, 'holdMs', 1);
-    const reply = await this.#context.scripts.run('reserveSlot', this.#capacityKeys(), [
+    const reply = await this.#context.scripts.run('reserveSlot', this.#capacityKeys(pool), [
       sessionId,
       holdMs,
       enforce ? 1 : 0,
+      pool,
     ]);
     if (replyCode(reply) === ScriptCode.NoCapacity) return { outcome: 'no_capacity', total: Number(reply[1]) };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('reserveSlot', reply);
     return { outcome: 'reserved', free: Math.max(0, Number(reply[1])), total: Number(reply[2]) };
   }
 
-  /** Gives back the slots held for these sessions. One round trip. */
-  async release(sessionIds: readonly string[]): Promise<number> {
+  /** Gives back the slots held for these sessions of `pool`. One round trip. */
+  async release(sessionIds: readonly string[], pool: string = DEFAULT_POOL): Promise<number> {
     if (sessionIds.length === 0) return 0;
-    const reply = await this.#context.scripts.run('releaseSlots', [this.#context.keys.held()], [idList(sessionIds)]);
+    const reply = await this.#context.scripts.run(
+      'releaseSlots',
+      [this.#context.keys.held(pool)],
+      [idList(sessionIds)],
+    );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('releaseSlots', reply);
     return Number(reply[1]);
   }
 
-  /** The capacity now (after letting dead hosts and unrenewed holds go). One round trip. */
-  async capacity(): Promise<Capacity> {
-    const reply = await this.#context.scripts.run('readCapacity', this.#capacityKeys(), []);
+  /** A pool's capacity now (after letting dead hosts and the pool's unrenewed holds go). One round trip. */
+  async capacity(pool: string = DEFAULT_POOL): Promise<Capacity> {
+    const reply = await this.#context.scripts.run('readCapacity', this.#capacityKeys(pool), [pool]);
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('readCapacity', reply);
     const total = Number(reply[1]);
     const held = Number(reply[2]);
     return { total, held, free: Math.max(0, total - held) };
+  }
+
+  /**
+   * Every pool that has a live host, slots counted, or is named in `also` (e.g. pools with sessions
+   * waiting), with its hosts and its capacity (each pool's read lets its dead hosts and unrenewed holds
+   * go). A read of the hosts, of the capacity hash, and one script per pool.
+   */
+  async pools(also: Iterable<string> = []): Promise<PoolView[]> {
+    const hosts = await this.list();
+    let fields: Record<string, string>;
+    try {
+      fields = await this.#context.redis.hgetall(this.#context.keys.capacity());
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+    const names = new Set<string>([...also, ...hosts.map((h) => h.pool)]);
+    for (const [field, value] of Object.entries(fields))
+      if ((field === 'total' || field.startsWith('total:')) && Number(value) > 0)
+        names.add(field === 'total' ? DEFAULT_POOL : field.slice('total:'.length));
+    const sorted = [...names].sort();
+    const capacities = await Promise.all(sorted.map((pool) => this.capacity(pool)));
+    return sorted.map((pool, i) => {
+      const mine = hosts.filter((h) => h.pool === pool);
+      return {
+        pool,
+        hosts: mine.length,
+        slots: capacities[i]!.total,
+        busy: mine.reduce((n, h) => n + h.busy, 0),
+        held: capacities[i]!.held,
+        free: capacities[i]!.free,
+      };
+    });
   }
 
   /** The hosts whose heartbeat is live (their record has not run out), by id. */
@@ -188,6 +253,7 @@ export class WorkerRegistry {
           startedAt: Number(r['startedAt']),
           seenAt: Number(r['seenAt']),
           containment: containmentOf(r['containment']),
+          pool: r['pool'] ?? DEFAULT_POOL,
         }))
         .sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
     } catch (err) {

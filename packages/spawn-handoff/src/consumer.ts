@@ -12,6 +12,8 @@ export interface SpawnConsumerOptions<R> {
   keyPrefix: string;
   /** `SPAWN_QUEUE_SHARDS`. */
   shards: number;
+  /** The pool whose queues these workers take jobs from (a host never polls another pool's). @defaultValue `'default'` */
+  pool?: string;
   /** Jobs each shard's worker runs at once. */
   concurrency: number;
   /** How often BullMQ looks for jobs whose host died (stalled), ms. */
@@ -22,14 +24,14 @@ export interface SpawnConsumerOptions<R> {
 }
 
 /**
- * One BullMQ worker per spawn-queue shard, each taking jobs (the BRPOPLPUSH-style wait → active move)
+ * One BullMQ worker per spawn-queue shard of the host's pool, each taking jobs (the BRPOPLPUSH-style wait → active move)
  * and passing those with a valid payload to `run`; a job with an invalid payload is dropped with a
  * warning. A job that came back from a dead host is retried once (`maxStalledCount` 1); a fetch that
  * failed (Redis away, a failover) is tried again after a second, not BullMQ's 15.
  */
 export function spawnConsumers<R>(options: SpawnConsumerOptions<R>): Worker[] {
   const { log } = options;
-  return spawnQueueShards(options.keyPrefix, options.shards).map((shard) => {
+  return spawnQueueShards(options.keyPrefix, options.shards, options.pool).map((shard) => {
     const worker = new Worker(
       shard.name,
       async (job, token): Promise<R | { ran: false; reason: 'invalid_payload' }> => {

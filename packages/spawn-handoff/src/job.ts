@@ -1,5 +1,6 @@
 import type { JobsOptions } from 'bullmq';
-import { USER_ID_PATTERN } from '@cq/coordinator';
+import { POOL_PATTERN, USER_ID_PATTERN } from '@cq/coordinator';
+
 import { z } from 'zod';
 
 /** Name of every job on the spawn queue. */
@@ -11,6 +12,8 @@ export const spawnJobSchema = z
     userId: z.string().regex(USER_ID_PATTERN),
     sessionId: z.string().uuid(),
     fence: z.number().int().positive(),
+    /** Its pool; absent on a job queued before pools: `default`. */
+    pool: z.string().regex(POOL_PATTERN).optional(),
   })
   .strict();
 

@@ -61,6 +61,7 @@ describe('the spawn saga: admit → enqueue → roll back → reconcile', () => 
       userId: 'saga-a',
       sessionId: (outcome as { sessionId: string }).sessionId,
       fence: 1,
+      pool: 'default',
     });
     expect(await service.spawn(token)).toEqual({ outcome: 'token_invalid' });
   });
@@ -194,7 +195,7 @@ describe('the capacity step: a slot is held after the admission, or the admissio
   it('no slot free: no_capacity, nothing queued, no session, and the token works again', async () => {
     const token = await tokenFor('cap-none');
     const before = producer.jobs.length;
-    expect(await service.spawn(token)).toEqual({ outcome: 'no_capacity', retryAfterMs: 1000 });
+    expect(await service.spawn(token)).toEqual({ outcome: 'no_capacity', retryAfterMs: 1000, pool: 'default' });
     expect(producer.jobs.length).toBe(before);
     expect(await coordinator.sessions.settleAndRead('cap-none')).toBeUndefined();
     await coordinator.workers.heartbeat({ workerId: 'saga-host', slots: 1, busy: 0, startedAt: 1 }, 60_000);

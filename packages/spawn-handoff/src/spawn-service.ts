@@ -45,9 +45,10 @@ export type SpawnOutcome =
       readonly confirmedByWorker: boolean;
     })
   | {
-      /** No worker slot was free: the admission was rolled back, the token is valid again. */
+      /** No worker slot of the session's pool was free: the admission was rolled back, the token is valid again. */
       readonly outcome: 'no_capacity';
       readonly retryAfterMs: number;
+      readonly pool: string;
     }
   | {
       readonly outcome: 'unavailable';
@@ -103,7 +104,7 @@ export class SpawnService {
       // A slot for the session, decided in the capacity's own cluster slot after the admission, so
       // the refusals that need no slot (403, 409, 429) cost one round trip; a refused hold undoes the admission.
       const hold = await withTimeout(
-        capacity.workers.reserve(admission.sessionId, capacity.holdMs, true),
+        capacity.workers.reserve(admission.sessionId, capacity.holdMs, true, admission.pool),
         left(),
         'capacity',
       ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
@@ -111,10 +112,10 @@ export class SpawnService {
         const failure = hold instanceof Error ? hold : undefined;
         const rollback = await this.#rollBack(token, admission.sessionId, left);
         // A hold whose answer was lost may still have been taken: give it back (it runs out by itself otherwise).
-        if (hold instanceof Error) this.#giveBack(admission.sessionId);
+        if (hold instanceof Error) this.#giveBack(admission.sessionId, admission.pool);
         if (failure === undefined && rollback !== 'deferred') {
-          log.debug({ rollback }, 'no worker slot free; admission rolled back');
-          return { outcome: 'no_capacity', retryAfterMs: NO_CAPACITY_RETRY_MS };
+          log.debug({ rollback, pool: admission.pool }, 'no worker slot free; admission rolled back');
+          return { outcome: 'no_capacity', retryAfterMs: NO_CAPACITY_RETRY_MS, pool: admission.pool };
         }
         log.warn({ err: failure, rollback }, 'capacity check failed; admission rolled back');
         return this.#unavailable(rollback === 'deferred' ? 'deferred' : 'rolled_back');
@@ -122,7 +123,12 @@ export class SpawnService {
     }
     try {
       await withTimeout(
-        producer.enqueue({ userId: admission.userId, sessionId: admission.sessionId, fence: admission.fence }),
+        producer.enqueue({
+          userId: admission.userId,
+          sessionId: admission.sessionId,
+          fence: admission.fence,
+          pool: admission.pool,
+        }),
         left(),
         'enqueue',
       );
@@ -136,7 +142,7 @@ export class SpawnService {
         return this.#unavailable('deferred');
       }
       if (rollback === 'cancelled') {
-        this.#giveBack(admission.sessionId);
+        this.#giveBack(admission.sessionId, admission.pool);
         log.warn({ err: enqueueError, rollback }, 'enqueue failed; admission rolled back');
         return this.#unavailable('rolled_back');
       }
@@ -170,8 +176,8 @@ export class SpawnService {
   }
 
   /** Gives back the slot held for a session that was not handed on; a hold not given back runs out by itself. */
-  #giveBack(sessionId: string): void {
-    void this.#options.capacity?.workers.release([sessionId]).catch(() => {});
+  #giveBack(sessionId: string, pool: string): void {
+    void this.#options.capacity?.workers.release([sessionId], pool).catch(() => {});
   }
 
   #unavailable(why: 'rolled_back' | 'deferred' | 'unconfirmed'): SpawnOutcome {

@@ -127,10 +127,14 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   const readOnlyMode = !app.config.dashboardActions;
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(`${DASHBOARD_PATH}/queues`);
-  createBullBoard({
-    queues: app.spawnQueues.all.map((queue) => new BullMQAdapter(queue, { readOnlyMode })),
+  const board = createBullBoard({
+    queues: [],
     serverAdapter,
     options: { uiConfig: { boardTitle: 'worker-coordinator queues' } },
+  });
+  // Every pool's spawn queues, as they are opened (a pool's when its first session is queued here).
+  app.spawnQueues.watchPools((_pool, queues) => {
+    for (const queue of queues) board.addQueue(new BullMQAdapter(queue, { readOnlyMode }));
   });
   await scope.register(serverAdapter.registerPlugin(), {
     prefix: '/queues',

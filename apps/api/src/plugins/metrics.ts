@@ -5,7 +5,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** The API's Prometheus metrics, on a registry of the app's own. */
 export interface ApiMetrics {
   readonly registry: Registry;
-  readonly admissions: Counter<'outcome'>;
+  readonly admissions: Counter<'outcome' | 'pool'>;
   readonly tokensIssued: Counter;
   readonly throttled: Counter<'route'>;
   /** Requests answered 503 because the process was overloaded (event loop lag). */
@@ -13,8 +13,8 @@ export interface ApiMetrics {
   readonly redisErrors: Counter<'operation'>;
   readonly replicaWaitShortfalls: Counter<'script'>;
   readonly requestDuration: Histogram<'method' | 'route' | 'status'>;
-  /** Worker slots: `free` (what admission may still hold), `total` and `held`; set at each scrape. */
-  readonly slots: Gauge<'kind'>;
+  /** Worker slots by pool: `free` (what admission may still hold), `total` and `held`; set at each scrape. */
+  readonly slots: Gauge<'pool' | 'kind'>;
   /** Live worker hosts by state; set at each scrape. */
   readonly hosts: Gauge<'state'>;
   /** Readers of this process's event streams (SSE); set at each scrape. */
@@ -36,8 +36,8 @@ export const metricsPlugin = fp(
       registry,
       admissions: new Counter({
         name: 'cq_admissions_total',
-        help: 'Spawn admissions by outcome',
-        labelNames: ['outcome'],
+        help: "Spawn admissions by outcome and pool (pool empty where the refusal came before the token's pool was known)",
+        labelNames: ['outcome', 'pool'],
         registers: [registry],
       }),
       tokensIssued: new Counter({ name: 'cq_tokens_issued_total', help: 'Spawn tokens issued', registers: [registry] }),
@@ -73,8 +73,8 @@ export const metricsPlugin = fp(
       }),
       slots: new Gauge({
         name: 'cq_worker_slots',
-        help: "Worker slots: free (live, not draining hosts' SLOTS less the sessions admitted and not ended), total, held",
-        labelNames: ['kind'],
+        help: "Worker slots by pool: free (live, not draining hosts' SLOTS less the sessions admitted and not ended), total, held",
+        labelNames: ['pool', 'kind'],
         registers: [registry],
       }),
       hosts: new Gauge({

@@ -19,6 +19,7 @@ describe('capacity, hosts and drain', async () => {
       hosts: [
         {
           workerId: 'cap-a',
+          pool: 'default',
           state: 'active',
           slots: 2,
           busy: 0,
@@ -35,7 +36,8 @@ describe('capacity, hosts and drain', async () => {
     const refused = await spawn(refusedToken);
     expect(refused.status).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('1');
-    expect(refused.body.error).toMatchObject({ code: 'no_capacity', retryAfterMs: 1000 });
+    expect(refused.body.error).toMatchObject({ code: 'no_capacity', retryAfterMs: 1000, pool: 'default' });
+    expect(refused.body.error.message).toMatch(/pool default/);
     expect(await api.coordinator.sessions.settleAndRead('cap-3')).toBeUndefined();
     expect((await get('/v1/hosts')).body.freeSlots).toBe(0);
 
@@ -46,8 +48,8 @@ describe('capacity, hosts and drain', async () => {
     expect((await spawn(refusedToken)).status).toBe(202);
 
     const metrics = (await send(api.baseUrl, 'GET', '/metrics')).body as string;
-    expect(metrics).toContain('cq_admissions_total{outcome="no_capacity"} 1');
-    expect(metrics).toContain('cq_worker_slots{kind="free"} 0');
+    expect(metrics).toContain('cq_admissions_total{outcome="no_capacity",pool="default"} 1');
+    expect(metrics).toContain('cq_worker_slots{pool="default",kind="free"} 0');
     expect(metrics).toContain('cq_worker_hosts{state="active"} 1');
   });
 
@@ -90,5 +92,60 @@ describe('capacity, hosts and drain', async () => {
     const host = doc.paths['/v1/hosts'].get.responses['200'].content['application/json'].schema.properties.hosts.items;
     expect(host.required).toContain('containment');
     expect(host.properties.containment.enum).toEqual(['namespace', 'group']);
+  });
+});
+
+describe('pools: capacity per pool, GET /v1/pools and GET /v1/hosts?pool=', async () => {
+  const api = await startTestApi({
+    CAPACITY_CHECK: 'true',
+    TOKEN_LIMIT: '1000',
+    SPAWN_INTERVAL_MS: '1',
+    SPAWN_BURST: '100',
+  });
+  const get = (path: string) => send(api.baseUrl, 'GET', path, { headers: jsonHeaders() });
+  const spawnIn = async (userId: string, pool: string) => {
+    const issued = await send(api.baseUrl, 'POST', '/v1/tokens', {
+      headers: jsonHeaders(),
+      body: JSON.stringify({ userId, pool }),
+    });
+    return send(api.baseUrl, 'POST', '/v1/spawn', {
+      headers: jsonHeaders(false),
+      body: JSON.stringify({ token: issued.body.token }),
+    });
+  };
+
+  it("a full pool refuses with no_capacity naming it while another pool admits; a pool's hosts and slots show apart", async () => {
+    const beat = (workerId: string, slots: number, pool: string) =>
+      api.coordinator.workers.heartbeat({ workerId, slots, busy: 0, startedAt: Date.now(), pool }, 60_000);
+    await beat('gpu-1', 1, 'gpu');
+    await beat('cpu-1', 3, 'cpu');
+    expect((await spawnIn('p-1', 'gpu')).status).toBe(202);
+    const full = await spawnIn('p-2', 'gpu');
+    expect(full.status).toBe(503);
+    expect(full.body.error).toMatchObject({ code: 'no_capacity', pool: 'gpu' });
+    expect(full.body.error.message).toMatch(/pool gpu/);
+    for (const user of ['p-3', 'p-4', 'p-5']) expect((await spawnIn(user, 'cpu')).status).toBe(202);
+    expect((await spawnIn('p-6', 'cpu')).body.error).toMatchObject({ code: 'no_capacity', pool: 'cpu' });
+    // A pool without any host refuses too.
+    expect((await spawnIn('p-7', 'nowhere')).body.error).toMatchObject({ code: 'no_capacity', pool: 'nowhere' });
+
+    expect((await get('/v1/pools')).body).toEqual({
+      pools: [
+        { pool: 'cpu', hosts: 1, slots: 3, busy: 0, free: 0, pending: 3 },
+        { pool: 'gpu', hosts: 1, slots: 1, busy: 0, free: 0, pending: 1 },
+      ],
+    });
+    const gpuHosts = (await get('/v1/hosts?pool=gpu')).body;
+    expect(gpuHosts.hosts.map((h: { workerId: string; pool: string }) => [h.workerId, h.pool])).toEqual([
+      ['gpu-1', 'gpu'],
+    ]);
+    expect(gpuHosts.freeSlots).toBe(0);
+    expect((await get('/v1/hosts?pool=Bad')).status).toBe(400);
+    // A stopped pending session gives its pool's slot back.
+    await send(api.baseUrl, 'DELETE', '/v1/users/p-1/session', { headers: jsonHeaders() });
+    expect((await get('/v1/hosts?pool=gpu')).body.freeSlots).toBe(1);
+    const metrics = (await send(api.baseUrl, 'GET', '/metrics')).body as string;
+    expect(metrics).toContain('cq_worker_slots{pool="cpu",kind="total"} 3');
+    expect(metrics).toContain('cq_admissions_total{outcome="no_capacity",pool="gpu"} 1');
   });
 });

@@ -1,6 +1,16 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { WorkerRecord } from '@cq/coordinator';
-import { emptyBody, errorSchema, hostView, hostsView, noQuery, workerParams, type Host } from '@cq/contract';
+import {
+  emptyBody,
+  errorSchema,
+  hostView,
+  hostsQuery,
+  hostsView,
+  noQuery,
+  poolsView,
+  workerParams,
+  type Host,
+} from '@cq/contract';
 import { HttpError } from '../http-errors.js';
 import { requireServiceKey } from '../plugins/auth.js';
 import { iso } from '../iso.js';
@@ -9,6 +19,7 @@ import { iso } from '../iso.js';
 function hostOf(w: WorkerRecord): Host {
   return {
     workerId: w.workerId,
+    pool: w.pool,
     state: w.state,
     slots: w.slots,
     busy: w.busy,
@@ -28,17 +39,59 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       onRequest: auth,
       schema: {
-        summary: 'The live worker hosts and the free slots',
+        summary: 'The live worker hosts and the free slots (of one pool, with ?pool=)',
+        security: [{ serviceKey: [] }],
+        querystring: hostsQuery,
+        response: { 200: hostsView, 400: errorSchema, 401: errorSchema, 503: errorSchema },
+      },
+    },
+    async (request) => {
+      const { pool } = request.query;
+      // The pools first: their capacity reads let hosts whose heartbeat ran out go, so the list agrees.
+      const pools = await workers.pools(pool === undefined ? [] : [pool]);
+      const hosts = await workers.list();
+      const shown = pool === undefined ? pools : pools.filter((p) => p.pool === pool);
+      return {
+        hosts: hosts.filter((h) => pool === undefined || h.pool === pool).map(hostOf),
+        freeSlots: shown.reduce((n, p) => n + p.free, 0),
+      };
+    },
+  );
+
+  app.get(
+    '/v1/pools',
+    {
+      onRequest: auth,
+      schema: {
+        summary: 'Every pool with a live host or a session waiting: its hosts, slots, busy, free and pending',
         security: [{ serviceKey: [] }],
         querystring: noQuery,
-        response: { 200: hostsView, 401: errorSchema, 503: errorSchema },
+        response: { 200: poolsView, 401: errorSchema, 503: errorSchema },
       },
     },
     async () => {
-      // The capacity first: it lets hosts whose heartbeat ran out go, so the list agrees with it.
-      const capacity = await workers.capacity();
-      const hosts = await workers.list();
-      return { hosts: hosts.map(hostOf), freeSlots: capacity.free };
+      // Pools whose queues this process has open: some may have sessions waiting and no host.
+      const open = app.spawnQueues.pools;
+      const pending = new Map<string, number>();
+      await Promise.all(
+        open.map(async (pool) => pending.set(pool, await app.spawnQueues.waiting(pool).catch(() => 0))),
+      );
+      const pools = await workers.pools(open.filter((pool) => (pending.get(pool) ?? 0) > 0));
+      await Promise.all(
+        pools
+          .filter((p) => !pending.has(p.pool))
+          .map(async (p) => pending.set(p.pool, await app.spawnQueues.waiting(p.pool).catch(() => 0))),
+      );
+      return {
+        pools: pools.map((p) => ({
+          pool: p.pool,
+          hosts: p.hosts,
+          slots: p.slots,
+          busy: p.busy,
+          free: p.free,
+          pending: pending.get(p.pool) ?? 0,
+        })),
+      };
     },
   );
 

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { BUDGET, settleWithin } from '@cq/service-kit';
+import { DEFAULT_POOL } from '@cq/coordinator';
 import { errorBody } from '../http-errors.js';
 
 /** Least time between two reads of Redis for `/metrics` (its slot and host gauges), ms. */
@@ -74,11 +75,17 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
   const { workers } = app.coordinator;
   let lastRead: { at: number; done: Promise<void> } | undefined;
   const readRedisGauges = async (): Promise<void> => {
-    const read = Promise.all([workers.capacity(), workers.list()]).catch(() => undefined);
+    const read = Promise.all([workers.pools([DEFAULT_POOL]), workers.list()]).catch(() => undefined);
     const seen = (await settleWithin(read, BUDGET.readyMs)) ? await read : undefined;
     if (seen === undefined) return;
-    const [capacity, hosts] = seen;
-    for (const kind of ['free', 'total', 'held'] as const) app.metrics.slots.set({ kind }, capacity[kind]);
+    const [pools, hosts] = seen;
+    // A pool that went away keeps no stale gauge.
+    app.metrics.slots.reset();
+    for (const p of pools) {
+      app.metrics.slots.set({ pool: p.pool, kind: 'free' }, p.free);
+      app.metrics.slots.set({ pool: p.pool, kind: 'total' }, p.slots);
+      app.metrics.slots.set({ pool: p.pool, kind: 'held' }, p.held);
+    }
     for (const state of ['active', 'draining'] as const)
       app.metrics.hosts.set({ state }, hosts.filter((h) => h.state === state).length);
   };

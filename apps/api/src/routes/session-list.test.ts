@@ -30,7 +30,7 @@ describe('labels, the session list, a session by id and bulk stop over HTTP', as
     const changed = await patch('lab-http', { labels: { job: null, stage: 'two' } });
     expect(changed.status).toBe(200);
     expect(changed.body.labels).toEqual({ 'team/owner': 'ann', stage: 'two' });
-    const claim = await claimAs(api, admitted);
+    const claim = await claimAs(api, admitted, 'host-1', 'gpu-a');
     expect(claim.labels).toEqual({ 'team/owner': 'ann', stage: 'two' });
     await api.coordinator.claims.finish(claim, 'completed', 0);
     expect((await get('/v1/users/lab-http/history')).body.sessions[0]).toMatchObject({
@@ -78,7 +78,7 @@ describe('labels, the session list, a session by id and bulk stop over HTTP', as
     for (let i = 0; i < 9; i++)
       await spawn(`walk-http-${i}`, { labels: { batch: i % 3 === 0 ? 'a' : 'b' }, pool: 'walkers' });
     const running = await spawn('walk-http-run', { pool: 'walkers' });
-    await claimAs(api, running, 'host-w');
+    await claimAs(api, running, 'host-w', 'walkers');
     const seen: string[] = [];
     let cursor: string | undefined;
     let pages = 0;

@@ -182,7 +182,17 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
         ...filterOf(rest),
         ...(labels === undefined || Object.keys(labels).length === 0 ? {} : { labels }),
       };
-      const outcome = await app.coordinator.sessions.stopMatching(filter, { max: 1000 });
+      const { ended, ...outcome } = await app.coordinator.sessions.stopMatching(filter, { max: 1000 });
+      // The pending ones ended at once: their worker slots back now (the running ones', through their hosts).
+      const byPool = new Map<string, string[]>();
+      for (const { sessionId, pool } of ended) byPool.set(pool, [...(byPool.get(pool) ?? []), sessionId]);
+      await Promise.all(
+        [...byPool].map(([pool, ids]) =>
+          app.coordinator.workers
+            .release(ids, pool)
+            .catch((err: unknown) => request.log.debug({ err }, 'slots not given back; their holds run out')),
+        ),
+      );
       request.log.info({ filter, ...outcome }, 'sessions stopped in bulk');
       return reply.code(202).send(outcome);
     },
@@ -320,7 +330,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       // A pending session stopped here gives its worker slot back now (a running one, through its host).
       if (outcome.outcome === 'stopped')
         await app.coordinator.workers
-          .release([outcome.sessionId])
+          .release([outcome.sessionId], outcome.pool)
           .catch((err: unknown) => request.log.debug({ err }, 'slot not given back; its hold runs out'));
       request.log.info({ userId, sessionId: outcome.sessionId, state: outcome.outcome }, 'stop requested');
       return reply.code(202).send({ sessionId: outcome.sessionId, userId, state: outcome.outcome });

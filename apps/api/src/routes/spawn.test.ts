@@ -31,6 +31,7 @@ describe('POST /v1/spawn', async () => {
       userId: 'alice',
       sessionId: res.body.sessionId,
       fence: 1,
+      pool: 'default',
     });
   });
 

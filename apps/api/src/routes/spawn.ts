@@ -20,7 +20,7 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
           403: errorSchema,
           409: errorSchema,
           429: errorSchema,
-          // Also `no_capacity`: no worker slot is free (Retry-After).
+          // Also `no_capacity`: no worker slot of the session's pool is free (Retry-After; error.pool names it).
           503: errorSchema,
         },
       },
@@ -29,7 +29,10 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
       const outcome = await app.spawns.spawn(request.body.token);
       // Counted as decided by the admission; a hand-off that failed afterwards counts once more.
       const admission = outcome.outcome === 'unavailable' ? 'admitted' : outcome.outcome;
-      app.metrics.admissions.inc({ outcome: admission });
+      app.metrics.admissions.inc({
+        outcome: admission,
+        pool: outcome.outcome === 'admitted' || outcome.outcome === 'no_capacity' ? outcome.pool : '',
+      });
       // The dashboard's chart counts decisions; a wait after Redis lost writes is the Redis outage's, as a 503 is.
       if (admission !== 'state_uncertain') app.stats.count(admission);
       if (outcome.outcome === 'unavailable' && outcome.why !== 'unconfirmed')
@@ -72,7 +75,12 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
           });
         case 'no_capacity':
           reply.header('Retry-After', String(retryAfterSeconds(outcome.retryAfterMs)));
-          return sendError(reply, 'no_capacity', undefined, { retryAfterMs: outcome.retryAfterMs });
+          return sendError(
+            reply,
+            'no_capacity',
+            `No worker host of pool ${outcome.pool} has a free slot now; retry shortly (the token is still valid).`,
+            { retryAfterMs: outcome.retryAfterMs, pool: outcome.pool },
+          );
         case 'unavailable':
           throw new HttpError('unavailable', outcome.message);
         case 'admitted':

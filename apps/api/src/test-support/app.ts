@@ -144,8 +144,13 @@ export function jsonHeaders(auth = true): Record<string, string> {
 }
 
 /** Claims an admitted session as host `workerId` would (lease 10 s, grace 1 s); throws when it cannot. */
-export async function claimAs(api: TestApi, admitted: SessionRef, workerId = 'host-1'): Promise<Claim> {
-  const claimed = await api.coordinator.claims.claim(admitted, { workerId, leaseMs: 10_000, graceMs: 1000 });
+export async function claimAs(
+  api: TestApi,
+  admitted: SessionRef,
+  workerId = 'host-1',
+  pool = 'default',
+): Promise<Claim> {
+  const claimed = await api.coordinator.claims.claim(admitted, { workerId, leaseMs: 10_000, graceMs: 1000, pool });
   if (!claimed.claimed) throw new Error(`not claimed: ${claimed.reason}`);
   return claimed.claim;
 }

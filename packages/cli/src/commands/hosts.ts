@@ -4,9 +4,9 @@ import { exitCodes } from '../exit-codes.js';
 import { duration, table } from '../format.js';
 import type { Command } from './command.js';
 
-/** `hosts`: the live worker hosts and the free slots. */
-export const hosts: Command = async (ctx) => {
-  const { hosts, freeSlots } = await ctx.client.hosts();
+/** `hosts [--pool P]`: the live worker hosts (of one pool) and the free slots. */
+export const hosts: Command = async (ctx, { options }) => {
+  const { hosts, freeSlots } = await ctx.client.hosts(options.pool === undefined ? {} : { pool: options.pool });
   if (ctx.json) ctx.out(JSON.stringify({ hosts, freeSlots }));
   else {
     const now = Date.now();
@@ -14,9 +14,10 @@ export const hosts: Command = async (ctx) => {
     else
       ctx.out(
         table([
-          ['HOST', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE'],
+          ['HOST', 'POOL', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE'],
           ...hosts.map((h) => [
             h.workerId,
+            h.pool,
             h.state,
             String(h.busy),
             String(h.slots),
@@ -28,6 +29,28 @@ export const hosts: Command = async (ctx) => {
       );
     ctx.out(escaped`free slots: ${freeSlots}`);
   }
+  return exitCodes.ok;
+};
+
+/** `pools`: every pool with a live host or a session waiting. */
+export const pools: Command = async (ctx) => {
+  const pools = await ctx.client.pools();
+  if (ctx.json) ctx.out(JSON.stringify({ pools }));
+  else if (pools.length === 0) ctx.out('no pools: no live worker host, no session waiting');
+  else
+    ctx.out(
+      table([
+        ['POOL', 'HOSTS', 'SLOTS', 'BUSY', 'FREE', 'PENDING'],
+        ...pools.map((p) => [
+          p.pool,
+          String(p.hosts),
+          String(p.slots),
+          String(p.busy),
+          String(p.free),
+          String(p.pending),
+        ]),
+      ]),
+    );
   return exitCodes.ok;
 };
 

@@ -1,7 +1,7 @@
 import type { Command } from './command.js';
 import { demo } from './demo.js';
 import { history } from './history.js';
-import { drain, hosts } from './hosts.js';
+import { drain, hosts, pools } from './hosts.js';
 import { logs } from './logs.js';
 import { extend, ls, status, stop } from './session.js';
 import { spawn } from './spawn.js';
@@ -23,6 +23,7 @@ export const commands: ReadonlyMap<string, Command> = new Map([
   ['logs', logs],
   ['watch', watch],
   ['hosts', hosts],
+  ['pools', pools],
   ['drain', drain],
   ['demo', demo],
   ['webhooks', webhooks],

@@ -147,8 +147,11 @@ describe('dashboard', async () => {
     ]);
     expect(dave.body.live.rows[0].leaseLeftMs).toBeGreaterThan(5000);
     expect(state.body.workers).toEqual([
-      expect.objectContaining({ workerId: 'dash-host', slots: 4, busy: 1, containment: 'namespace' }),
+      expect.objectContaining({ workerId: 'dash-host', pool: 'default', slots: 4, busy: 1, containment: 'namespace' }),
     ]);
+    // Its pool, with its slots and the jobs waiting in its queue: no host took any here (dave was claimed
+    // by hand, carol stopped while pending), so all four are still queued.
+    expect(state.body.pools).toEqual([{ pool: 'default', hosts: 1, slots: 4, busy: 1, free: 4, pending: 4 }]);
     expect(state.body.ended).toEqual([expect.objectContaining({ userId: 'dash-carol', state: 'stopped' })]);
     const total = state.body.chart.reduce((n: number, m: { admitted: number }) => n + m.admitted, 0);
     expect(total).toBe(4);

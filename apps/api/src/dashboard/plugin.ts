@@ -91,7 +91,7 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   // opening a page costs Redis nothing.
   const recentEvents = new RecentEvents(app.events, app.log);
   app.addHook('onClose', async () => recentEvents.close());
-  const reader = new DashboardStateReader(app.coordinator, app.stats, recentEvents);
+  const reader = new DashboardStateReader(app.coordinator, app.stats, recentEvents, app.spawnQueues);
   scope.get('/', { schema: { hide: true } }, async (_request, reply) =>
     strictCsp(reply).type('text/html; charset=utf-8').send(pageHtml),
   );

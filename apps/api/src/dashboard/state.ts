@@ -25,6 +25,12 @@ export interface LiveRow {
   endpoint?: string;
 }
 
+/** The spawn queues' view of the sessions waiting for a host: the API's open pools (`SpawnQueues`). */
+export interface QueuedSessions {
+  readonly pools: readonly string[];
+  waiting(pool: string): Promise<number>;
+}
+
 /** What `GET /dashboard/api/state` is asked: the session list's filters, a page size and the page's cursor. */
 export interface StateQuery {
   userId?: string | undefined;
@@ -42,8 +48,11 @@ export interface DashboardState {
   now: number;
   /** A page of the session list (`GET /v1/sessions`'s walk): `next` is the cursor of the following one. */
   live: { limit: number; rows: LiveRow[]; next?: string };
+  /** Every pool with a live host or a session waiting. */
+  pools: Array<{ pool: string; hosts: number; slots: number; busy: number; free: number; pending: number }>;
   workers: Array<{
     workerId: string;
+    pool: string;
     state: 'active' | 'draining';
     slots: number;
     busy: number;
@@ -52,7 +61,7 @@ export interface DashboardState {
     /** How the host keeps a session's processes inside it. */
     containment: Containment;
   }>;
-  /** Slots of live, not draining hosts, less the sessions admitted and not yet ended. */
+  /** Slots of live, not draining hosts, less the sessions admitted and not yet ended (every pool's). */
   freeSlots: number;
   ended: Array<{
     userId: string;
@@ -102,11 +111,13 @@ export class DashboardStateReader {
   readonly #stats: StatsRecorder;
   readonly #recent: RecentEvents;
   readonly #cursors: CursorCodec;
+  readonly #queued: QueuedSessions;
 
-  constructor(coordinator: Coordinator, stats: StatsRecorder, recent: RecentEvents) {
+  constructor(coordinator: Coordinator, stats: StatsRecorder, recent: RecentEvents, queued: QueuedSessions) {
     this.#coordinator = coordinator;
     this.#stats = stats;
     this.#recent = recent;
+    this.#queued = queued;
     this.#cursors = new CursorCodec(() => coordinator.sessions.listCursorSecret());
   }
 
@@ -122,10 +133,14 @@ export class DashboardStateReader {
       if (err instanceof CursorError) throw new HttpError('invalid_request', err.message, { field: 'cursor' });
       throw err;
     }
-    const [page, workers, capacity, chart, endings] = await Promise.all([
+    const open = this.#queued.pools;
+    const pending = new Map(
+      await Promise.all(open.map(async (pool) => [pool, await this.#queued.waiting(pool).catch(() => 0)] as const)),
+    );
+    const [page, workers, pools, chart, endings] = await Promise.all([
       this.#coordinator.sessions.list(filter, { limit: query.limit, ...(from === undefined ? {} : { from }) }),
       this.#coordinator.workers.list(),
-      this.#coordinator.workers.capacity(),
+      this.#coordinator.workers.pools(open.filter((pool) => (pending.get(pool) ?? 0) > 0)),
       this.#stats.read(15),
       this.#recent.endings().catch(() => []),
     ]);
@@ -152,8 +167,17 @@ export class DashboardStateReader {
         rows,
         ...(page.next === undefined ? {} : { next: await this.#cursors.encode(page.next, filter) }),
       },
+      pools: pools.map((p) => ({
+        pool: p.pool,
+        hosts: p.hosts,
+        slots: p.slots,
+        busy: p.busy,
+        free: p.free,
+        pending: pending.get(p.pool) ?? 0,
+      })),
       workers: workers.map((w) => ({
         workerId: w.workerId,
+        pool: w.pool,
         state: w.state,
         slots: w.slots,
         busy: w.busy,
@@ -161,7 +185,7 @@ export class DashboardStateReader {
         startedAt: w.startedAt,
         containment: w.containment,
       })),
-      freeSlots: capacity.free,
+      freeSlots: pools.reduce((n, p) => n + p.free, 0),
       ended: endings
         .filter((e) => filter.userId === undefined || e.userId === filter.userId)
         .slice(0, 50)

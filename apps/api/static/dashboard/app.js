@@ -130,10 +130,22 @@
         cell(r.sessionId, 'id'),
       );
     });
+    fill($('pools').tBodies[0], s.pools, (tr, p) => {
+      tr.dataset.pool = p.pool;
+      tr.append(
+        cell(p.pool, 'pool'),
+        cell(p.hosts, 'hosts'),
+        cell(p.slots, 'slots'),
+        cell(p.busy, 'busy'),
+        cell(p.free, 'free'),
+        cell(p.pending, 'pending'),
+      );
+    });
     fill($('workers').tBodies[0], s.workers, (tr, w) => {
       tr.dataset.worker = w.workerId;
       tr.append(
         cell(w.workerId, 'worker'),
+        cell(w.pool, 'pool'),
         cell(w.state, 'state s-' + w.state),
         cell(w.containment, 'containment'),
         cell(ms(w.heartbeatAgeMs), 'age'),

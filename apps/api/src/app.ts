@@ -17,6 +17,7 @@ import { errorsPlugin } from './plugins/errors.js';
 import { errorBody, httpErrors } from './http-errors.js';
 import { jsonBodyParser } from './json-body.js';
 import { requestSerializer } from './request-log.js';
+import { authPlugin } from './plugins/auth.js';
 import { metricsPlugin } from './plugins/metrics.js';
 import { connectionsPlugin } from './plugins/connections.js';
 import { loadSheddingPlugin } from './plugins/load-shedding.js';
@@ -30,13 +31,7 @@ import { tokenRoutes } from './routes/tokens.js';
 import { SSE_HEARTBEAT_MS, eventRoutes } from './routes/events.js';
 import { logRoutes } from './routes/logs.js';
 import { webhookRoutes } from './routes/webhooks.js';
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** Every route of the app (method, URL template). */
-    routeTable: ReadonlyArray<{ method: string; url: string }>;
-  }
-}
+import { accessRoutes } from './routes/access.js';
 
 /** Largest request body accepted, bytes; larger ones get 413. */
 export const BODY_LIMIT = 64 * 1024;
@@ -168,12 +163,8 @@ export async function buildApp(options: BuildAppOptions) {
   // Answers are built to their schemas by the routes (and checked by the tests), so they are written with
   // JSON.stringify: parsing every answer through zod again cost the hot paths a third of their throughput.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
-  // Every route, as registered: the security test walks it.
-  const routeTable: Array<{ method: string; url: string }> = [];
-  app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) routeTable.push({ method, url: route.url });
-  });
-  app.decorate('routeTable', routeTable);
+  // Keys and scopes, checked for every route before its body is read; the route table with each scope.
+  await app.register(authPlugin, { keys: options.config.keys });
   // JSON bodies: nesting counted as the bytes arrive (400 beyond MAX_BODY_DEPTH, before any parsing),
   // `__proto__` and `constructor` keys refused, parse errors without the body's text; an empty body
   // (curl -H 'content-type: application/json' -X DELETE ...) is no body at all.
@@ -220,6 +211,7 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(eventRoutes);
   await app.register(logRoutes);
   await app.register(webhookRoutes);
+  await app.register(accessRoutes);
   await app.register(dashboardPlugin, { prefix: DASHBOARD_PATH });
   return app;
 }

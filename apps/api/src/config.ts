@@ -10,6 +10,7 @@ import {
 } from '@cq/service-kit';
 import { MAX_TOKEN_TTL_MS, defaultPolicy, type Policy } from '@cq/coordinator';
 import { z } from 'zod';
+import { KeyRing, readKeysFile, type KeyEntry } from './access.js';
 import { MIN_CONNECTIONS, connectionBound, openFileLimit } from './connection-limits.js';
 
 /** The API's configuration, parsed once from the environment at start-up. */
@@ -18,8 +19,13 @@ export interface ApiConfig extends CommonConfig {
   host: string;
   /** Port to listen on. @defaultValue 3000 */
   port: number;
-  /** Service keys; clients send `Authorization: Bearer <key>`. Required. */
+  /** The keys of API_KEYS (each with every scope; may be empty when API_KEYS_FILE is set). */
   apiKeys: string[];
+  /**
+   * Every key the API takes, named and scoped: API_KEYS' (`key-1`, `key-2`, …, every scope), then
+   * API_KEYS_FILE's. Clients send `Authorization: Bearer <key>`. At least one.
+   */
+  keys: readonly KeyEntry[];
   /**
    * Coordinator policy: TOKEN_TTL_MS, TOKEN_LIMIT, TOKEN_WINDOW_MS, SPAWN_INTERVAL_MS, SPAWN_BURST,
    * MAX_LIFETIME_MS, PENDING_TIMEOUT_MS, IDLE_TIMEOUT_MS (the idle timeout of a session whose token
@@ -64,8 +70,10 @@ export interface ApiConfig extends CommonConfig {
 }
 
 const apiKeysVar = z
-  .string({ error: 'is not set: set it to one or more comma-separated service keys' })
+  .string()
+  .optional()
   .transform((raw, ctx) => {
+    if (raw === undefined || raw === '') return [];
     const keys = raw
       .split(',')
       .map((k) => k.trim())
@@ -90,6 +98,7 @@ const apiEnvShape = {
   HOST: stringVar('127.0.0.1', /^[A-Za-z0-9.:[\]-]{1,255}$/, 'a host name or IP address'),
   PORT: intVar(3000, 0, 65535),
   API_KEYS: apiKeysVar,
+  API_KEYS_FILE: z.string().optional(),
   TOKEN_TTL_MS: intVar(defaultPolicy.tokenTtlMs, 1, MAX_TOKEN_TTL_MS),
   TOKEN_LIMIT: intVar(defaultPolicy.tokenLimit, 1, 1_000_000),
   TOKEN_WINDOW_MS: intVar(defaultPolicy.tokenWindowMs, 1, 30 * 24 * 3_600_000),
@@ -132,6 +141,15 @@ export function loadApiConfig(
     throw new ConfigError(
       `IDLE_TIMEOUT_MS must be at most MAX_LIFETIME_MS (${parsed.MAX_LIFETIME_MS}): a session never runs longer than that`,
     );
+  if (parsed.API_KEYS.length === 0 && (parsed.API_KEYS_FILE ?? '') === '')
+    throw new ConfigError(
+      'API_KEYS is not set: set it to one or more comma-separated service keys, or API_KEYS_FILE to a file of named, scoped keys',
+    );
+  const serviceKeys = KeyRing.fromServiceKeys(parsed.API_KEYS);
+  const keys = [
+    ...serviceKeys,
+    ...((parsed.API_KEYS_FILE ?? '') === '' ? [] : readKeysFile(parsed.API_KEYS_FILE!, serviceKeys)),
+  ];
   const connections = connectionBound(parsed.MAX_CONNECTIONS, fileLimit);
   if ('problem' in connections) throw new ConfigError(connections.problem);
   return {
@@ -139,6 +157,7 @@ export function loadApiConfig(
     host: parsed.HOST,
     port: parsed.PORT,
     apiKeys: parsed.API_KEYS,
+    keys,
     policy: {
       tokenTtlMs: parsed.TOKEN_TTL_MS,
       tokenLimit: parsed.TOKEN_LIMIT,

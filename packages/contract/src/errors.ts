@@ -6,6 +6,7 @@ export const apiErrors = {
   invalid_request: { status: 400, message: 'The request is not valid.' },
   invalid_json: { status: 400, message: 'The body is not valid JSON.' },
   unauthorized: { status: 401, message: 'Send a service key as Authorization: Bearer <key>.' },
+  forbidden: { status: 403, message: 'This key lacks the scope this route needs.' },
   not_found: { status: 404, message: 'There is no such route.' },
   method_not_allowed: {
     status: 405,

@@ -14,6 +14,7 @@ import type {
   hostView,
   hostsView,
   poolsView,
+  whoamiView,
   issueTokenBody,
   outputLine,
   sessionEventData,
@@ -83,3 +84,7 @@ export type CreatedWebhook = z.infer<typeof webhookCreated>;
 
 /** A webhook's delivery attempts. */
 export type Deliveries = z.infer<typeof deliveriesView>['deliveries'];
+/** `200` of `GET /v1/whoami`. */
+export type Whoami = z.infer<typeof whoamiView>;
+/** A scope a key may hold. */
+export type Scope = Whoami['scopes'][number];

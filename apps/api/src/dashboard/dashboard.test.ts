@@ -93,16 +93,26 @@ describe('dashboard', async () => {
     }
   });
 
-  it('queue actions are refused in read-only mode', async () => {
-    const retry = await send(api.baseUrl, 'PUT', '/dashboard/queues/api/queues/spawn/retry/failed', {
-      headers: basic(TEST_API_KEY),
-    });
+  it("queue actions are refused in read-only mode (sent as the page would: its origin, its anti-forgery token); without the page's token, before that", async () => {
+    const me = await send(api.baseUrl, 'GET', '/dashboard/api/me', { headers: basic(TEST_API_KEY) });
+    const page = {
+      ...basic(TEST_API_KEY),
+      host: new URL(api.baseUrl).host,
+      origin: api.baseUrl,
+      'x-xsrf-token': me.body.antiForgeryToken,
+    };
+    const retry = await send(api.baseUrl, 'PUT', '/dashboard/queues/api/queues/spawn/retry/failed', { headers: page });
     expect(retry.status).toBe(405);
     expect(retry.body).toEqual({ error: { key: 'ERRORS.QUEUE_READ_ONLY' } });
     const clean = await send(api.baseUrl, 'PUT', '/dashboard/queues/api/queues/spawn/clean/completed', {
-      headers: basic(TEST_API_KEY),
+      headers: page,
     });
     expect(clean.status).toBe(405);
+    const forged = await send(api.baseUrl, 'PUT', '/dashboard/queues/api/queues/spawn/clean/completed', {
+      headers: basic(TEST_API_KEY),
+    });
+    expect(forged.status).toBe(403);
+    expect(forged.body.error.code).toBe('forbidden');
   });
 
   it('the state lists live sessions (filtered, paged through the session list), worker hosts, recent endings and the chart', async () => {

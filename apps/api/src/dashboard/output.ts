@@ -2,6 +2,7 @@ import { sessionIdSchema, userIdSchema } from '@cq/contract';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { errorBody } from '../http-errors.js';
+import { forward } from './actions.js';
 
 /** Lines of a session's output a page shows. */
 export const OUTPUT_TAIL = 100;
@@ -114,27 +115,17 @@ export async function readOutputTail(
   for (let page = 0; page < MAX_PAGES && collector.more; page++) {
     const after = collector.next;
     const search = new URLSearchParams({ limit: String(PAGE_LINES), ...(after === undefined ? {} : { after }) });
-    const response = await app.inject({
-      method: 'GET',
-      url: `${path}?${search}`,
-      headers: { authorization: `Bearer ${serviceKey}`, accept: 'application/json' },
-    });
-    let body: unknown;
-    try {
-      body = response.json();
-    } catch {
-      body = undefined;
-    }
-    if (response.statusCode !== 200) {
-      const passed = z.object({ error: z.object({ code: z.string(), message: z.string() }) }).safeParse(body);
+    const answer = await forward(app, serviceKey, 'GET', `${path}?${search}`);
+    if (answer.status !== 200) {
+      const passed = z.object({ error: z.object({ code: z.string(), message: z.string() }) }).safeParse(answer.body);
       return {
-        status: response.statusCode,
+        status: answer.status,
         body: passed.success
           ? passed.data
-          : errorBody('internal', `The logs route answered HTTP ${response.statusCode} without an error body.`),
+          : errorBody('internal', `The logs route answered HTTP ${answer.status} without an error body.`),
       };
     }
-    const parsed = logsPage.safeParse(body);
+    const parsed = logsPage.safeParse(answer.body);
     if (!parsed.success) {
       app.log.error({ issues: parsed.error.issues }, 'dashboard: the logs route answered an unexpected body');
       return {

@@ -6,7 +6,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { poolSchema, userIdSchema } from '@cq/contract';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { dashboardKeyOf, requireDashboardKey } from './auth.js';
+import { dashboardActions } from './actions.js';
+import { antiForgeryToken, dashboardKeyOf, requireDashboardKey } from './auth.js';
 import { outputQuery, readOutputTail } from './output.js';
 import { lastEventIdHeader, openStream, resumePosition, streamEvents } from '../routes/events.js';
 import { pageCss, pageHtml, pageJs } from './page.js';
@@ -57,12 +58,13 @@ const stateQuery = z
  * The queue dashboard: the coordinator view at `/dashboard` (live sessions, worker hosts, recent
  * endings, a chart of admissions, the webhooks), its JSON at `/dashboard/api/state` and
  * `/dashboard/api/webhooks`, and bull-board at
- * `/dashboard/queues` (read-only unless `DASHBOARD_ACTIONS=true`). Every route under it, assets
- * included, needs HTTP Basic auth with a service key as password.
+ * `/dashboard/queues` (read-only unless `DASHBOARD_ACTIONS=true`), and its actions (actions.ts). Every
+ * route under it, assets included, needs HTTP Basic auth with a key holding `dashboard` as password;
+ * every state-changing one also `dashboard:act` and the page's origin and anti-forgery token (auth.ts).
  */
 export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   const scope = app.withTypeProvider<ZodTypeProvider>();
-  scope.addHook('onRequest', requireDashboardKey(app.config.apiKeys));
+  scope.addHook('onRequest', requireDashboardKey(app.keys));
   // Security headers on every page, asset and data answer under the dashboard. bull-board's page
   // carries inline script, so helmet's default CSP is off here and our own pages set a strict one.
   await scope.register(helmet, {
@@ -123,6 +125,9 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
       await streamEvents(reply, live, recent);
     },
   );
+
+  // Who signed in, and the actions (each through the API route that does it, with the operator's key).
+  await dashboardActions(scope, antiForgeryToken);
 
   const readOnlyMode = !app.config.dashboardActions;
   const serverAdapter = new FastifyAdapter();

@@ -85,7 +85,7 @@ export interface DashboardState {
 }
 
 /** The list's filter of a state query (an empty `label` or `userId` is no filter). */
-function filterOf(query: StateQuery): SessionFilter {
+export function filterOf(query: Omit<StateQuery, 'limit' | 'cursor'>): SessionFilter {
   const labels: Record<string, string> = {};
   if (query.label !== undefined && query.label !== '') {
     const at = query.label.indexOf('=');

@@ -13,7 +13,6 @@ import { z } from 'zod';
 import { wire } from '../event-wire.js';
 import { HttpError } from '../http-errors.js';
 import { iso } from '../iso.js';
-import { requireServiceKey } from '../plugins/auth.js';
 
 /** A comment line this often keeps an idle stream open through proxies that close quiet connections. */
 export const SSE_HEARTBEAT_MS = 15_000;
@@ -120,13 +119,11 @@ export async function send(
 
 /** Session events as server-sent events: every session's (`/v1/events`), or one user's. */
 export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
-  const auth = requireServiceKey(app.config.apiKeys);
-
   app.get(
     '/v1/events',
     {
+      config: { scope: 'sessions:read' },
       sse: { kind: 'manual' },
-      onRequest: auth,
       schema: {
         summary: 'Every session event of every user, as server-sent events with ids (resume with Last-Event-ID)',
         security: [{ serviceKey: [] }],
@@ -157,8 +154,8 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/users/:userId/session/events',
     {
+      config: { scope: 'sessions:read' },
       sse: { kind: 'manual' },
-      onRequest: auth,
       schema: {
         summary: "The user's current or next session as server-sent events: its state, then each change, until it ends",
         security: [{ serviceKey: [] }],

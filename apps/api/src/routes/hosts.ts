@@ -12,8 +12,8 @@ import {
   type Host,
 } from '@cq/contract';
 import { HttpError } from '../http-errors.js';
-import { requireServiceKey } from '../plugins/auth.js';
 import { iso } from '../iso.js';
+import { audit } from '../plugins/auth.js';
 
 /** A host as the API shows it (the contract's shape). */
 function hostOf(w: WorkerRecord): Host {
@@ -31,13 +31,12 @@ function hostOf(w: WorkerRecord): Host {
 
 /** The worker hosts (`GET /v1/hosts`) and draining one (`POST /v1/hosts/{workerId}/drain`); service key. */
 export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
-  const auth = requireServiceKey(app.config.apiKeys);
   const { workers } = app.coordinator;
 
   app.get(
     '/v1/hosts',
     {
-      onRequest: auth,
+      config: { scope: 'hosts:read' },
       schema: {
         summary: 'The live worker hosts and the free slots (of one pool, with ?pool=)',
         security: [{ serviceKey: [] }],
@@ -61,7 +60,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/pools',
     {
-      onRequest: auth,
+      config: { scope: 'hosts:read' },
       schema: {
         summary: 'Every pool with a live host or a session waiting: its hosts, slots, busy, free and pending',
         security: [{ serviceKey: [] }],
@@ -98,7 +97,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/hosts/:workerId/drain',
     {
-      onRequest: auth,
+      config: { scope: 'hosts:write' },
       schema: {
         summary: 'Drain a worker host: it takes no new sessions, lets its running ones end on their own, then exits 0',
         security: [{ serviceKey: [] }],
@@ -112,7 +111,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
       const { workerId } = request.params;
       const host = await workers.drain(workerId);
       if (host === undefined) throw new HttpError('no_host', `No live worker host has the id ${workerId}.`);
-      request.log.info({ workerId, busy: host.busy }, 'host asked to drain');
+      audit(request, 'host.drain', workerId, { workerId, busy: host.busy });
       return reply.code(202).send(hostOf(host));
     },
   );

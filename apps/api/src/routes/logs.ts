@@ -11,7 +11,6 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { HttpError } from '../http-errors.js';
 import { iso } from '../iso.js';
-import { requireServiceKey } from '../plugins/auth.js';
 import { lastEventIdHeader, send } from './events.js';
 
 /** The wire form of a line. */
@@ -28,13 +27,11 @@ function notKept(userId: string, sessionId: string): HttpError {
 
 /** A session's output (service key): a page as JSON, or followed as server-sent events. */
 export const logRoutes: FastifyPluginAsyncZod = async (app) => {
-  const auth = requireServiceKey(app.config.apiKeys);
-
   app.get(
     '/v1/users/:userId/sessions/:sessionId/logs',
     {
+      config: { scope: 'sessions:read' },
       sse: { kind: 'dual' },
-      onRequest: auth,
       schema: {
         summary:
           "A session's kept output, oldest first (running or ended, within LOG_RETENTION_MS); with " +

@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError } from '../http-errors.js';
-import { requireServiceKey } from '../plugins/auth.js';
 import type { HistoryEntry, SessionFilter, SessionMismatch, SessionView } from '@cq/coordinator';
 import {
   bulkStopAccepted,
@@ -24,6 +23,7 @@ import {
 import { CursorCodec, CursorError } from '../session-cursor.js';
 import { iso } from '../iso.js';
 import { z } from 'zod';
+import { audit } from '../plugins/auth.js';
 
 /** Converts an optional epoch-ms field to ISO-8601, leaving it out when absent. */
 function isoField<K extends string>(name: K, value: number | undefined): Partial<Record<K, string>> {
@@ -100,13 +100,12 @@ function sessionMismatch(userId: string, mismatch: SessionMismatch): HttpError {
 
 /** The user's session (`GET`, `PATCH`, `DELETE`) and history, the session list, by id and bulk stop (service key). */
 export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
-  const auth = requireServiceKey(app.config.apiKeys);
   const cursors = new CursorCodec(() => app.coordinator.sessions.listCursorSecret());
 
   app.get(
     '/v1/sessions',
     {
-      onRequest: auth,
+      config: { scope: 'sessions:read' },
       schema: {
         summary: 'Live sessions of every user, filtered and paged',
         description:
@@ -143,7 +142,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/sessions/:sessionId',
     {
-      onRequest: auth,
+      config: { scope: 'sessions:read' },
       schema: {
         summary: "A session by its id: live, or ended while it is in its user's history",
         security: [{ serviceKey: [] }],
@@ -164,7 +163,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/sessions/stop',
     {
-      onRequest: auth,
+      config: { scope: 'sessions:write' },
       schema: {
         summary: 'Stop every live session a filter matches',
         description:
@@ -193,7 +192,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
             .catch((err: unknown) => request.log.debug({ err }, 'slots not given back; their holds run out')),
         ),
       );
-      request.log.info({ filter, ...outcome }, 'sessions stopped in bulk');
+      audit(request, 'sessions.stop', JSON.stringify(filter), { filter, ...outcome });
       return reply.code(202).send(outcome);
     },
   );
@@ -201,7 +200,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/users/:userId/session',
     {
-      onRequest: auth,
+      config: { scope: 'sessions:read' },
       schema: {
         summary: "The user's live (non-terminal) session",
         security: [{ serviceKey: [] }],
@@ -221,7 +220,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.patch(
     '/v1/users/:userId/session',
     {
-      onRequest: auth,
+      config: { scope: 'sessions:write' },
       schema: {
         summary: "Change the user's session: its labels, its lifetime, or both",
         description:
@@ -284,17 +283,14 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
           );
         case 'changed': {
           const { session } = outcome;
-          request.log.info(
-            {
-              userId,
-              sessionId: session.sessionId,
-              fence: session.fence,
-              state: session.state,
-              ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
-              ...(labels === undefined ? {} : { labels: Object.keys(labels) }),
-            },
-            'session changed',
-          );
+          audit(request, 'session.update', userId, {
+            userId,
+            sessionId: session.sessionId,
+            fence: session.fence,
+            state: session.state,
+            ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
+            ...(labels === undefined ? {} : { labels: Object.keys(labels) }),
+          });
           return liveSession(session);
         }
       }
@@ -304,7 +300,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.delete(
     '/v1/users/:userId/session',
     {
-      onRequest: auth,
+      config: { scope: 'sessions:write' },
       schema: {
         summary: "Stop the user's live session (it ends as stopped)",
         description: '409 session_mismatch when sessionId names another session than the live one (nothing changes).',
@@ -332,7 +328,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
         await app.coordinator.workers
           .release([outcome.sessionId], outcome.pool)
           .catch((err: unknown) => request.log.debug({ err }, 'slot not given back; its hold runs out'));
-      request.log.info({ userId, sessionId: outcome.sessionId, state: outcome.outcome }, 'stop requested');
+      audit(request, 'session.stop', userId, { userId, sessionId: outcome.sessionId, state: outcome.outcome });
       return reply.code(202).send({ sessionId: outcome.sessionId, userId, state: outcome.outcome });
     },
   );
@@ -340,7 +336,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/users/:userId/session/activity',
     {
-      onRequest: auth,
+      config: { scope: 'sessions:write' },
       schema: {
         summary: "Record activity of the user's running session",
         description:
@@ -368,7 +364,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       const outcome = await app.coordinator.sessions.recordActivity(userId, request.query);
       if (outcome.outcome === 'no_session') throw new HttpError('no_session', `User ${userId} has no live session.`);
       if (outcome.outcome === 'session_mismatch') throw sessionMismatch(userId, outcome);
-      request.log.debug({ userId, sessionId: outcome.sessionId, state: outcome.state }, 'activity recorded');
+      audit(request, 'session.activity', userId, { userId, sessionId: outcome.sessionId, state: outcome.state });
       return reply.code(204).send(null);
     },
   );
@@ -376,7 +372,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/users/:userId/history',
     {
-      onRequest: auth,
+      config: { scope: 'sessions:read' },
       schema: {
         summary: "The user's ended sessions, newest first",
         security: [{ serviceKey: [] }],

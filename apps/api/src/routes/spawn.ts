@@ -10,6 +10,7 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/spawn',
     {
+      config: { scope: 'public' },
       schema: {
         summary: 'Admit a spawn: token valid, no live session, throttle open; then the session is queued',
         querystring: noQuery,

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { sendError } from '../http-errors.js';
-import { requireServiceKey } from '../plugins/auth.js';
 import { setRateLimitHeaders } from '../rate-limit-headers.js';
 import { errorSchema, issueTokenBody, noQuery, tokenIssued } from '@cq/contract';
 import { iso } from '../iso.js';
+import { audit } from '../plugins/auth.js';
 
 /** `POST /v1/tokens`: issue a one-time spawn token for a user (service key). */
 export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
@@ -11,7 +11,7 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/v1/tokens',
     {
-      onRequest: requireServiceKey(app.config.apiKeys),
+      config: { scope: 'tokens:write' },
       schema: {
         summary: 'Issue a one-time spawn token for a user',
         security: [{ serviceKey: [] }],
@@ -47,7 +47,7 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       app.metrics.tokensIssued.inc();
       app.stats.count('tokens_issued');
-      request.log.info({ userId }, 'token issued');
+      audit(request, 'token.issue', userId, { userId });
       return reply.code(201).send({ token: outcome.token, userId, expiresAt: iso(outcome.expiresAt) });
     },
   );

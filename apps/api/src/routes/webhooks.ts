@@ -14,9 +14,9 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { HttpError } from '../http-errors.js';
 import { iso } from '../iso.js';
-import { requireServiceKey } from '../plugins/auth.js';
 import { checkWebhookUrl } from '../webhooks/address-guard.js';
 import { webhookSecret } from '../webhooks/signature.js';
+import { audit } from '../plugins/auth.js';
 
 /** A webhook as the API shows it: never its secret. */
 function view(webhook: Webhook): WebhookData {
@@ -29,13 +29,12 @@ function noWebhook(id: string): HttpError {
 
 /** Webhook endpoints (service key): create (the secret shown once), list, delete, and each one's deliveries. */
 export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
-  const auth = requireServiceKey(app.config.apiKeys);
   const { webhooks } = app.coordinator;
 
   app.post(
     '/v1/webhooks',
     {
-      onRequest: auth,
+      config: { scope: 'webhooks:write' },
       schema: {
         summary: 'Create a webhook: every session event of its types is POSTed to it, signed (Standard Webhooks)',
         security: [{ serviceKey: [] }],
@@ -60,7 +59,9 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
         sealedSecret: app.webhooks.secrets.seal(secret),
       });
       app.webhooks.created();
-      request.log.info({ webhookId: webhook.id, url: webhook.url }, 'webhook created');
+      // The URL without its query or credentials, which may carry a receiver's secret.
+      const where = new URL(webhook.url);
+      audit(request, 'webhook.create', webhook.id, { webhookId: webhook.id, url: `${where.origin}${where.pathname}` });
       return reply.code(201).send({ ...view(webhook), secret });
     },
   );
@@ -68,7 +69,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/webhooks',
     {
-      onRequest: auth,
+      config: { scope: 'webhooks:read' },
       schema: {
         summary: 'Every webhook (without secrets), oldest first',
         security: [{ serviceKey: [] }],
@@ -82,7 +83,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.delete(
     '/v1/webhooks/:id',
     {
-      onRequest: auth,
+      config: { scope: 'webhooks:write' },
       schema: {
         summary: 'Delete a webhook: its deliveries stop, pending retries included',
         security: [{ serviceKey: [] }],
@@ -100,7 +101,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request, reply) => {
       if (!(await webhooks.delete(request.params.id))) throw noWebhook(request.params.id);
-      request.log.info({ webhookId: request.params.id }, 'webhook deleted');
+      audit(request, 'webhook.delete', request.params.id, { webhookId: request.params.id });
       return reply.code(204).send(null);
     },
   );
@@ -108,7 +109,7 @@ export const webhookRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/v1/webhooks/:id/deliveries',
     {
-      onRequest: auth,
+      config: { scope: 'webhooks:read' },
       schema: {
         summary: "A webhook's delivery attempts, newest first (the last 200)",
         security: [{ serviceKey: [] }],

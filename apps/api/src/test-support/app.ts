@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { CoordinatorClient } from '@cq/client';
 import { Coordinator, type Claim, type EventFeedOptions, type SessionRef } from '@cq/coordinator';
@@ -153,4 +156,13 @@ export async function claimAs(
   const claimed = await api.coordinator.claims.claim(admitted, { workerId, leaseMs: 10_000, graceMs: 1000, pool });
   if (!claimed.claimed) throw new Error(`not claimed: ${claimed.reason}`);
   return claimed.claim;
+}
+
+/** Writes an API_KEYS_FILE of `entries` to a file of its own (removed after the file's tests); its path. */
+export function writeKeysFile(entries: unknown): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cq-keys-'));
+  const path = join(dir, 'keys.json');
+  writeFileSync(path, JSON.stringify(entries), { mode: 0o600 });
+  cleanUp(() => rmSync(dir, { recursive: true, force: true }));
+  return path;
 }

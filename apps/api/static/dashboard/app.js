@@ -59,6 +59,133 @@
       }),
     );
   }
+  // Who signed in, and what the key may do: the page shows only those buttons (the API checks again).
+  let me = { actions: {}, antiForgeryToken: '' };
+  async function loadMe() {
+    try {
+      me = await readJson('/dashboard/api/me');
+    } catch {
+      return;
+    }
+    $('whoami').textContent = 'signed in as ' + me.name;
+    document.body.classList.toggle('can-act', me.actions.stop || me.actions.lifetime || me.actions.drain);
+    $('stop-matching').hidden = !me.actions.stopMatching;
+  }
+  function actionState(text, outcome) {
+    $('action-state').hidden = false;
+    $('action-state').dataset.outcome = outcome;
+    $('action-state').textContent = text;
+  }
+  /**
+   * One of the dashboard's actions: a POST from this page with its anti-forgery token (another site's
+   * page has neither the token nor a way to send it). The API's answer, or an error with its message.
+   */
+  async function act(action, body) {
+    let res;
+    try {
+      res = await fetch(api('/dashboard/api/actions/' + action), {
+        method: 'POST',
+        cache: 'no-store',
+        credentials: 'same-origin',
+        headers: { 'content-type': 'application/json', 'x-xsrf-token': me.antiForgeryToken },
+        body: JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new Error('the browser could not reach the API (' + err.message + ')');
+    }
+    let answer;
+    try {
+      answer = await res.json();
+    } catch {
+      answer = undefined;
+    }
+    if (res.ok) return answer;
+    throw new Error(
+      (answer && answer.error ? answer.error.message : 'no readable answer') + ' (HTTP ' + res.status + ')',
+    );
+  }
+  /** Runs an action after `confirmation` (when given), says how it went, and reads the state again. */
+  async function runAction(confirmation, action, body, done) {
+    if (confirmation !== undefined && !window.confirm(confirmation)) return;
+    try {
+      const answer = await act(action, body);
+      actionState(done(answer), 'done');
+    } catch (err) {
+      actionState('Not done: ' + err.message, 'failed');
+    }
+    refresh();
+  }
+  function button(label, name, onClick) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = label;
+    b.dataset.action = name;
+    b.addEventListener('click', (e) => {
+      e.stopPropagation();
+      onClick();
+    });
+    return b;
+  }
+  function sessionActions(r) {
+    const td = cell('', 'act');
+    if (r.state === 'stopping') return td;
+    if (me.actions.stop)
+      td.append(
+        button('Stop', 'stop', () =>
+          runAction(
+            'Stop the session of ' + r.userId + ' (' + r.sessionId + ')?',
+            'stop',
+            { userId: r.userId, sessionId: r.sessionId },
+            (a) => 'Session of ' + r.userId + ': ' + a.state + '.',
+          ),
+        ),
+      );
+    if (me.actions.lifetime)
+      td.append(
+        button('Lifetime…', 'lifetime', () => {
+          const asked = window.prompt(
+            (r.state === 'pending' ? 'Lifetime once started' : 'End it this many minutes from now') +
+              ', for ' +
+              r.userId +
+              ' (minutes):',
+            '60',
+          );
+          if (asked === null) return;
+          const minutes = Number(asked.trim());
+          if (!Number.isFinite(minutes) || minutes <= 0) {
+            actionState('Not done: "' + asked + '" is not a number of minutes above 0.', 'failed');
+            return;
+          }
+          runAction(
+            undefined,
+            'lifetime',
+            { userId: r.userId, sessionId: r.sessionId, lifetimeMs: Math.round(minutes * 60000) },
+            (a) =>
+              'Session of ' +
+              r.userId +
+              (a.deadline
+                ? ': now ends at ' + time(a.deadline) + '.'
+                : ': lifetime once started, ' + minutes + ' min.'),
+          );
+        }),
+      );
+    return td;
+  }
+  function hostActions(w) {
+    const td = cell('', 'act');
+    if (me.actions.drain && w.state === 'active')
+      td.append(
+        button('Drain', 'drain', () =>
+          runAction(
+            'Drain ' + w.workerId + '? It takes no new sessions, lets its ' + w.busy + ' running end, then exits.',
+            'drain',
+            { workerId: w.workerId },
+            () => w.workerId + ' is draining.',
+          ),
+        ),
+      );
+    return td;
+  }
   const SVG = 'http://www.w3.org/2000/svg';
   const SERIES = [
     ['admitted', (p) => p.admitted],
@@ -128,6 +255,7 @@
         cell(r.state === 'pending' ? 'waits ' + ms(r.pendingLeftMs) : ms(r.leaseLeftMs), 'lease'),
         cell(ms(r.lifetimeLeftMs), 'lifetime'),
         cell(r.sessionId, 'id'),
+        sessionActions(r),
       );
     });
     fill($('pools').tBodies[0], s.pools, (tr, p) => {
@@ -151,6 +279,7 @@
         cell(ms(w.heartbeatAgeMs), 'age'),
         cell(w.busy + ' / ' + w.slots, 'slots'),
         cell(time(w.startedAt)),
+        hostActions(w),
       );
     });
     fill($('ended').tBodies[0], s.ended, (tr, e) => {
@@ -210,17 +339,18 @@
       $('webhooks-state').textContent = 'not updated: ' + err.message;
     }
   }
-  async function refresh() {
-    refreshWebhooks();
-    const q = new URLSearchParams({
+  function filters() {
+    return {
       userId: $('filter').value.trim(),
       state: $('f-state').value,
       workerId: $('f-host').value.trim(),
       pool: $('f-pool').value.trim(),
       label: $('f-label').value.trim(),
-      cursor,
-      limit: String(PAGE),
-    });
+    };
+  }
+  async function refresh() {
+    refreshWebhooks();
+    const q = new URLSearchParams({ ...filters(), cursor, limit: String(PAGE) });
     try {
       const body = await readJson('/dashboard/api/state?' + q);
       render(body);
@@ -246,6 +376,41 @@
     cursors = [];
     cursor = '';
     refresh();
+  });
+  // Stop every session the filters match, after a confirmation that says how many.
+  $('stop-matching').addEventListener('click', async () => {
+    const f = filters();
+    const given = Object.entries(f).filter(([, v]) => v !== '');
+    if (given.length === 0) {
+      actionState('Set a filter first: stopping every session at once is not offered here.', 'failed');
+      return;
+    }
+    let counted;
+    try {
+      counted = await readJson('/dashboard/api/matching?' + new URLSearchParams(f));
+    } catch (err) {
+      actionState('Not done: ' + err.message, 'failed');
+      return;
+    }
+    const what = given.map(([k, v]) => k + ' ' + v).join(', ');
+    if (counted.count === 0) {
+      actionState('No live session matches ' + what + '.', 'done');
+      return;
+    }
+    runAction(
+      'Stop ' +
+        (counted.more ? 'more than ' : '') +
+        counted.count +
+        ' session' +
+        (counted.count === 1 ? '' : 's') +
+        ' matching ' +
+        what +
+        '?',
+      'stop-matching',
+      f,
+      (a) =>
+        'Stopped ' + a.stopping + ' of ' + a.matched + ' matching sessions' + (a.more ? '; more match: again.' : '.'),
+    );
   });
   $('prev').addEventListener('click', () => {
     cursor = cursors.pop() ?? '';
@@ -461,6 +626,7 @@
       if (tr) select(tr);
     });
     tbody.addEventListener('keydown', (e) => {
+      if (e.target.closest('button')) return;
       const tr = e.target.closest('tr');
       if (tr && (e.key === 'Enter' || e.key === ' ')) {
         e.preventDefault();
@@ -474,6 +640,6 @@
   for (const type of [...types, 'withdrawn']) source.addEventListener(type, onEvent);
   source.addEventListener('open', () => ($('events-state').textContent = 'live'));
   source.addEventListener('error', () => ($('events-state').textContent = 'reconnecting…'));
-  refresh();
+  loadMe().then(refresh);
   setInterval(refresh, 5000);
 })();

@@ -8,6 +8,7 @@ import { Counter, Gauge } from 'prom-client';
 import { deliver, type DeliveryOutcome } from '../../webhooks/deliverer.js';
 import { DELIVERY_ATTEMPTS, DELIVERY_QUEUE, type DeliveryJob } from '../../webhooks/delivery-job.js';
 import { WebhookDispatcher } from '../../webhooks/dispatcher.js';
+import type { ApiConfig } from '../../config.js';
 import { SecretBox } from '../../webhooks/secret-box.js';
 import type { Resolver } from '../../webhooks/address-guard.js';
 import { resolveHost } from '../../webhooks/host-resolver.js';
@@ -42,11 +43,22 @@ const DELIVERY_CONCURRENCY = 50;
  * 50 at once) and competes for the dispatch lease (one process turns events into deliveries). Metrics: deliveries by outcome,
  * the queue's depth and the age of its oldest undelivered event.
  */
+/**
+ * What webhook secrets are sealed under without WEBHOOK_SECRET_KEY: API_KEYS' keys in order, then
+ * API_KEYS_FILE's keys (as their SHA-256, the one form the file always has) in order. Sealed under the
+ * first, opened under any: see {@link SecretBox}.
+ */
+function sealingMaterials(config: ApiConfig): string[] {
+  return [...config.apiKeys, ...config.keys.slice(config.apiKeys.length).map((k) => k.sha256.toString('hex'))];
+}
+
 export const webhooksPlugin = fp(
   async (app: FastifyInstance, options: WebhooksPluginOptions) => {
     const { config, coordinator } = app;
     const resolve = options.resolve ?? resolveHost;
-    const secrets = new SecretBox(config.webhookSecretKey === undefined ? config.apiKeys : [config.webhookSecretKey]);
+    const secrets = new SecretBox(
+      config.webhookSecretKey === undefined ? sealingMaterials(config) : [config.webhookSecretKey],
+    );
     const prefix = coordinator.keys.webhooks().queuePrefix;
     const queueRedis = createRedis(config, 'blocking', { logger: app.log, name: 'cq-api-webhooks' });
     const queue = new Queue<DeliveryJob>(DELIVERY_QUEUE, { connection: queueRedis, prefix });

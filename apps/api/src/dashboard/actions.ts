@@ -1,0 +1,171 @@
+import { sessionIdSchema, userIdSchema } from '@cq/contract';
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { holds, type Caller, type Scope } from '../access.js';
+import { errorBody } from '../http-errors.js';
+import { dashboardKeyOf } from './auth.js';
+import { filterOf, type StateQuery } from './state.js';
+
+/** An answer of one of the API's routes, passed on to the page as it came. */
+export interface Forwarded {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * Calls one of the API's own routes with the operator's key (in-process, no socket): its scope check,
+ * validation, audit line and errors are the dashboard's too, and the page never holds a key.
+ */
+export async function forward(
+  app: FastifyInstance,
+  key: string,
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  url: string,
+  body?: unknown,
+): Promise<Forwarded> {
+  const response = await app.inject({
+    method,
+    url,
+    headers: {
+      authorization: `Bearer ${key}`,
+      accept: 'application/json',
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
+  });
+  if (response.body === '') return { status: response.statusCode, body: null };
+  try {
+    return { status: response.statusCode, body: response.json() };
+  } catch {
+    return {
+      status: 500,
+      body: errorBody('internal', `The API answered HTTP ${response.statusCode} with a body that is not JSON.`),
+    };
+  }
+}
+
+/** The session list's filters as the page sends them (its filter inputs: empty is none). */
+const filterFields = {
+  userId: z.union([z.literal(''), userIdSchema]).optional(),
+  state: z.union([z.literal(''), z.enum(['pending', 'running', 'stopping'])]).optional(),
+  workerId: z.string().max(128).optional(),
+  pool: z.string().max(64).optional(),
+  label: z
+    .string()
+    .max(200)
+    .refine((v) => v === '' || /^[^=]+=/.test(v), 'must be key=value')
+    .optional(),
+};
+
+const filterQuery = z.object(filterFields).strict();
+
+function stateFilter(query: z.infer<typeof filterQuery>): Omit<StateQuery, 'limit' | 'cursor'> {
+  const { state, ...rest } = query;
+  return { ...rest, ...(state === undefined || state === '' ? {} : { state }) };
+}
+
+/** Sessions the confirmation of a bulk stop counts at most (it then says "more than"). */
+const MAX_COUNTED = 10_000;
+
+/** What each action needs besides `dashboard:act`: the scope of the route it goes through. */
+export const ACTION_SCOPES = {
+  stop: 'sessions:write',
+  lifetime: 'sessions:write',
+  drain: 'hosts:write',
+  stopMatching: 'sessions:write',
+} as const satisfies Record<string, Scope>;
+
+/** The actions a caller may take from the dashboard (the page shows buttons for these only). */
+export function actionsOf(caller: Caller): Record<keyof typeof ACTION_SCOPES, boolean> {
+  const act = holds(caller, 'dashboard:act');
+  return {
+    stop: act && holds(caller, ACTION_SCOPES.stop),
+    lifetime: act && holds(caller, ACTION_SCOPES.lifetime),
+    drain: act && holds(caller, ACTION_SCOPES.drain),
+    stopMatching: act && holds(caller, ACTION_SCOPES.stopMatching),
+  };
+}
+
+/**
+ * The dashboard's actions, under `/dashboard/api/`: who signed in (`me`), how many sessions a filter
+ * matches (`matching`, for a bulk stop's confirmation), and `actions/stop`, `actions/lifetime`,
+ * `actions/drain`, `actions/stop-matching`, each through the API route that does it
+ * (`DELETE`/`PATCH /v1/users/{userId}/session`, `POST /v1/hosts/{workerId}/drain`,
+ * `POST /v1/sessions/stop`) with the operator's key. The dashboard's hook has already checked
+ * `dashboard:act` and that the request is the page's own (origin and anti-forgery token).
+ */
+export async function dashboardActions(app: FastifyInstance, antiForgery: (key: string) => string): Promise<void> {
+  const scope = app.withTypeProvider<ZodTypeProvider>();
+  const keyOf = (request: Parameters<typeof dashboardKeyOf>[0]): string => dashboardKeyOf(request) ?? '';
+
+  scope.get('/api/me', { schema: { hide: true } }, async (request) => {
+    const caller = request.caller!;
+    return {
+      name: caller.name,
+      scopes: caller.scopes,
+      actions: actionsOf(caller),
+      antiForgeryToken: antiForgery(keyOf(request)),
+    };
+  });
+
+  scope.get('/api/matching', { schema: { hide: true, querystring: filterQuery } }, async (request) => {
+    const filter = filterOf(stateFilter(request.query));
+    let count = 0;
+    let from;
+    for (;;) {
+      const page = await app.coordinator.sessions.list(filter, {
+        limit: 1000,
+        ...(from === undefined ? {} : { from }),
+      });
+      count += page.sessions.length;
+      if (page.next === undefined) return { count, more: false };
+      if (count >= MAX_COUNTED) return { count, more: true };
+      from = page.next;
+    }
+  });
+
+  const sessionTarget = z.object({ userId: userIdSchema, sessionId: sessionIdSchema }).strict();
+  const sessionPath = (userId: string, sessionId: string): string =>
+    `/v1/users/${encodeURIComponent(userId)}/session?sessionId=${encodeURIComponent(sessionId)}`;
+
+  scope.post('/api/actions/stop', { schema: { hide: true, body: sessionTarget } }, async (request, reply) => {
+    const { userId, sessionId } = request.body;
+    const answer = await forward(app, keyOf(request), 'DELETE', sessionPath(userId, sessionId));
+    return reply.code(answer.status).send(answer.body);
+  });
+
+  scope.post(
+    '/api/actions/lifetime',
+    {
+      schema: {
+        hide: true,
+        body: sessionTarget.extend({ lifetimeMs: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER) }).strict(),
+      },
+    },
+    async (request, reply) => {
+      const { userId, sessionId, lifetimeMs } = request.body;
+      const answer = await forward(app, keyOf(request), 'PATCH', sessionPath(userId, sessionId), { lifetimeMs });
+      return reply.code(answer.status).send(answer.body);
+    },
+  );
+
+  scope.post(
+    '/api/actions/drain',
+    { schema: { hide: true, body: z.object({ workerId: z.string().min(1).max(128) }).strict() } },
+    async (request, reply) => {
+      const url = `/v1/hosts/${encodeURIComponent(request.body.workerId)}/drain`;
+      const answer = await forward(app, keyOf(request), 'POST', url);
+      return reply.code(answer.status).send(answer.body);
+    },
+  );
+
+  scope.post('/api/actions/stop-matching', { schema: { hide: true, body: filterQuery } }, async (request, reply) => {
+    const { labels, ...filter } = filterOf(stateFilter(request.body));
+    const answer = await forward(app, keyOf(request), 'POST', '/v1/sessions/stop', {
+      ...filter,
+      ...(labels === undefined ? {} : { labels }),
+    });
+    return reply.code(answer.status).send(answer.body);
+  });
+}

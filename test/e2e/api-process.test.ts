@@ -1,4 +1,7 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CoordinatorClient } from '@cq/client';
 import { randomPrefix } from '@cq/test-harness';
 import { describe, expect, it } from 'vitest';
@@ -7,6 +10,16 @@ import { currentTarget, targetEnv } from '../support/target.js';
 
 const API_KEY = 'process-test-key-0123456789';
 
+/** A keys file whose second entry has a misspelt scope. */
+const badKeysFile = join(mkdtempSync(join(tmpdir(), 'cq-keys-')), 'keys.json');
+writeFileSync(
+  badKeysFile,
+  JSON.stringify([
+    { name: 'ok', key: 'ok-key-0123456789abcdef', scopes: ['admin'] },
+    { name: 'ci', key: 'ci-key-0123456789abcdef', scopes: ['hosts:wrte'] },
+  ]),
+);
+
 describe('node apps/api/dist/main.js', () => {
   it('exits 1 with one clear line when API_KEYS is unset', async () => {
     const api = startNode(`${ROOT}apps/api/dist/main.js`, targetEnv(currentTarget()));
@@ -14,7 +27,9 @@ describe('node apps/api/dist/main.js', () => {
     expect(code).toBe(1);
     const lines = api.stderr.join('').trim().split('\n');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^API_KEYS is not set: set it to one or more comma-separated service keys$/);
+    expect(lines[0]).toMatch(
+      /^API_KEYS is not set: set it to one or more comma-separated service keys, or API_KEYS_FILE to a file of named, scoped keys$/,
+    );
   });
 
   it.each([
@@ -22,6 +37,14 @@ describe('node apps/api/dist/main.js', () => {
     [{ API_KEYS: ' , ' }, /^API_KEYS is empty: set at least one key$/],
     [{ API_KEYS: API_KEY, SPAWN_BURST: '0' }, /^SPAWN_BURST must be an integer from 1 to/],
     [{ API_KEYS: API_KEY, REDIS_URL: 'http://localhost' }, /^REDIS_URL must start with redis:\/\/ or rediss:\/\//],
+    [
+      { API_KEYS_FILE: '/nonexistent/keys.json' },
+      /^API_KEYS_FILE \/nonexistent\/keys\.json cannot be read \(ENOENT\)$/,
+    ],
+    [
+      { API_KEYS_FILE: badKeysFile },
+      /^API_KEYS_FILE \S+keys\.json: entry 1 \("ci"\) "hosts:wrte" is not a scope \(one of tokens:write, /,
+    ],
   ])('exits 1 naming the bad variable: %o', async (env, message) => {
     const api = startNode(`${ROOT}apps/api/dist/main.js`, env);
     expect((await api.exited()).code).toBe(1);

@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
@@ -23,8 +26,20 @@ function cq(
 
 describe('the cq command line', async () => {
   // WEBHOOK_ALLOW_PRIVATE: the webhooks test's receiver listens on 127.0.0.1.
+  // A scoped key beside API_KEYS' (key-1): a culler that may read and stop sessions, nothing more.
+  const keysDir = mkdtempSync(join(tmpdir(), 'cq-keys-'));
+  const CULLER_KEY = 'cli-culler-key-0123456789';
+  writeFileSync(
+    join(keysDir, 'keys.json'),
+    JSON.stringify([{ name: 'culler', key: CULLER_KEY, scopes: ['sessions:read', 'sessions:write'] }]),
+  );
   const system = await startSystem({
-    apiEnv: { SPAWN_INTERVAL_MS: '60000', SPAWN_BURST: '1', WEBHOOK_ALLOW_PRIVATE: 'true' },
+    apiEnv: {
+      SPAWN_INTERVAL_MS: '60000',
+      SPAWN_BURST: '1',
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+      API_KEYS_FILE: join(keysDir, 'keys.json'),
+    },
   });
   const env = { CQ_API_URL: system.api.baseUrl, CQ_API_KEY: API_KEY };
 
@@ -85,6 +100,22 @@ describe('the cq command line', async () => {
     expect((await cq(['extend', 'cli-cal'], env)).code).toBe(2);
     expect((await cq(['extend', 'cli-cal', 'soon'], env)).stderr).toContain('whole number of milliseconds');
     await cq(['stop', 'cli-cal'], env);
+  });
+
+  it('whoami names the key and its scopes; a command the key has no scope for names the scope, exit 16, and changes nothing', async () => {
+    expect((await cq(['whoami'], env)).stdout).toBe('key-1: admin\n');
+    const culler = { ...env, CQ_API_KEY: CULLER_KEY };
+    expect((await cq(['whoami'], culler)).stdout).toBe('culler: sessions:read, sessions:write\n');
+    const refused = await cq(['drain', 'host-1'], culler);
+    expect(refused.code).toBe(16);
+    expect(refused.stderr).toBe(
+      'forbidden: the key from CQ_API_KEY lacks the scope "hosts:write" this command needs: use a key that has ' +
+        'it, or "admin" (cq whoami shows this key\'s name and scopes)\n',
+    );
+    expect((await system.client.hosts()).hosts.find((h) => h.workerId === 'host-1')?.state).toBe('active');
+    const token = await cq(['token', 'cli-scoped'], culler);
+    expect(token.code).toBe(16);
+    expect(token.stderr).toContain('"tokens:write"');
   });
 
   it('says what went wrong in one line and exits with a code scripts can use', async () => {

@@ -26,6 +26,8 @@ export const exitCodes = {
   noHost: 14,
   /** 404 no_webhook (webhooks delete, deliveries). */
   noWebhook: 15,
+  /** 403 forbidden: the key lacks the scope the command needs. */
+  forbidden: 16,
 } as const;
 
 /** The exit code of each API error code a script may want to tell apart; any other is `rejected`. */
@@ -40,6 +42,7 @@ const exitCodeOfApiError: Partial<Record<ApiErrorCode | 'unreachable', number>> 
   no_capacity: exitCodes.unavailable,
   no_host: exitCodes.noHost,
   no_webhook: exitCodes.noWebhook,
+  forbidden: exitCodes.forbidden,
   // The client's code when the API could not be reached at all.
   unreachable: exitCodes.unavailable,
 };

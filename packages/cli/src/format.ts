@@ -1,4 +1,4 @@
-import { ApiError, NoCapacityError, SessionExistsError, ThrottledError } from '@cq/client';
+import { ApiError, ForbiddenError, NoCapacityError, SessionExistsError, ThrottledError } from '@cq/client';
 import type { SessionEventType } from '@cq/contract';
 import type { Target } from './context.js';
 import { escaped, oneLine } from './escape.js';
@@ -20,6 +20,11 @@ export function remedyOf(err: unknown, target: Target): string | undefined {
     return target.keyFrom === undefined
       ? `no service key given: ${setKey}`
       : `the API at ${target.baseUrl} refused the service key from ${target.keyFrom}: ${setKey}`;
+  if (err instanceof ForbiddenError)
+    return (
+      `the key from ${target.keyFrom ?? '--key'} lacks the scope "${err.scope}" this command needs: ` +
+      `use a key that has it, or "admin" (cq whoami shows this key's name and scopes)`
+    );
   if (err.code === 'unreachable')
     return (
       `the API at ${target.baseUrl} is unreachable: is ./scripts/up.sh running? ` +

@@ -201,6 +201,19 @@ describe('cq against an API', () => {
         res.end(stream);
         return;
       }
+      if (req.url === '/v1/hosts/h-1/drain') {
+        res.writeHead(403, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            error: {
+              code: 'forbidden',
+              message: 'The key "culler" lacks the scope "hosts:write", which POST /v1/hosts/:workerId/drain needs.',
+              scope: 'hosts:write',
+            },
+          }),
+        );
+        return;
+      }
       if (req.url === '/v1/users/boom/session') {
         res.writeHead(500, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: hostileError }));
@@ -214,6 +227,7 @@ describe('cq against an API', () => {
           ],
         },
         '/v1/hosts': hosts,
+        '/v1/whoami': { name: 'culler', scopes: ['sessions:read', 'sessions:write'] },
         '/v1/pools': {
           pools: [
             { pool: 'cpu', hosts: 2, slots: 8, busy: 3, free: 5, pending: 0 },
@@ -314,6 +328,21 @@ describe('cq against an API', () => {
     } finally {
       vi.unstubAllEnvs();
     }
+  });
+
+  it("whoami prints the key's name and scopes", async () => {
+    expect(await run('whoami')).toEqual({ code: exitCodes.ok, lines: ['culler: sessions:read, sessions:write'] });
+    const json = await run('whoami', '--json');
+    expect(JSON.parse(json.lines[0]!)).toEqual({ name: 'culler', scopes: ['sessions:read', 'sessions:write'] });
+  });
+
+  it('a 403 names the scope the key lacks and how to see its own, and exits 16', async () => {
+    const { code, stderr } = await runCapturing(['drain', 'h-1', '--url', url, '--key', 'k']);
+    expect(stderr).toBe(
+      'forbidden: the key from --key lacks the scope "hosts:write" this command needs: use a key that has it, ' +
+        'or "admin" (cq whoami shows this key\'s name and scopes)\n',
+    );
+    expect(code).toBe(exitCodes.forbidden);
   });
 
   it("hosts prints each host's pool and containment in columns of their own", async () => {

@@ -28,6 +28,7 @@ commands:
   webhooks [list]                                               the webhooks (without secrets)
   webhooks create <url> [--events a,b]                          a webhook for those session events (all when absent); prints its secret once
   webhooks delete <id> | webhooks deliveries <id>               delete one (its pending deliveries stop) | its delivery attempts
+  whoami                                                        the key's name and scopes
   demo [--users N]                                              spawn sessions for a few users and show what happens
 
 options:
@@ -43,5 +44,5 @@ completed, failed, expired, stopped or lost (status, watch and demo use the same
 
 exit codes: 0 ok, 1 internal error, 2 usage, 3 unauthorized, 4 token invalid, 5 no session,
 6 session exists, 7 throttled, 8 unavailable or no capacity, 9 other refusal, 14 no such host,
-15 no such webhook; watch: 10 failed, 11 expired, 12 stopped, 13 lost (0 completed).
+15 no such webhook, 16 the key lacks the scope (forbidden); watch: 10 failed, 11 expired, 12 stopped, 13 lost (0 completed).
 `;

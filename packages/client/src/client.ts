@@ -23,6 +23,7 @@ import type {
   StopAccepted,
   StreamErrorData,
   WebhookData,
+  Whoami,
 } from './types.js';
 
 /** One item of an event stream: a session event (with its id on `/v1/events`), or the stream's error event. */
@@ -330,6 +331,11 @@ export class CoordinatorClient {
       `/v1/users/${encodeURIComponent(userId)}/history`,
     );
     return body.sessions;
+  }
+
+  /** `GET /v1/whoami`: this client's key's name and scopes (never the key). */
+  whoami(): Promise<Whoami> {
+    return this.#request('GET', '/v1/whoami');
   }
 
   /** `GET /v1/hosts`: the live worker hosts and the free slots. */

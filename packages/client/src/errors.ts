@@ -53,6 +53,16 @@ export class NoSessionError extends ApiError {
   override name = 'NoSessionError';
 }
 
+/** 403 `forbidden`: the key lacks the scope the route needs (`scope`; the message names it and the key). */
+export class ForbiddenError extends ApiError {
+  override name = 'ForbiddenError';
+  readonly scope: string;
+  constructor(status: number, code: string, message: string, body: unknown, scope: string) {
+    super(status, code, message, body);
+    this.scope = scope;
+  }
+}
+
 /** 401: the service key is missing or wrong. */
 export class UnauthorizedError extends ApiError {
   override name = 'UnauthorizedError';
@@ -112,6 +122,7 @@ export function toApiError(status: number, body: unknown, headers: Headers): Api
             retryAfterMs?: unknown;
             sessionId?: unknown;
             largestLifetimeMs?: unknown;
+            scope?: unknown;
           };
         }
       | undefined
@@ -145,6 +156,8 @@ export function toApiError(status: number, body: unknown, headers: Headers): Api
       return new NoSessionError(status, code, message, body);
     case 'unauthorized':
       return new UnauthorizedError(status, code, message, body);
+    case 'forbidden':
+      return new ForbiddenError(status, code, message, body, String(error?.scope ?? ''));
     case 'unavailable':
       return new UnavailableError(status, code, message, body);
     default:

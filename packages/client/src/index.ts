@@ -8,6 +8,7 @@ export {
 } from './client.js';
 export {
   ApiError,
+  ForbiddenError,
   LifetimeTooLongError,
   NoCapacityError,
   NoHostError,

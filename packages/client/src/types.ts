@@ -26,4 +26,6 @@ export type {
   StopAccepted,
   StreamErrorData,
   WebhookData,
+  Whoami,
+  Scope,
 } from '@cq/contract';

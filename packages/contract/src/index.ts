@@ -35,4 +35,6 @@ export type {
   BulkStopAccepted,
   StopAccepted,
   StreamErrorData,
+  Whoami,
+  Scope,
 } from './types.js';

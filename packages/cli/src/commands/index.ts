@@ -8,6 +8,7 @@ import { spawn } from './spawn.js';
 import { token } from './token.js';
 import { watch } from './watch.js';
 import { webhooks } from './webhooks.js';
+import { whoami } from './whoami.js';
 
 export type { Command } from './command.js';
 
@@ -27,4 +28,5 @@ export const commands: ReadonlyMap<string, Command> = new Map([
   ['drain', drain],
   ['demo', demo],
   ['webhooks', webhooks],
+  ['whoami', whoami],
 ]);

@@ -137,7 +137,7 @@ describe('session events end to end', () => {
       const stream = await open(client, { userId: 'ev-unclaimed' });
       const admitted = await spawn(client, 'ev-unclaimed');
       const events = await stream.done;
-      expect(events.map((e) => [e.type, (e as SessionStreamed).reason])).toEqual([
+      expect(events.map((e) => [e.type, 'reason' in e ? e.reason : undefined])).toEqual([
         ['pending', undefined],
         ['lost', 'not_claimed'],
       ]);

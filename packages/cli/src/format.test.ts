@@ -1,4 +1,5 @@
 import { ApiError, SessionExistsError, ThrottledError, UnavailableError } from '@cq/client';
+import type { ClientErrorCode } from '@cq/client';
 import { describe, expect, it } from 'vitest';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
 import { describeError, duration, eventWords, sessionOpening, stateWords, table } from './format.js';
@@ -46,7 +47,7 @@ describe('cli formatting', () => {
   });
 
   it('escapes what the API said in an error line, which stays one line', () => {
-    const err = new ApiError(500, 'internal\x1b[2K', 'boom\x1b]52;c;aGk=\x07\nunauthorized: forged', undefined);
+    const err = new ApiError(500, 'internal\x1b[2K' as ClientErrorCode, 'boom\x1b]52;c;aGk=\x07\nunauthorized: forged', undefined);
     expect(describeError(err)).toBe('internal\\x1b[2K: boom\\x1b]52;c;aGk=\\x07\\nunauthorized: forged');
     expect(describeError(new SessionExistsError(409, 'session_exists', 'x', undefined, 's\r1'))).toBe(
       'session_exists: the user already has session s\\r1',

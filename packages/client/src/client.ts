@@ -1,5 +1,6 @@
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { ApiError, NoSessionError, UnavailableError, toApiError } from './errors.js';
+import { Session, startSession, type StartOptions } from './session.js';
 import type {
   Admission,
   BulkStopAccepted,
@@ -24,9 +25,10 @@ import type {
   StreamErrorData,
   WebhookData,
   Whoami,
+  SessionEventType,
 } from './types.js';
 
-/** One item of an event stream: a session event (with its id on `/v1/events`), or the stream's error event. */
+/** One item of an event stream: a session event (with its id), or the stream's error event. */
 export type StreamedEvent =
   (SessionEventData & { readonly id?: string }) | ({ readonly type: 'error' } & StreamErrorData);
 
@@ -34,11 +36,11 @@ export type StreamedEvent =
 export interface EventsOptions {
   /** Only this user's current or next session (`/v1/users/{userId}/session/events`); the stream ends with it. */
   userId?: string;
-  /** `/v1/events` only: resume after this event id (what a reconnecting EventSource sends). */
+  /** Resume after this event id (an `id` of an event this stream gave): the events after it, once. */
   lastEventId?: string;
   /** Ends the stream when it aborts. */
   signal?: AbortSignal;
-  /** Called once the stream is open (the server has subscribed it): from then on no change is missed. */
+  /** Called once the stream is first open (the server has subscribed it): from then on no change is missed. */
   onOpen?: () => void;
 }
 
@@ -63,46 +65,122 @@ export interface SessionListFilter {
 
 /** Options of {@link CoordinatorClient}. */
 export interface ClientOptions {
-  /** Where the API listens, e.g. `http://127.0.0.1:3000`. */
-  baseUrl: string;
-  /** A service key (needed for everything but `spawn`). */
+  /**
+   * Where the API listens, e.g. `http://127.0.0.1:3000`.
+   * @defaultValue `CQ_API_URL` from the environment, else `http://127.0.0.1:3000`
+   */
+  baseUrl?: string;
+  /**
+   * A service key (needed for everything but `spawn`).
+   * @defaultValue `CQ_API_KEY` from the environment
+   */
   apiKey?: string;
   /**
-   * Longest wait for one answer, ms.
+   * Longest wait for one answer, or for a stream to open, ms.
    * @defaultValue 10000
    */
   timeoutMs?: number;
+  /**
+   * How long a broken stream (the API process restarted, a proxy cut it) keeps reconnecting before it
+   * throws {@link UnavailableError} `stream_closed`, ms; each reconnection resumes after the last event.
+   * @defaultValue 60000
+   */
+  reconnectForMs?: number;
 }
 
+/** The process's environment where there is one (Node), else nothing (a browser). */
+function environment(name: string): string | undefined {
+  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
+  return value === undefined || value === '' ? undefined : value;
+}
+
+/** Waits `ms`, or less when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
+/** An SSE message as the parser gives it. */
+interface Message {
+  event?: string | undefined;
+  id?: string | undefined;
+  data: string;
+}
+
+/** Order of a session's states in a user's stream: an event that does not move past what was seen is not news. */
+function rankOf(type: SessionEventData['type']): number {
+  return type === 'pending' ? 0 : type === 'running' ? 1 : type === 'ready' ? 2 : type === 'stopping' ? 3 : 4;
+}
+
+const FINAL_TYPES: ReadonlySet<string> = new Set(['completed', 'failed', 'expired', 'stopped', 'lost']);
+
 /**
- * A typed client of the HTTP API. Error answers are thrown as typed errors ({@link ThrottledError}
- * with `retryAfterMs`, {@link SessionExistsError} with `sessionId`, ...), all subclasses of {@link ApiError}.
+ * A typed client of the HTTP API. Error answers are thrown as typed errors, one class per error code
+ * ({@link ThrottledError} with `retryAfterMs`, {@link SessionExistsError} with `sessionId`, ...), all
+ * subclasses of {@link ApiError}. Streams reconnect by themselves and resume after their last event.
  */
 export class CoordinatorClient {
   readonly #baseUrl: string;
   readonly #apiKey: string | undefined;
   readonly #timeoutMs: number;
+  readonly #reconnectForMs: number;
 
-  constructor(options: ClientOptions) {
-    this.#baseUrl = options.baseUrl.replace(/\/+$/, '');
-    this.#apiKey = options.apiKey;
+  constructor(options: ClientOptions = {}) {
+    this.#baseUrl = (options.baseUrl ?? environment('CQ_API_URL') ?? 'http://127.0.0.1:3000').replace(/\/+$/, '');
+    this.#apiKey = options.apiKey ?? environment('CQ_API_KEY');
     this.#timeoutMs = options.timeoutMs ?? 10_000;
+    this.#reconnectForMs = options.reconnectForMs ?? 60_000;
+  }
+
+  /** Where this client sends its requests. */
+  get baseUrl(): string {
+    return this.#baseUrl;
   }
 
   /**
    * Server-sent session events as an async iterator: every session's (`GET /v1/events`), or, with
-   * `userId`, the user's current state and then each change until the session ends. The iterator ends
-   * when the server ends the stream or `signal` aborts; it does not reconnect by itself: pass the last
-   * event's `id` as `lastEventId` to resume `/v1/events` without a gap. `timeoutMs` bounds the wait for
-   * the stream to open, not the stream.
+   * `userId`, the user's current state and then each change until the session ends (a `withdrawn`
+   * admission is followed by the user's next session). A stream that breaks (the API restarted, a proxy
+   * cut it) reconnects by itself with `Last-Event-ID` and goes on after its last event, each event
+   * once; it throws {@link UnavailableError} `stream_closed` when it could not reconnect within
+   * `reconnectForMs`. The iterator ends when the user's session ends, or when `signal` aborts.
    */
   async *events(options: EventsOptions = {}): AsyncGenerator<StreamedEvent> {
-    const path =
-      options.userId === undefined ? '/v1/events' : `/v1/users/${encodeURIComponent(options.userId)}/session/events`;
-    for await (const message of this.#stream(path, options)) {
+    const { userId } = options;
+    const path = userId === undefined ? '/v1/events' : `/v1/users/${encodeURIComponent(userId)}/session/events`;
+    // A user's stream resumed after its first event (the state read when it opened) may send again a
+    // change that state already showed: what does not move the session past what was seen is left out.
+    let seen: { fence: number; rank: number; endpoint: string | undefined } | undefined;
+    for await (const message of this.#follow(
+      path,
+      options,
+      (m) => userId !== undefined && FINAL_TYPES.has(m.event ?? ''),
+    )) {
       const data = JSON.parse(message.data) as Record<string, unknown>;
-      if (message.event === 'error') yield { ...(data as StreamErrorData), type: 'error' };
-      else yield { ...(data as SessionEventData), ...(message.id === undefined ? {} : { id: message.id }) };
+      if (message.event === 'error') {
+        yield { ...(data as unknown as StreamErrorData), type: 'error' };
+        continue;
+      }
+      const event = data as unknown as SessionEventData;
+      if (userId !== undefined) {
+        const rank = rankOf(event.type);
+        const endpoint = event.type === 'ready' ? event.endpoint : undefined;
+        if (
+          seen !== undefined &&
+          (event.fence < seen.fence ||
+            (event.fence === seen.fence && (rank < seen.rank || (rank === seen.rank && endpoint === seen.endpoint))))
+        )
+          continue;
+        seen = event.type === 'withdrawn' ? undefined : { fence: event.fence, rank, endpoint };
+      }
+      yield { ...event, ...(message.id === undefined ? {} : { id: message.id }) };
     }
   }
 
@@ -118,32 +196,78 @@ export class CoordinatorClient {
   /**
    * A session's output followed as server-sent events: every kept line (after `lastEventId`, a line's
    * `id`), then each new one; the iterator ends after the session has ended and its last line was sent
-   * (or when `signal` aborts), and throws {@link UnavailableError} when the stream closed before that.
-   * It does not reconnect by itself: pass the last line's `id` as `lastEventId` to resume.
+   * (or when `signal` aborts). A stream that breaks reconnects by itself after its last line, each line
+   * once; it throws {@link UnavailableError} `stream_closed` when it could not within `reconnectForMs`.
    */
   async *followLogs(
     userId: string,
     sessionId: string,
     options: Pick<EventsOptions, 'lastEventId' | 'signal' | 'onOpen'> = {},
   ): AsyncGenerator<OutputLineData> {
-    for await (const message of this.#stream(logsPath(userId, sessionId), options)) {
-      if (message.event === 'end') return;
+    for await (const message of this.#follow(logsPath(userId, sessionId), options, (m) => m.event === 'end')) {
       if (message.event === 'line') yield JSON.parse(message.data) as OutputLineData;
     }
-    if (options.signal?.aborted !== true)
-      throw new UnavailableError(
-        0,
-        'stream_closed',
-        "The output stream closed before the session's end was sent; resume with the last line's id as lastEventId.",
-        undefined,
-      );
+  }
+
+  /**
+   * A stream that survives its connection: reconnects (backing off from 100 ms to 2 s) with the last id
+   * it got as `Last-Event-ID` whenever the stream breaks or ends before `isEnd` says so, until `signal`
+   * aborts; gives up with `stream_closed` after `reconnectForMs` without an open stream. An error answer
+   * of the API that a retry cannot change (4xx) is thrown at once.
+   */
+  async *#follow(
+    path: string,
+    options: Pick<EventsOptions, 'lastEventId' | 'signal' | 'onOpen'>,
+    isEnd: (message: Message) => boolean,
+  ): AsyncGenerator<Message> {
+    let lastEventId = options.lastEventId;
+    let brokenSince: number | undefined;
+    let delay = 100;
+    let opened = false;
+    let why = 'it ended';
+    for (;;) {
+      try {
+        const stream = this.#stream(path, {
+          ...(lastEventId === undefined ? {} : { lastEventId }),
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+          onOpen: () => {
+            brokenSince = undefined;
+            delay = 100;
+            if (!opened) options.onOpen?.();
+            opened = true;
+          },
+        });
+        for await (const message of stream) {
+          if (message.id !== undefined && message.id !== '') lastEventId = message.id;
+          yield message;
+          if (isEnd(message)) return;
+        }
+        why = 'it ended before its end was sent';
+      } catch (err) {
+        if (options.signal?.aborted === true) return;
+        if (err instanceof ApiError && err.status >= 400 && err.status < 500) throw err;
+        why = err instanceof Error ? err.message : String(err);
+      }
+      if (options.signal?.aborted === true) return;
+      brokenSince ??= Date.now();
+      if (Date.now() - brokenSince > this.#reconnectForMs)
+        throw new UnavailableError(
+          0,
+          'stream_closed',
+          `The stream ${path} broke (${why}) and could not be reopened within ${this.#reconnectForMs} ms` +
+            `${lastEventId === undefined ? '' : `; resume with lastEventId ${lastEventId}`}.`,
+          undefined,
+        );
+      await pause(delay, options.signal);
+      delay = Math.min(2000, delay * 2);
+    }
   }
 
   /** Opens a server-sent event stream and yields its messages until it ends or `signal` aborts. */
   async *#stream(
     path: string,
     options: Pick<EventsOptions, 'lastEventId' | 'signal' | 'onOpen'>,
-  ): AsyncGenerator<{ event?: string | undefined; id?: string | undefined; data: string }> {
+  ): AsyncGenerator<Message> {
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (this.#apiKey !== undefined) headers['authorization'] = `Bearer ${this.#apiKey}`;
     if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
@@ -180,7 +304,7 @@ export class CoordinatorClient {
       options.onOpen?.();
       yield* response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
     } catch (err) {
-      if (!controller.signal.aborted) throw err;
+      if (!options.signal?.aborted) throw err;
     } finally {
       options.signal?.removeEventListener('abort', abort);
       controller.abort();
@@ -216,6 +340,30 @@ export class CoordinatorClient {
     }
     if (!response.ok) throw toApiError(response.status, parsed, response.headers);
     return parsed as T;
+  }
+
+  /**
+   * One call to a running session: issues a token (the options are its fields), spawns with it and
+   * resolves once the session runs (or, with `waitFor: 'ready'`, once it announced it is ready), as a
+   * {@link Session} handle. Rejects with the typed error of a refusal ({@link ThrottledError},
+   * {@link SessionExistsError}, {@link NoCapacityError}, ...), with {@link SessionEndedError} when the
+   * session ended (or was withdrawn) first, and with {@link TimeoutError} after `timeoutMs` (then the
+   * session is stopped).
+   */
+  start(options: StartOptions): Promise<Session> {
+    return startSession(this, options);
+  }
+
+  /** A handle on an existing session, by its id (live, or ended and still in its user's history). */
+  async session(sessionId: string): Promise<Session> {
+    const found = await this.getSession({ sessionId });
+    const handle = new Session(
+      this,
+      { userId: found.userId, sessionId: found.sessionId, fence: found.fence, pool: found.pool },
+      { state: found.state },
+    );
+    await handle.refresh();
+    return handle;
   }
 
   /** `POST /v1/tokens`: a one-time spawn token for a user. */
@@ -361,7 +509,7 @@ export class CoordinatorClient {
    * the answer's `secret` (Standard Webhooks signing) is shown only here. Throws
    * {@link ApiError} `webhook_url_forbidden` for a URL that is not http(s) or resolves to a private address.
    */
-  createWebhook(url: string, events?: readonly string[]): Promise<CreatedWebhook> {
+  createWebhook(url: string, events?: readonly SessionEventType[]): Promise<CreatedWebhook> {
     return this.#request('POST', '/v1/webhooks', { url, ...(events === undefined ? {} : { events }) });
   }
 

@@ -1,13 +1,20 @@
-import type { ApiErrorCode } from '@cq/contract';
+import type { ApiErrorCode, EndState, SessionEventData, TerminalReason } from './wire.js';
 
-/** An error answer of the API: its HTTP status, its stable code and message, and the body. */
+/**
+ * What an {@link ApiError} may say: one of the API's codes, or the client's own: `unreachable` (no
+ * answer at all), `stream_closed` (a stream ended before its end and could not be resumed in time),
+ * `timeout` (a wait of the client's own ran out), `http_<status>` (an answer without the API's error body).
+ */
+export type ClientErrorCode = ApiErrorCode | 'unreachable' | 'stream_closed' | 'timeout' | `http_${number}`;
+
+/** An error answer of the API: its HTTP status (0 when there was none), its stable code and message, and the body. */
 export class ApiError extends Error {
   override name = 'ApiError';
   readonly status: number;
-  readonly code: string;
+  readonly code: ClientErrorCode;
   readonly body: unknown;
 
-  constructor(status: number, code: string, message: string, body: unknown) {
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown) {
     super(message);
     this.status = status;
     this.code = code;
@@ -15,32 +22,59 @@ export class ApiError extends Error {
   }
 }
 
-/** 429: wait `retryAfterMs` (exact; `Retry-After` rounded up to seconds) and ask again. */
-export class ThrottledError extends ApiError {
-  override name = 'ThrottledError';
-  readonly retryAfterMs: number;
-  constructor(status: number, code: string, message: string, body: unknown, retryAfterMs: number) {
+/** 400 `invalid_request`: a field, query or path parameter is missing, malformed or unknown (the message names it). */
+export class InvalidRequestError extends ApiError {
+  override name = 'InvalidRequestError';
+}
+
+/** 400 `invalid_json`: the body is not JSON. */
+export class InvalidJsonError extends ApiError {
+  override name = 'InvalidJsonError';
+}
+
+/** 401 `unauthorized`: the service key is missing or wrong. */
+export class UnauthorizedError extends ApiError {
+  override name = 'UnauthorizedError';
+}
+
+/** 403 `forbidden`: the key lacks the scope the route needs (`scope`; the message names it and the key). */
+export class ForbiddenError extends ApiError {
+  override name = 'ForbiddenError';
+  readonly scope: string;
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, scope: string) {
     super(status, code, message, body);
-    this.retryAfterMs = retryAfterMs;
+    this.scope = scope;
   }
 }
 
-/** 409 `session_exists`: the user already has a live session, `sessionId`. */
-export class SessionExistsError extends ApiError {
-  override name = 'SessionExistsError';
-  readonly sessionId: string;
-  constructor(status: number, code: string, message: string, body: unknown, sessionId: string) {
-    super(status, code, message, body);
-    this.sessionId = sessionId;
-  }
+/** 404 `not_found`: no such route. */
+export class NotFoundError extends ApiError {
+  override name = 'NotFoundError';
 }
 
-/**
- * 409 `session_mismatch`: the call named a session (`sessionId`) and the user's live session is another
- * one, or there is none; nothing was changed.
- */
-export class SessionMismatchError extends ApiError {
-  override name = 'SessionMismatchError';
+/** 405 `method_not_allowed`. */
+export class MethodNotAllowedError extends ApiError {
+  override name = 'MethodNotAllowedError';
+}
+
+/** 408 `request_timeout`: the request did not arrive in full in time. */
+export class RequestTimeoutError extends ApiError {
+  override name = 'RequestTimeoutError';
+}
+
+/** 413 `payload_too_large`: the body is over 64 KiB. */
+export class PayloadTooLargeError extends ApiError {
+  override name = 'PayloadTooLargeError';
+}
+
+/** 414 `uri_too_long`: a path parameter is over 256 characters. */
+export class UriTooLongError extends ApiError {
+  override name = 'UriTooLongError';
+}
+
+/** 415 `unsupported_media_type`. */
+export class UnsupportedMediaTypeError extends ApiError {
+  override name = 'UnsupportedMediaTypeError';
 }
 
 /** 403 `token_invalid`: unknown, expired or already used. */
@@ -48,52 +82,29 @@ export class TokenInvalidError extends ApiError {
   override name = 'TokenInvalidError';
 }
 
-/** 404 `no_session`. */
-export class NoSessionError extends ApiError {
-  override name = 'NoSessionError';
-}
-
-/** 403 `forbidden`: the key lacks the scope the route needs (`scope`; the message names it and the key). */
-export class ForbiddenError extends ApiError {
-  override name = 'ForbiddenError';
-  readonly scope: string;
-  constructor(status: number, code: string, message: string, body: unknown, scope: string) {
+/** 409 `session_exists`: the user already has a live session, `sessionId`. */
+export class SessionExistsError extends ApiError {
+  override name = 'SessionExistsError';
+  readonly sessionId: string;
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, sessionId: string) {
     super(status, code, message, body);
-    this.scope = scope;
+    this.sessionId = sessionId;
   }
 }
 
-/** 401: the service key is missing or wrong. */
-export class UnauthorizedError extends ApiError {
-  override name = 'UnauthorizedError';
-}
-
-/** 503 `unavailable`, or the API could not be reached at all (status 0). */
-export class UnavailableError extends ApiError {
-  override name = 'UnavailableError';
-}
-
-/** 503 `no_capacity`: no worker slot is free now; the token is still valid: ask again after `retryAfterMs`. */
-export class NoCapacityError extends UnavailableError {
-  override name = 'NoCapacityError';
+/** 429 `throttled`: wait `retryAfterMs` (exact; `Retry-After` rounded up to seconds) and ask again. */
+export class ThrottledError extends ApiError {
+  override name = 'ThrottledError';
   readonly retryAfterMs: number;
-  constructor(status: number, code: string, message: string, body: unknown, retryAfterMs: number) {
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, retryAfterMs: number) {
     super(status, code, message, body);
     this.retryAfterMs = retryAfterMs;
   }
 }
 
-/**
- * 400 `lifetime_too_long`: the session would end after its start + `MAX_LIFETIME_MS`;
- * `largestLifetimeMs` is the most it can be given now.
- */
-export class LifetimeTooLongError extends ApiError {
-  override name = 'LifetimeTooLongError';
-  readonly largestLifetimeMs: number;
-  constructor(status: number, code: string, message: string, body: unknown, largestLifetimeMs: number) {
-    super(status, code, message, body);
-    this.largestLifetimeMs = largestLifetimeMs;
-  }
+/** 404 `no_session`. */
+export class NoSessionError extends ApiError {
+  override name = 'NoSessionError';
 }
 
 /** 404 `no_host`: no live worker host has this id. */
@@ -111,56 +122,152 @@ export class WebhookUrlForbiddenError extends ApiError {
   override name = 'WebhookUrlForbiddenError';
 }
 
+/**
+ * 400 `lifetime_too_long`: the session would end after its start + `MAX_LIFETIME_MS`;
+ * `largestLifetimeMs` is the most it can be given now.
+ */
+export class LifetimeTooLongError extends ApiError {
+  override name = 'LifetimeTooLongError';
+  readonly largestLifetimeMs: number;
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, largestLifetimeMs: number) {
+    super(status, code, message, body);
+    this.largestLifetimeMs = largestLifetimeMs;
+  }
+}
+
+/** 409 `session_stopping`: a stop is under way, so the session's lifetime can no longer change (`sessionId`). */
+export class SessionStoppingError extends ApiError {
+  override name = 'SessionStoppingError';
+  readonly sessionId: string;
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, sessionId: string) {
+    super(status, code, message, body);
+    this.sessionId = sessionId;
+  }
+}
+
+/**
+ * 409 `session_mismatch`: the call named a session (`sessionId`) and the user's live session is another
+ * one, or there is none; nothing was changed.
+ */
+export class SessionMismatchError extends ApiError {
+  override name = 'SessionMismatchError';
+}
+
+/** 503 `unavailable`, or the API could not be reached at all (status 0, code `unreachable`). */
+export class UnavailableError extends ApiError {
+  override name = 'UnavailableError';
+}
+
+/** 503 `no_capacity`: no worker slot is free now; the token is still valid: ask again after `retryAfterMs`. */
+export class NoCapacityError extends UnavailableError {
+  override name = 'NoCapacityError';
+  readonly retryAfterMs: number;
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, retryAfterMs: number) {
+    super(status, code, message, body);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** 500 `internal`: a bug of the API's, logged there with its stack. */
+export class InternalError extends ApiError {
+  override name = 'InternalError';
+}
+
+/** A wait of the client's own ran out (e.g. {@link CoordinatorClient.start}'s `timeoutMs`). */
+export class TimeoutError extends ApiError {
+  override name = 'TimeoutError';
+}
+
+/**
+ * A session ended (or was withdrawn) while the client waited for it to run or be ready: `state` says how,
+ * `event` is its last event.
+ */
+export class SessionEndedError extends ApiError {
+  override name = 'SessionEndedError';
+  readonly state: EndState | 'withdrawn';
+  readonly reason: TerminalReason | undefined;
+  readonly exitCode: number | undefined;
+  readonly event: SessionEventData;
+  constructor(event: SessionEventData) {
+    const state = event.type as EndState | 'withdrawn';
+    const reason = 'reason' in event ? event.reason : undefined;
+    const exitCode = 'exitCode' in event ? event.exitCode : undefined;
+    super(
+      0,
+      'no_session',
+      `The session ${event.sessionId} of ${event.userId} ended ${state}` +
+        `${reason === undefined ? '' : ` (${reason})`}${exitCode === undefined ? '' : `, exit code ${exitCode}`} ` +
+        'before it was what the call waited for.',
+      event,
+    );
+    this.state = state;
+    this.reason = reason;
+    this.exitCode = exitCode;
+    this.event = event;
+  }
+}
+
+/** The fields an error body's `error` may carry beyond code and message. */
+interface ErrorFields {
+  code?: unknown;
+  message?: unknown;
+  retryAfterMs?: unknown;
+  sessionId?: unknown;
+  largestLifetimeMs?: unknown;
+  scope?: unknown;
+}
+
+type Make = (
+  status: number,
+  code: ClientErrorCode,
+  message: string,
+  body: unknown,
+  error: ErrorFields,
+  headers: Headers,
+) => ApiError;
+
+const retryAfterMs = (error: ErrorFields, headers: Headers): number => {
+  const exact = Number(error.retryAfterMs);
+  return Number.isFinite(exact) ? exact : Number(headers.get('retry-after')) * 1000;
+};
+
+/** The typed error of every code the API answers with: a type error here when the API gains a code. */
+const errorOfCode: Readonly<Record<ApiErrorCode, Make>> = {
+  invalid_request: (s, c, m, b) => new InvalidRequestError(s, c, m, b),
+  invalid_json: (s, c, m, b) => new InvalidJsonError(s, c, m, b),
+  unauthorized: (s, c, m, b) => new UnauthorizedError(s, c, m, b),
+  forbidden: (s, c, m, b, e) => new ForbiddenError(s, c, m, b, String(e.scope ?? '')),
+  not_found: (s, c, m, b) => new NotFoundError(s, c, m, b),
+  method_not_allowed: (s, c, m, b) => new MethodNotAllowedError(s, c, m, b),
+  request_timeout: (s, c, m, b) => new RequestTimeoutError(s, c, m, b),
+  payload_too_large: (s, c, m, b) => new PayloadTooLargeError(s, c, m, b),
+  uri_too_long: (s, c, m, b) => new UriTooLongError(s, c, m, b),
+  unsupported_media_type: (s, c, m, b) => new UnsupportedMediaTypeError(s, c, m, b),
+  token_invalid: (s, c, m, b) => new TokenInvalidError(s, c, m, b),
+  session_exists: (s, c, m, b, e) => new SessionExistsError(s, c, m, b, String(e.sessionId ?? '')),
+  throttled: (s, c, m, b, e, h) => new ThrottledError(s, c, m, b, retryAfterMs(e, h)),
+  no_session: (s, c, m, b) => new NoSessionError(s, c, m, b),
+  no_host: (s, c, m, b) => new NoHostError(s, c, m, b),
+  no_webhook: (s, c, m, b) => new NoWebhookError(s, c, m, b),
+  webhook_url_forbidden: (s, c, m, b) => new WebhookUrlForbiddenError(s, c, m, b),
+  lifetime_too_long: (s, c, m, b, e) => new LifetimeTooLongError(s, c, m, b, Number(e.largestLifetimeMs)),
+  session_stopping: (s, c, m, b, e) => new SessionStoppingError(s, c, m, b, String(e.sessionId ?? '')),
+  session_mismatch: (s, c, m, b) => new SessionMismatchError(s, c, m, b),
+  no_capacity: (s, c, m, b, e, h) => new NoCapacityError(s, c, m, b, retryAfterMs(e, h)),
+  unavailable: (s, c, m, b) => new UnavailableError(s, c, m, b),
+  internal: (s, c, m, b) => new InternalError(s, c, m, b),
+};
+
 /** Builds the typed error for an error answer. */
 export function toApiError(status: number, body: unknown, headers: Headers): ApiError {
-  const error = (
-    body as
-      | {
-          error?: {
-            code?: unknown;
-            message?: unknown;
-            retryAfterMs?: unknown;
-            sessionId?: unknown;
-            largestLifetimeMs?: unknown;
-            scope?: unknown;
-          };
-        }
-      | undefined
-  )?.error;
-  const code = typeof error?.code === 'string' ? error.code : `http_${status}`;
-  const message = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
-  const retryAfterMs = (): number => {
-    const exact = Number(error?.retryAfterMs);
-    return Number.isFinite(exact) ? exact : Number(headers.get('retry-after')) * 1000;
-  };
-  switch (code as ApiErrorCode) {
-    case 'throttled':
-      return new ThrottledError(status, code, message, body, retryAfterMs());
-    case 'no_capacity':
-      return new NoCapacityError(status, code, message, body, retryAfterMs());
-    case 'no_host':
-      return new NoHostError(status, code, message, body);
-    case 'no_webhook':
-      return new NoWebhookError(status, code, message, body);
-    case 'webhook_url_forbidden':
-      return new WebhookUrlForbiddenError(status, code, message, body);
-    case 'lifetime_too_long':
-      return new LifetimeTooLongError(status, code, message, body, Number(error?.largestLifetimeMs));
-    case 'session_exists':
-      return new SessionExistsError(status, code, message, body, String(error?.sessionId ?? ''));
-    case 'session_mismatch':
-      return new SessionMismatchError(status, code, message, body);
-    case 'token_invalid':
-      return new TokenInvalidError(status, code, message, body);
-    case 'no_session':
-      return new NoSessionError(status, code, message, body);
-    case 'unauthorized':
-      return new UnauthorizedError(status, code, message, body);
-    case 'forbidden':
-      return new ForbiddenError(status, code, message, body, String(error?.scope ?? ''));
-    case 'unavailable':
-      return new UnavailableError(status, code, message, body);
-    default:
-      return new ApiError(status, code, message, body);
-  }
+  const error = ((body as { error?: ErrorFields } | undefined)?.error ?? {}) as ErrorFields;
+  const message = typeof error.message === 'string' ? error.message : `HTTP ${status}`;
+  const code = typeof error.code === 'string' ? error.code : undefined;
+  const make = code !== undefined && Object.hasOwn(errorOfCode, code) ? errorOfCode[code as ApiErrorCode] : undefined;
+  if (make !== undefined) return make(status, code as ApiErrorCode, message, body, error, headers);
+  // Not one of the API's answers (a proxy's 502, say): by its status.
+  const fallback: ClientErrorCode = `http_${status}`;
+  return status === 502 || status === 503 || status === 504
+    ? new UnavailableError(status, fallback, message, body)
+    : new ApiError(status, fallback, message, body);
 }

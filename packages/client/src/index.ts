@@ -6,21 +6,6 @@ export {
   type SessionMatchOptions,
   type StreamedEvent,
 } from './client.js';
-export {
-  ApiError,
-  ForbiddenError,
-  LifetimeTooLongError,
-  NoCapacityError,
-  NoHostError,
-  NoSessionError,
-  NoWebhookError,
-  SessionExistsError,
-  SessionMismatchError,
-  ThrottledError,
-  TokenInvalidError,
-  UnauthorizedError,
-  UnavailableError,
-  WebhookUrlForbiddenError,
-  toApiError,
-} from './errors.js';
+export { Session, type SessionSnapshot, type StartOptions } from './session.js';
+export * from './errors.js';
 export type * from './types.js';

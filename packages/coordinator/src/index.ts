@@ -54,6 +54,7 @@ export {
   type SessionEventType,
   type FinalEventType,
   type UserEvent,
+  type UserStreamEvent,
   type SubscribeOptions,
 } from './events/index.js';
 export * from './output/index.js';

@@ -20,6 +20,12 @@ async function running(api: TestApi, userId: string): Promise<Claim> {
   return outcome.claim;
 }
 
+/** Event ids (`<ms>-<seq>-<slot>`) in their order. */
+function compareIds(a: string, b: string): number {
+  const [x, y] = [a, b].map((id) => id.split('-').map(Number));
+  return x![0]! - y![0]! || x![1]! - y![1]! || x![2]! - y![2]!;
+}
+
 /** Reads a stream to its end, or until `enough` events arrived. */
 async function take(stream: AsyncGenerator<StreamedEvent>, enough = Infinity): Promise<StreamedEvent[]> {
   const events: StreamedEvent[] = [];
@@ -91,6 +97,30 @@ describe('event streams (SSE)', async () => {
     expect(await take(stream)).toEqual([
       expect.objectContaining({ type: 'failed', reason: 'out_of_memory', exitCode: 137, fence: claim.fence }),
     ]);
+  });
+
+  it("a user's stream carries ids; Last-Event-ID resumes after one: the events after it, never the current state again", async () => {
+    const claim = await running(api, 'sse-resume');
+    const [current] = await take(api.client.events({ userId: 'sse-resume' }), 1);
+    expect(current).toMatchObject({ type: 'running', sessionId: claim.sessionId });
+    const currentId = current!.type === 'error' ? '' : current!.id!;
+    expect(currentId).toMatch(/^\d+-\d+-\d+$/);
+    await api.coordinator.claims.markReady(claim, 'resume:1');
+    await api.client.stopSession('sse-resume');
+    await api.coordinator.claims.finish(claim, 'stopped', 143);
+    // After the current state's id: the events after it, in order (a change the state already showed may
+    // come again: the id marks when the stream joined the feed, which the state read followed), then the
+    // stream ends with the final one.
+    const afterCurrent = await take(api.client.events({ userId: 'sse-resume', lastEventId: currentId }));
+    const types = afterCurrent.map((e) => e.type);
+    expect(types.slice(-3)).toEqual(['ready', 'stopping', 'stopped']);
+    expect(['pending', 'running']).toEqual(expect.arrayContaining(types.slice(0, -3)));
+    const ids = afterCurrent.map((e) => (e.type === 'error' ? '' : e.id!));
+    expect([...ids].sort(compareIds)).toEqual(ids);
+    for (const id of ids) expect(compareIds(id, currentId)).toBeGreaterThan(0);
+    // After a real event's id: exactly the events after it.
+    const afterReady = await take(api.client.events({ userId: 'sse-resume', lastEventId: ids.at(-3)! }));
+    expect(afterReady.map((e) => (e.type === 'error' ? '' : e.id))).toEqual(ids.slice(-2));
   });
 
   it('/v1/events carries ids; Last-Event-ID resumes exactly after one; a malformed one is a 400 and an expired one an error event', async () => {

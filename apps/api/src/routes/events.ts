@@ -158,17 +158,23 @@ export const eventRoutes: FastifyPluginAsyncZod = async (app) => {
       sse: { kind: 'manual' },
       schema: {
         summary: "The user's current or next session as server-sent events: its state, then each change, until it ends",
+        description:
+          'Every event has an id; a reader that reconnects with Last-Event-ID gets the events after it (not the ' +
+          'current state again), so nothing is missed or sent twice across a reconnection.',
         security: [{ serviceKey: [] }],
         params: userParams,
         querystring: noQuery,
+        headers: lastEventIdHeader,
         response: { 200: eventStream, 400: errorSchema, 401: errorSchema, 503: errorSchema },
       },
     },
     async (request, reply) => {
-      const stream = await app.events.followUser(request.params.userId);
+      const after = resumePosition(request.headers['last-event-id']);
+      const stream = await app.events.followUser(request.params.userId, after === undefined ? {} : { after });
       openStream(reply, stream);
       try {
-        for await (const event of stream) if (!(await send(reply, { event: event.type, data: wire(event) }))) break;
+        for await (const event of stream)
+          if (!(await send(reply, { id: event.id, event: event.type, data: wire(event) }))) break;
       } catch (err) {
         request.log.info({ err }, 'event stream ended');
       } finally {

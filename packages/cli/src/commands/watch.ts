@@ -17,7 +17,7 @@ const endCodes: Record<EndedSession['state'], number> = {
 
 function describeEvent(e: Exclude<StreamedEvent, { type: 'error' }>): string {
   const parts = sessionOpening({ ...e, words: eventWords(e.type) });
-  if (e.deadline) parts.push(`lifetime left ${duration(Date.parse(e.deadline) - Date.now())}`);
+  if (e.type === 'running' && e.deadline) parts.push(`lifetime left ${duration(Date.parse(e.deadline) - Date.now())}`);
   return parts.join(', ');
 }
 

@@ -1,3 +1,4 @@
+import type { SessionEventType } from '@cq/client';
 import { print } from '../context.js';
 import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
@@ -21,7 +22,8 @@ export const webhooks: Command = async (ctx, { positionals, options }) => {
         ?.split(',')
         .map((type) => type.trim())
         .filter((type) => type !== '');
-      const created = await ctx.client.createWebhook(needArgument('a URL'), events);
+      // The API checks each type (400 naming an unknown one).
+      const created = await ctx.client.createWebhook(needArgument('a URL'), events as SessionEventType[] | undefined);
       print(
         ctx,
         created,

@@ -7,7 +7,7 @@ import { ChannelSubscriber, reopen } from './channel-subscriber.js';
 import { decodeMark, decodeMessage, endOfMs } from './codec.js';
 import { EventSubscription, type SubscribeOptions, type SubscriptionSource } from './event-subscription.js';
 import { latestEvents } from './latest.js';
-import { replay } from './replay.js';
+import { replay, replayUser } from './replay.js';
 import type { EventPosition, SessionEvent } from './session-event.js';
 import { UserStream } from './user-stream.js';
 import { Watermark } from './watermark.js';
@@ -161,9 +161,13 @@ export class EventFeed implements SubscriptionSource {
   /**
    * One user's current or next session: its current state first (nothing while the user has none),
    * then each change, ending after a final event (a `withdrawn` admission waits for the next session).
-   * Rejects, subscribing nothing, when the state cannot be read.
+   * Rejects, subscribing nothing, when the state cannot be read. With `after` (a resuming reader's
+   * `Last-Event-ID`, an id this stream gave), the user's events after it instead, from the user's slot's
+   * stream, then each change: no current state first.
    */
-  async followUser(userId: string): Promise<UserStream> {
+  async followUser(userId: string, options: { after?: EventPosition } = {}): Promise<UserStream> {
+    if (options.after !== undefined)
+      return new UserStream(await this.subscribe({ userId, after: options.after }), undefined, true);
     // Subscribe before reading, so nothing between the read and the first event is missed.
     const subscription = await this.subscribe({ userId });
     try {
@@ -204,9 +208,14 @@ export class EventFeed implements SubscriptionSource {
     return latestEvents(this.#readerClient(), this.#context.keys, count, throughMs);
   }
 
-  /** @internal The streams' events after `after` up to `throughMs` (inclusive), in id order. */
-  replay(after: EventPosition, throughMs: number): AsyncGenerator<SessionEvent> {
-    return replay(this.#readerClient(), this.#context.keys, after, throughMs, this.#options.pageSize);
+  /**
+   * @internal The streams' events after `after` up to `throughMs` (inclusive), in id order; with
+   * `userId`, that user's only, read from the user's slot alone.
+   */
+  replay(after: EventPosition, throughMs: number, userId?: string): AsyncGenerator<SessionEvent> {
+    return userId === undefined
+      ? replay(this.#readerClient(), this.#context.keys, after, throughMs, this.#options.pageSize)
+      : replayUser(this.#readerClient(), this.#context.keys, userId, after, throughMs, this.#options.pageSize);
   }
 
   /**

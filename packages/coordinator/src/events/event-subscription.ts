@@ -16,8 +16,8 @@ export interface SubscribeOptions {
 
 /** What a subscription needs of its feed. @internal */
 export interface SubscriptionSource {
-  /** The streams' events after `after` up to `throughMs`, in id order. */
-  replay(after: EventPosition, throughMs: number): AsyncGenerator<SessionEvent>;
+  /** The streams' events after `after` up to `throughMs`, in id order (only `userId`'s, when given). */
+  replay(after: EventPosition, throughMs: number, userId?: string): AsyncGenerator<SessionEvent>;
   /** The subscription ended: deliver it nothing more. */
   unsubscribe(subscription: EventSubscription): void;
 }
@@ -55,7 +55,8 @@ export class EventSubscription implements AsyncIterable<SessionEvent> {
     this.joinedAt = joinedAt;
     this.#after = options.after;
     this.expired = options.after !== undefined && options.after.ms < joinedAt - EVENT_RETENTION_MS;
-    if (options.after !== undefined && !this.expired) this.#replay = source.replay(options.after, joinedAt);
+    if (options.after !== undefined && !this.expired)
+      this.#replay = source.replay(options.after, joinedAt, options.userId);
   }
 
   /** @internal Called by the feed with each released batch. */

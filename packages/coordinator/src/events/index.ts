@@ -12,5 +12,5 @@ export {
 export { comparePositions, parseEventId } from './codec.js';
 export { Watermark, type Receipt, type WatermarkOptions, type WatermarkStep } from './watermark.js';
 export { EventSubscription, SlowReaderError, type SubscribeOptions } from './event-subscription.js';
-export { UserStream } from './user-stream.js';
+export { UserStream, snapshotId, type UserStreamEvent } from './user-stream.js';
 export { EventFeed, type EventFeedOptions } from './event-feed.js';

@@ -2,7 +2,7 @@ import TinyQueue from 'tinyqueue';
 import { fanOut, type Command } from '../fan-out.js';
 import type { Keys } from '../keys.js';
 import { wrapRedisError, type RedisClient } from '../redis-errors.js';
-import { SLOT_COUNT } from '../slots.js';
+import { SLOT_COUNT, slotOf } from '../slots.js';
 import { comparePositions, decodeEntries, entryIdOf } from './codec.js';
 import type { EventPosition, SessionEvent } from './session-event.js';
 
@@ -77,6 +77,37 @@ export async function* replay(
       const event = cursor.events[cursor.index++]!;
       if (cursor.index < cursor.events.length || cursor.full) queue.push(cursor);
       yield event;
+    }
+  } catch (err) {
+    throw wrapRedisError(err);
+  }
+}
+
+/**
+ * One user's events after `after` and up to `throughMs` (inclusive), in id order: only the user's slot's
+ * stream is read (a page of `pageSize` at a time), and the events of other users of that slot skipped.
+ */
+export async function* replayUser(
+  reader: RedisClient,
+  keys: Keys,
+  userId: string,
+  after: EventPosition,
+  throughMs: number,
+  pageSize: number,
+): AsyncGenerator<SessionEvent> {
+  const stream = keys.user(userId).events;
+  const slot = slotOf(`{u:${userId}}`);
+  const through = String(throughMs);
+  let from = entryIdOf(after);
+  try {
+    for (;;) {
+      const page = await reader.xrange(stream, from, through, 'COUNT', pageSize);
+      const events = decodeEntries(slot, page);
+      for (const event of events)
+        if (event.userId === userId && comparePositions(event.position, after) > 0) yield event;
+      if (page.length < pageSize) return;
+      // After the page's last entry (one that did not decode included).
+      from = `(${page.at(-1)![0]}`;
     }
   } catch (err) {
     throw wrapRedisError(err);

@@ -1,6 +1,19 @@
 import type { SessionView } from '../session-types.js';
 import type { EventSubscription } from './event-subscription.js';
+import { SLOT_COUNT } from '../slots.js';
 import { finalEventTypes, type SessionEventType, type UserEvent } from './session-event.js';
+
+/** An event of a user's stream with its SSE id: resuming after it (`Last-Event-ID`) misses nothing. */
+export type UserStreamEvent = UserEvent & { readonly id: string };
+
+/**
+ * The id of a stream's first event, the current state read when the stream opened: the end of the
+ * millisecond the subscription joined at, so a resume after it replays exactly the events after those
+ * the state could already reflect (a change it did reflect comes again, and is no news to the reader).
+ */
+export function snapshotId(joinedAt: number): string {
+  return `${joinedAt}-${Number.MAX_SAFE_INTEGER}-${SLOT_COUNT - 1}`;
+}
 
 /** Order of a session's states: an event that does not move past what a reader saw is not news. */
 function rankOf(type: SessionEventType): number {
@@ -59,14 +72,19 @@ function isNews(event: UserEvent, seen: Seen | undefined): boolean {
  * the stream waits for the user's next session instead. Its iterator closes the subscription when it
  * ends; it throws {@link SlowReaderError} when the reader fell behind.
  */
-export class UserStream implements AsyncIterable<UserEvent> {
+export class UserStream implements AsyncIterable<UserStreamEvent> {
   readonly #subscription: EventSubscription;
   readonly #current: SessionView | undefined;
+  readonly #resumed: boolean;
 
-  /** @internal */
-  constructor(subscription: EventSubscription, current: SessionView | undefined) {
+  /**
+   * @internal `resumed`: the reader has the events up to the subscription's `after` already: no current
+   * state first, and the first event is news whatever it is.
+   */
+  constructor(subscription: EventSubscription, current: SessionView | undefined, resumed = false) {
     this.#subscription = subscription;
     this.#current = current;
+    this.#resumed = resumed;
   }
 
   /** See {@link EventSubscription.onEnd}. */
@@ -79,19 +97,21 @@ export class UserStream implements AsyncIterable<UserEvent> {
     this.#subscription.close();
   }
 
-  async *[Symbol.asyncIterator](): AsyncGenerator<UserEvent> {
+  async *[Symbol.asyncIterator](): AsyncGenerator<UserStreamEvent> {
     let seen: Seen | undefined;
+    let first = this.#resumed;
     const see = (event: UserEvent): void => {
       seen = { fence: event.fence, rank: rankOf(event.type), endpoint: event.endpoint };
     };
     try {
       if (this.#current !== undefined) {
-        const event = currentStateEvent(this.#current);
+        const event = { ...currentStateEvent(this.#current), id: snapshotId(this.#subscription.joinedAt) };
         see(event);
         yield event;
       }
       for await (const event of this.#subscription) {
-        if (!isNews(event, seen)) continue;
+        if (!first && !isNews(event, seen)) continue;
+        first = false;
         see(event);
         yield event;
         if (event.type === 'withdrawn') seen = undefined;

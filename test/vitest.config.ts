@@ -13,6 +13,7 @@ const onBothTargets = [
   'e2e/sweep-turns.test.ts',
   'e2e/session-list.test.ts',
   'e2e/pools.test.ts',
+  'e2e/client.test.ts',
 ];
 
 export default defineConfig({

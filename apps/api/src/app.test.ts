@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_BODY_DEPTH, MAX_METADATA_DEPTH } from '@cq/contract';
 import { TEST_API_KEY, jsonHeaders, send, startTestApi } from './test-support/app.js';
+import { inlineRefs } from './test-support/openapi.js';
 import { rawExchange } from './test-support/raw-http.js';
 
 describe('HTTP edges', async () => {
@@ -70,6 +71,7 @@ describe('HTTP edges', async () => {
     expect(metrics.body).toContain('cq_redis_errors_total');
     const doc = await send(api.baseUrl, 'GET', '/openapi.json');
     expect(doc.body.openapi).toMatch(/^3\./);
+    doc.body = inlineRefs(doc.body);
     expect(Object.keys(doc.body.paths)).toEqual(
       expect.arrayContaining([
         '/v1/tokens',

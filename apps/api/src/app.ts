@@ -8,7 +8,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { EventFeedOptions } from '@cq/coordinator';
 import type { ApiConfig } from './config.js';
@@ -16,6 +16,7 @@ import type { Resolver } from './webhooks/address-guard.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { errorBody, httpErrors } from './http-errors.js';
 import { jsonBodyParser } from './json-body.js';
+import { openapiOptions } from './openapi.js';
 import { requestSerializer } from './request-log.js';
 import { authPlugin } from './plugins/auth.js';
 import { metricsPlugin } from './plugins/metrics.js';
@@ -187,17 +188,8 @@ export async function buildApp(options: BuildAppOptions) {
     ...(options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed }),
     ...(options.webhookResolve === undefined ? {} : { webhookResolve: options.webhookResolve }),
   });
-  await app.register(swagger, {
-    openapi: {
-      info: {
-        title: 'worker-coordinator API',
-        version: '1.0.0',
-        description: 'Hands out worker sessions to users, one at a time per user.',
-      },
-      components: { securitySchemes: { serviceKey: { type: 'http', scheme: 'bearer' } } },
-    },
-    transform: jsonSchemaTransform,
-  });
+  // The document at /openapi.json: operationIds, tags, named schemas, SSE events and webhooks (openapi.ts).
+  await app.register(swagger, openapiOptions);
   // Server-sent events: data is written as the routes serialized it (once per event, for every reader).
   await app.register(sse, {
     heartbeatInterval: SSE_HEARTBEAT_MS,

@@ -22,6 +22,7 @@ export type {
   IssueTokenRequest,
   IssuedToken,
   LiveSession,
+  OutputEndData,
   OutputLineData,
   SessionEventData,
   SessionLogs,

@@ -1,5 +1,7 @@
 // Request and response schemas of the HTTP API (zod): the API validates with them and generates its
-// OpenAPI document from them; the client's types are inferred from them (types.ts).
+// OpenAPI document from them; the client's types are inferred from them (types.ts). A schema with a
+// `.meta({ id })` is a named component of that document (`components.schemas`, named as its type in
+// types.ts where there is one), so code generators give it a name too.
 import { labelsProblem } from './labels.js';
 import {
   MAX_LABELS,
@@ -107,23 +109,31 @@ export const issueTokenBody = z
     labels: labelsSchema.optional().describe('Labels of the session it admits (SESSION_LABELS); changeable later'),
     pool: poolSchema.optional().describe('The pool whose hosts run the session it admits (default: default)'),
   })
-  .strict();
+  .strict()
+  .meta({ id: 'IssueTokenRequest' });
 
-export const tokenIssued = z.object({
-  token: z.string(),
-  userId: z.string(),
-  expiresAt: z.string().describe('ISO-8601, UTC'),
-});
+export const tokenIssued = z
+  .object({
+    token: z.string(),
+    userId: z.string(),
+    expiresAt: z.string().describe('ISO-8601, UTC'),
+  })
+  .meta({ id: 'IssuedToken' });
 
-export const spawnBody = z.object({ token: z.string().max(1024).describe('A one-time spawn token') }).strict();
+export const spawnBody = z
+  .object({ token: z.string().max(1024).describe('A one-time spawn token') })
+  .strict()
+  .meta({ id: 'SpawnRequest' });
 
-export const spawnAdmitted = z.object({
-  sessionId: z.string(),
-  userId: z.string(),
-  fence: z.number().int(),
-  state: z.literal('pending'),
-  lifetimeMs: z.number().int(),
-});
+export const spawnAdmitted = z
+  .object({
+    sessionId: z.string(),
+    userId: z.string(),
+    fence: z.number().int(),
+    state: z.literal('pending'),
+    lifetimeMs: z.number().int(),
+  })
+  .meta({ id: 'Admission' });
 
 export const userParams = z.object({ userId: userIdSchema }).strict();
 
@@ -148,29 +158,31 @@ export const sessionMatchQuery = z
 /** The body of a route that takes none: absent, empty, or `{}`; any field in it is refused (400). */
 export const emptyBody = z.object({}).strict().nullish().describe('No body (an empty object is accepted)');
 
-export const sessionView = z.object({
-  sessionId: z.string(),
-  userId: z.string(),
-  fence: z.number().int(),
-  state: z.enum(['pending', 'running', 'stopping']),
-  pool: z.string().describe('The pool of worker hosts it runs on'),
-  labels: z.record(z.string(), z.string()).describe('Its labels (changeable with PATCH)'),
-  ready: z.boolean().describe('The session announced on SESSION_NOTIFY_FD that it is ready'),
-  endpoint: z.string().optional().describe('Where it can be reached, as it announced (at most 512 characters)'),
-  workerId: z.string().optional(),
-  startedAt: z.string().optional(),
-  leaseExpiresAt: z.string().optional(),
-  deadline: z.string().optional(),
-  idleTimeoutMs: z
-    .number()
-    .int()
-    .optional()
-    .describe('Stopped (reason idle) after this long without activity, ms; absent: never'),
-  lastActivityAt: z
-    .string()
-    .optional()
-    .describe('Running: its last activity (its start, a line on SESSION_NOTIFY_FD, POST .../activity), ISO-8601'),
-});
+export const sessionView = z
+  .object({
+    sessionId: z.string(),
+    userId: z.string(),
+    fence: z.number().int(),
+    state: z.enum(['pending', 'running', 'stopping']),
+    pool: z.string().describe('The pool of worker hosts it runs on'),
+    labels: z.record(z.string(), z.string()).describe('Its labels (changeable with PATCH)'),
+    ready: z.boolean().describe('The session announced on SESSION_NOTIFY_FD that it is ready'),
+    endpoint: z.string().optional().describe('Where it can be reached, as it announced (at most 512 characters)'),
+    workerId: z.string().optional(),
+    startedAt: z.string().optional(),
+    leaseExpiresAt: z.string().optional(),
+    deadline: z.string().optional(),
+    idleTimeoutMs: z
+      .number()
+      .int()
+      .optional()
+      .describe('Stopped (reason idle) after this long without activity, ms; absent: never'),
+    lastActivityAt: z
+      .string()
+      .optional()
+      .describe('Running: its last activity (its start, a line on SESSION_NOTIFY_FD, POST .../activity), ISO-8601'),
+  })
+  .meta({ id: 'LiveSession' });
 
 export const setLifetimeBody = z
   .object({
@@ -185,44 +197,47 @@ export const setLifetimeBody = z
   .strict()
   .refine((body) => body.lifetimeMs !== undefined || body.labels !== undefined, {
     message: 'the body needs lifetimeMs or labels (or both)',
-  });
+  })
+  .meta({ id: 'UpdateSessionRequest' });
 
-export const stopAccepted = z.object({
-  sessionId: z.string(),
-  userId: z.string(),
-  state: z.enum(['stopping', 'stopped']),
-});
+export const stopAccepted = z
+  .object({
+    sessionId: z.string(),
+    userId: z.string(),
+    state: z.enum(['stopping', 'stopped']),
+  })
+  .meta({ id: 'StopAccepted' });
 
-export const historyView = z.object({
-  sessions: z.array(
-    z.object({
-      sessionId: z.string(),
-      fence: z.number().int(),
-      state: z.enum(terminalStates),
-      reason: z
-        .enum(terminalReasons)
-        .optional()
-        .describe(
-          'Always for lost: a worker host had it and lost it (host_lost), no host claimed it within ' +
-            'PENDING_TIMEOUT_MS (not_claimed), or Redis lost its records and its host stopped it (state_lost); ' +
-            'for failed: its memory cap killed it (out_of_memory); for ' +
-            'stopped: no activity for its idle timeout (idle)',
-        ),
-      workerId: z.string().optional(),
-      startedAt: z.string().optional(),
-      endedAt: z.string(),
-      exitCode: z.number().int().optional(),
-      pool: z.string(),
-      labels: z.record(z.string(), z.string()).describe('Its labels when it ended'),
-    }),
-  ),
-});
+/** A session that ended, as the user's history keeps it. */
+export const endedSessionView = z
+  .object({
+    sessionId: z.string(),
+    fence: z.number().int(),
+    state: z.enum(terminalStates),
+    reason: z
+      .enum(terminalReasons)
+      .optional()
+      .describe(
+        'Always for lost: a worker host had it and lost it (host_lost), no host claimed it within ' +
+          'PENDING_TIMEOUT_MS (not_claimed), or Redis lost its records and its host stopped it (state_lost); ' +
+          'for failed: its memory cap killed it (out_of_memory); for ' +
+          'stopped: no activity for its idle timeout (idle)',
+      ),
+    workerId: z.string().optional(),
+    startedAt: z.string().optional(),
+    endedAt: z.string(),
+    exitCode: z.number().int().optional(),
+    pool: z.string(),
+    labels: z.record(z.string(), z.string()).describe('Its labels when it ended'),
+  })
+  .meta({ id: 'EndedSession' });
+
+export const historyView = z.object({ sessions: z.array(endedSessionView) }).meta({ id: 'History' });
 
 /** A session by its id (`GET /v1/sessions/{sessionId}`): live as `GET .../session` shows it, or its history entry with `userId`. */
-export const sessionByIdView = z.union([
-  sessionView,
-  historyView.shape.sessions.element.extend({ userId: z.string() }),
-]);
+export const sessionByIdView = z
+  .union([sessionView, endedSessionView.extend({ userId: z.string() })])
+  .meta({ id: 'SessionById' });
 
 export const sessionIdParams = z.object({ sessionId: sessionIdSchema }).strict();
 
@@ -266,56 +281,63 @@ export const listSessionsQuery = z
   })
   .strict();
 
-export const sessionsPage = z.object({
-  sessions: z.array(sessionView),
-  next: z
-    .string()
-    .optional()
-    .describe(
-      'The cursor of the next page; absent on the last one. A page may hold fewer sessions than limit ' +
-        '(even none) and still have a next: follow it to the end',
-    ),
-});
+export const sessionsPage = z
+  .object({
+    sessions: z.array(sessionView),
+    next: z
+      .string()
+      .optional()
+      .describe(
+        'The cursor of the next page; absent on the last one. A page may hold fewer sessions than limit ' +
+          '(even none) and still have a next: follow it to the end',
+      ),
+  })
+  .meta({ id: 'SessionsPage' });
 
 export const bulkStopBody = z
   .object({ ...listFilters, labels: labelsSchema.optional().describe('Labels every session must carry') })
   .strict()
   .refine((body) => Object.values(body).some((value) => value !== undefined), {
     message: 'name at least one filter (state, pool, workerId, userId, labels)',
-  });
+  })
+  .meta({ id: 'BulkStopRequest' });
 
-export const bulkStopAccepted = z.object({
-  matched: z.number().int().describe('Live sessions that matched'),
-  stopping: z.number().int().describe('Of those, how many are now stopping or stopped'),
-  more: z.boolean().describe('True when further sessions may match: call again'),
-});
+export const bulkStopAccepted = z
+  .object({
+    matched: z.number().int().describe('Live sessions that matched'),
+    stopping: z.number().int().describe('Of those, how many are now stopping or stopped'),
+    more: z.boolean().describe('True when further sessions may match: call again'),
+  })
+  .meta({ id: 'BulkStopAccepted' });
 
 /** The `data` of every SSE event of `/v1/events` and `/v1/users/{userId}/session/events`. */
-export const sessionEventData = z.object({
-  type: z
-    .enum(sessionEventTypes)
-    .describe('The state the session entered; withdrawn: its admission was rolled back (the spawn answered 503)'),
-  sessionId: z.string(),
-  userId: z.string(),
-  fence: z.number().int(),
-  at: z.string().describe('When the change happened (Redis time), ISO-8601'),
-  workerId: z.string().optional(),
-  endpoint: z.string().optional().describe('ready: where the session can be reached, as it announced'),
-  deadline: z.string().optional().describe('running: when the lifetime cap runs out'),
-  lifetimeMs: z.number().int().optional().describe('pending: the lifetime it will have once started'),
-  pool: z.string().describe("The session's pool"),
-  labels: z.record(z.string(), z.string()).describe("The session's labels"),
-  exitCode: z.number().int().optional(),
-  reason: z
-    .enum(terminalReasons)
-    .optional()
-    .describe(
-      'Endings: why, where known (lost: host_lost, not_claimed or state_lost; failed: out_of_memory; stopped: idle)',
-    ),
-});
+export const sessionEventData = z
+  .object({
+    type: z
+      .enum(sessionEventTypes)
+      .describe('The state the session entered; withdrawn: its admission was rolled back (the spawn answered 503)'),
+    sessionId: z.string(),
+    userId: z.string(),
+    fence: z.number().int(),
+    at: z.string().describe('When the change happened (Redis time), ISO-8601'),
+    workerId: z.string().optional(),
+    endpoint: z.string().optional().describe('ready: where the session can be reached, as it announced'),
+    deadline: z.string().optional().describe('running: when the lifetime cap runs out'),
+    lifetimeMs: z.number().int().optional().describe('pending: the lifetime it will have once started'),
+    pool: z.string().describe("The session's pool"),
+    labels: z.record(z.string(), z.string()).describe("The session's labels"),
+    exitCode: z.number().int().optional(),
+    reason: z
+      .enum(terminalReasons)
+      .optional()
+      .describe(
+        'Endings: why, where known (lost: host_lost, not_claimed or state_lost; failed: out_of_memory; stopped: idle)',
+      ),
+  })
+  .meta({ id: 'SessionEventData' });
 
 /** The `data` of an SSE `error` event: the stream cannot go on as asked (and says why). */
-export const streamErrorData = z.object({ code: z.string(), message: z.string() });
+export const streamErrorData = z.object({ code: z.string(), message: z.string() }).meta({ id: 'StreamErrorData' });
 
 export const workerParams = z
   .object({
@@ -326,46 +348,52 @@ export const workerParams = z
   })
   .strict();
 
-export const hostView = z.object({
-  workerId: z.string(),
-  pool: z.string().describe('The pool the host serves (POOL)'),
-  state: z.enum(['active', 'draining']),
-  slots: z.number().int(),
-  busy: z.number().int(),
-  heartbeatAt: z.string(),
-  startedAt: z.string(),
-  containment: z
-    .enum(containments)
-    .describe(
-      'How the host keeps every process of a session inside it: namespace (a PID namespace per session) ' +
-        'or group (the process group only: a process that leaves the group is not caught)',
-    ),
-});
+export const hostView = z
+  .object({
+    workerId: z.string(),
+    pool: z.string().describe('The pool the host serves (POOL)'),
+    state: z.enum(['active', 'draining']),
+    slots: z.number().int(),
+    busy: z.number().int(),
+    heartbeatAt: z.string(),
+    startedAt: z.string(),
+    containment: z
+      .enum(containments)
+      .describe(
+        'How the host keeps every process of a session inside it: namespace (a PID namespace per session) ' +
+          'or group (the process group only: a process that leaves the group is not caught)',
+      ),
+  })
+  .meta({ id: 'Host' });
 
 export const hostsQuery = z
   .object({ pool: poolSchema.optional().describe("Only this pool's hosts, and its free slots") })
   .strict();
 
-export const poolView = z.object({
-  pool: z.string(),
-  hosts: z.number().int().describe('Live hosts serving it'),
-  slots: z.number().int().describe("Slots of its live hosts (active hosts' SLOTS, draining hosts' running sessions)"),
-  busy: z.number().int().describe('Sessions its hosts run'),
-  free: z.number().int().describe('Slots not held by an admitted, unended session of the pool'),
-  pending: z.number().int().describe('Sessions of the pool waiting for a host (its queued spawn jobs)'),
-});
+export const poolView = z
+  .object({
+    pool: z.string(),
+    hosts: z.number().int().describe('Live hosts serving it'),
+    slots: z.number().int().describe("Slots of its live hosts (active hosts' SLOTS, draining hosts' running sessions)"),
+    busy: z.number().int().describe('Sessions its hosts run'),
+    free: z.number().int().describe('Slots not held by an admitted, unended session of the pool'),
+    pending: z.number().int().describe('Sessions of the pool waiting for a host (its queued spawn jobs)'),
+  })
+  .meta({ id: 'Pool' });
 
-export const poolsView = z.object({ pools: z.array(poolView) });
+export const poolsView = z.object({ pools: z.array(poolView) }).meta({ id: 'Pools' });
 
-export const hostsView = z.object({
-  hosts: z.array(hostView),
-  freeSlots: z
-    .number()
-    .int()
-    .describe(
-      'Slots of live, not draining hosts, less the sessions admitted and not yet ended (of the pool, with ?pool=)',
-    ),
-});
+export const hostsView = z
+  .object({
+    hosts: z.array(hostView),
+    freeSlots: z
+      .number()
+      .int()
+      .describe(
+        'Slots of live, not draining hosts, less the sessions admitted and not yet ended (of the pool, with ?pool=)',
+      ),
+  })
+  .meta({ id: 'Hosts' });
 
 /** The scopes a key may hold (docs/http-api.md, "Access: named, scoped keys"). */
 export const SCOPES = [
@@ -381,14 +409,18 @@ export const SCOPES = [
   'admin',
 ] as const;
 
-export const whoamiView = z.object({
-  name: z.string().describe("The key's name (API_KEYS_FILE's, or key-<n> for API_KEYS' n-th key)"),
-  scopes: z.array(z.enum(SCOPES)).describe('What the key may do; admin: everything'),
-});
+export const whoamiView = z
+  .object({
+    name: z.string().describe("The key's name (API_KEYS_FILE's, or key-<n> for API_KEYS' n-th key)"),
+    scopes: z.array(z.enum(SCOPES)).describe('What the key may do; admin: everything'),
+  })
+  .meta({ id: 'Whoami' });
 
-export const errorSchema = z.object({
-  error: z.looseObject({ code: z.string(), message: z.string() }),
-});
+export const errorSchema = z
+  .object({
+    error: z.looseObject({ code: z.string(), message: z.string() }),
+  })
+  .meta({ id: 'ErrorBody', description: 'An error: its stable code, a message, and the fields its code has' });
 
 export const sessionLogParams = z
   .object({
@@ -417,21 +449,30 @@ export const sessionLogQuery = z
   })
   .strict();
 
-export const outputLine = z.object({
-  id: z.string().describe('The line id (<ms>-<seq>): the SSE id of the line, and the `after` of the next page'),
-  at: z.string().describe('When the line reached Redis (Redis time), ISO-8601'),
-  stream: z.enum(['stdout', 'stderr']),
-  line: z.string().describe('The line without its newline; a line over 16 KiB is cut there and ends in " [line cut]"'),
-});
+export const outputLine = z
+  .object({
+    id: z.string().describe('The line id (<ms>-<seq>): the SSE id of the line, and the `after` of the next page'),
+    at: z.string().describe('When the line reached Redis (Redis time), ISO-8601'),
+    stream: z.enum(['stdout', 'stderr']),
+    line: z
+      .string()
+      .describe('The line without its newline; a line over 16 KiB is cut there and ends in " [line cut]"'),
+  })
+  .meta({ id: 'OutputLineData' });
 
-export const sessionLogs = z.object({
-  lines: z.array(outputLine).describe('Oldest first'),
-  droppedBytes: z
-    .number()
-    .int()
-    .describe('Output the host dropped so far: over LOG_RATE_BYTES, or unsent while Redis was unreachable'),
-  more: z.boolean().describe('True when lines after the last one of this page are kept: ask again with `after`'),
-});
+/** The `data` of the SSE `end` event of a session's output: the session ended and every kept line was sent. */
+export const outputEndData = z.object({ sessionId: z.string() }).meta({ id: 'OutputEndData' });
+
+export const sessionLogs = z
+  .object({
+    lines: z.array(outputLine).describe('Oldest first'),
+    droppedBytes: z
+      .number()
+      .int()
+      .describe('Output the host dropped so far: over LOG_RATE_BYTES, or unsent while Redis was unreachable'),
+    more: z.boolean().describe('True when lines after the last one of this page are kept: ask again with `after`'),
+  })
+  .meta({ id: 'SessionLogs' });
 
 export const createWebhookBody = z
   .object({
@@ -444,22 +485,27 @@ export const createWebhookBody = z
       .optional()
       .describe('The event types to receive; every type when absent'),
   })
-  .strict();
+  .strict()
+  .meta({ id: 'CreateWebhookRequest' });
 
-export const webhookView = z.object({
-  id: z.string(),
-  url: z.string(),
-  events: z
-    .array(z.enum(sessionEventTypes))
-    .describe('The event types it receives (every type when it was created without)'),
-  createdAt: z.string(),
-});
+export const webhookView = z
+  .object({
+    id: z.string(),
+    url: z.string(),
+    events: z
+      .array(z.enum(sessionEventTypes))
+      .describe('The event types it receives (every type when it was created without)'),
+    createdAt: z.string(),
+  })
+  .meta({ id: 'WebhookData' });
 
-export const webhookCreated = webhookView.extend({
-  secret: z.string().describe('whsec_<base64>: the signing secret (Standard Webhooks); shown only in this answer'),
-});
+export const webhookCreated = webhookView
+  .extend({
+    secret: z.string().describe('whsec_<base64>: the signing secret (Standard Webhooks); shown only in this answer'),
+  })
+  .meta({ id: 'CreatedWebhook' });
 
-export const webhooksView = z.object({ webhooks: z.array(webhookView) });
+export const webhooksView = z.object({ webhooks: z.array(webhookView) }).meta({ id: 'Webhooks' });
 
 export const webhookParams = z
   .object({
@@ -470,21 +516,25 @@ export const webhookParams = z
   })
   .strict();
 
-export const deliveriesView = z.object({
-  deliveries: z
-    .array(
-      z.object({
-        eventId: z.string().describe('The event id: the webhook-id header of every attempt'),
-        type: z.string(),
-        attempt: z.number().int().describe('1 for the first attempt'),
-        status: z.number().int().optional().describe("The receiver's HTTP status, when it answered"),
-        error: z.string().optional().describe('Why the attempt failed without an answer'),
-        at: z.string(),
-        nextAttemptAt: z
-          .string()
-          .optional()
-          .describe('When the next attempt is due (absent once delivered or given up)'),
-      }),
-    )
-    .describe('Newest first, at least the last 100 attempts'),
-});
+export const deliveriesView = z
+  .object({
+    deliveries: z
+      .array(
+        z
+          .object({
+            eventId: z.string().describe('The event id: the webhook-id header of every attempt'),
+            type: z.string(),
+            attempt: z.number().int().describe('1 for the first attempt'),
+            status: z.number().int().optional().describe("The receiver's HTTP status, when it answered"),
+            error: z.string().optional().describe('Why the attempt failed without an answer'),
+            at: z.string(),
+            nextAttemptAt: z
+              .string()
+              .optional()
+              .describe('When the next attempt is due (absent once delivered or given up)'),
+          })
+          .meta({ id: 'Delivery' }),
+      )
+      .describe('Newest first, at least the last 100 attempts'),
+  })
+  .meta({ id: 'DeliveryLog' });

@@ -16,6 +16,7 @@ import type {
   poolsView,
   whoamiView,
   issueTokenBody,
+  outputEndData,
   outputLine,
   sessionEventData,
   sessionLogs,
@@ -72,6 +73,9 @@ export type StreamErrorData = z.infer<typeof streamErrorData>;
 
 /** One line of a session's output, as `GET /v1/users/{userId}/sessions/{sessionId}/logs` answers it. */
 export type OutputLineData = z.infer<typeof outputLine>;
+
+/** The `data` of the SSE `end` event of a session's output. */
+export type OutputEndData = z.infer<typeof outputEndData>;
 
 /** A page of a session's output. */
 export type SessionLogs = z.infer<typeof sessionLogs>;

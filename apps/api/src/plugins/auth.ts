@@ -75,8 +75,10 @@ export const authPlugin = fp(async (app: FastifyInstance, options: { keys: reado
     // The API's description says what each route needs, and its 403.
     if (route.url.startsWith('/v1/') && route.schema !== undefined && scope !== 'public') {
       const needs = scope === 'key' ? 'Needs any valid key.' : `Needs the scope \`${scope}\` (or \`admin\`).`;
-      route.schema.description =
-        route.schema.description === undefined ? needs : `${route.schema.description} ${needs}`;
+      // Once: a GET route and its HEAD route share the schema.
+      if (route.schema.description?.endsWith(needs) !== true)
+        route.schema.description =
+          route.schema.description === undefined ? needs : `${route.schema.description} ${needs}`;
       const response = route.schema.response as Record<number, unknown> | undefined;
       if (response !== undefined && scope !== 'key' && response[403] === undefined) response[403] = errorSchema;
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { jsonHeaders, send, startTestApi } from '../test-support/app.js';
+import { inlineRefs } from '../test-support/openapi.js';
 
 describe('capacity, hosts and drain', async () => {
   const api = await startTestApi({ CAPACITY_CHECK: 'true', TOKEN_LIMIT: '100000', SPAWN_INTERVAL_MS: '60000' });
@@ -88,7 +89,7 @@ describe('capacity, hosts and drain', async () => {
     const containment = (id: string) => hosts.find((h) => h.workerId === id)?.containment;
     expect([containment('box-ns'), containment('box-pg')]).toEqual(['namespace', 'group']);
     expect(await api.client.drainHost('box-ns')).toMatchObject({ state: 'draining', containment: 'namespace' });
-    const doc = (await send(api.baseUrl, 'GET', '/openapi.json')).body;
+    const doc = inlineRefs((await send(api.baseUrl, 'GET', '/openapi.json')).body);
     const host = doc.paths['/v1/hosts'].get.responses['200'].content['application/json'].schema.properties.hosts.items;
     expect(host.required).toContain('containment');
     expect(host.properties.containment.enum).toEqual(['namespace', 'group']);

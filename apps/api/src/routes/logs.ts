@@ -5,6 +5,7 @@ import {
   sessionLogParams,
   sessionLogQuery,
   sessionLogs,
+  type OutputEndData,
   type OutputLineData,
 } from '@cq/contract';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -82,7 +83,8 @@ export const logRoutes: FastifyPluginAsyncZod = async (app) => {
       try {
         for await (const line of follower)
           if (!(await send(reply, { id: line.id, event: 'line', data: JSON.stringify(wire(line)) }))) break;
-        if (follower.finished) await send(reply, { event: 'end', data: JSON.stringify({ sessionId }) });
+        if (follower.finished)
+          await send(reply, { event: 'end', data: JSON.stringify({ sessionId } satisfies OutputEndData) });
       } catch (err) {
         request.log.info({ err }, 'output stream ended');
       } finally {

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { BUDGET, settleWithin } from '@cq/service-kit';
 import { DEFAULT_POOL } from '@cq/coordinator';
+import { errorSchema } from '@cq/contract';
 import { errorBody } from '../http-errors.js';
 
 /** Least time between two reads of Redis for `/metrics` (its slot and host gauges), ms. */
@@ -40,6 +41,23 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         summary:
           'Where to go from here: {service, dashboard, openapi, docs, health}, or a page of links when the client accepts text/html',
+        response: {
+          200: {
+            description: 'The links, as JSON or as a page',
+            content: {
+              'application/json': {
+                schema: z.object({
+                  service: z.string(),
+                  dashboard: z.string(),
+                  openapi: z.string(),
+                  docs: z.string(),
+                  health: z.string(),
+                }),
+              },
+              'text/html': { schema: z.string() },
+            },
+          },
+        },
       },
     },
     async (request, reply) => {
@@ -60,15 +78,24 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
     }),
   );
 
-  app.get('/readyz', { schema: { summary: 'Redis answers' } }, async (_request, reply) => {
-    // A PING that is not answered within the time counts as not answered.
-    const pong = app.redis.ping().then(
-      () => true,
-      () => false,
-    );
-    if ((await settleWithin(pong, BUDGET.readyMs)) && (await pong)) return reply.send({ status: 'ready' });
-    return reply.code(503).send(errorBody('unavailable', 'Redis does not answer.'));
-  });
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        summary: 'Redis answers',
+        response: { 200: z.object({ status: z.literal('ready') }), 503: errorSchema },
+      },
+    },
+    async (_request, reply) => {
+      // A PING that is not answered within the time counts as not answered.
+      const pong = app.redis.ping().then(
+        () => true,
+        () => false,
+      );
+      if ((await settleWithin(pong, BUDGET.readyMs)) && (await pong)) return reply.send({ status: 'ready' });
+      return reply.code(503).send(errorBody('unavailable', 'Redis does not answer.'));
+    },
+  );
 
   // Capacity and hosts are read from Redis at most once per METRICS_READ_EVERY_MS, however often and by
   // however many the endpoint is scraped (it takes no key); with Redis away they keep their last values.

@@ -2,6 +2,7 @@ import { SessionMismatchError } from '@cq/client';
 import { until } from '@cq/test-harness';
 import { describe, expect, it } from 'vitest';
 import { claimAs, jsonHeaders, send, startTestApi } from '../test-support/app.js';
+import { inlineRefs } from '../test-support/openapi.js';
 
 describe('sessions and history', async () => {
   const api = await startTestApi({ TOKEN_LIMIT: '1000', SPAWN_INTERVAL_MS: '1', SPAWN_BURST: '100' });
@@ -86,7 +87,7 @@ describe('sessions and history', async () => {
       labels: {},
     });
     expect((await api.client.history('oona'))[0]).toMatchObject({ state: 'failed', reason: 'out_of_memory' });
-    const doc = (await get('/openapi.json')).body;
+    const doc = inlineRefs((await get('/openapi.json')).body);
     const entry =
       doc.paths['/v1/users/{userId}/history'].get.responses['200'].content['application/json'].schema.properties
         .sessions.items;

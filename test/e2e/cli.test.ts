@@ -24,6 +24,22 @@ function cq(
   });
 }
 
+/** Starts the built `cq` with `args` and leaves it running: its output so far, and its exit. */
+function cqStarted(
+  args: string[],
+  env: Record<string, string>,
+): { output: { stdout: string; stderr: string }; exited: Promise<number | null>; stop: () => void } {
+  const child = spawn(process.execPath, [`${ROOT}packages/cli/bin/cq.js`, ...args], {
+    env: { PATH: process.env['PATH'] ?? '', ...env },
+  });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (c: Buffer) => (output.stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output.stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  onTestFinished(() => void child.kill());
+  return { output, exited, stop: () => void child.kill() };
+}
+
 describe('the cq command line', async () => {
   // WEBHOOK_ALLOW_PRIVATE: the webhooks test's receiver listens on 127.0.0.1.
   // A scoped key beside API_KEYS' (key-1): a culler that may read and stop sessions, nothing more.
@@ -132,7 +148,6 @@ describe('the cq command line', async () => {
     const afterwards = await cq(['watch', 'cli-bea'], env);
     expect(afterwards.code).toBe(12);
     expect(afterwards.stdout).toMatch(/^cli-bea: stopped( \(exit code \d+\))?, session \S+ at \d{4}-/);
-    expect((await cq(['watch', 'cli-nobody'], env)).code).toBe(5);
     const throttled = await cq(['spawn', '--user', 'cli-bea'], env);
     expect(throttled.code).toBe(7);
     expect(throttled.stderr).toMatch(/^throttled: retry in \d+ s\n$/);
@@ -141,6 +156,127 @@ describe('the cq command line', async () => {
     expect((await cq(['token', 'x', '--ttl', 'soon'], env)).stderr).toContain('--ttl must be a whole number');
     const down = await cq(['status', 'x'], { CQ_API_URL: 'http://127.0.0.1:1', CQ_API_KEY: API_KEY });
     expect(down.code).toBe(8);
+  });
+
+  it('watch of a user with no session yet waits for the next one, then follows it to its end', async () => {
+    const watch = cqStarted(['watch', 'cli-later'], env);
+    // Once it says so, its stream is open: nothing the session does from then on is missed.
+    await until(() => watch.output.stderr.includes('waiting for the next one'), 10_000, 'watch waiting');
+    expect(watch.output.stderr).toBe(
+      'cq: cli-later has no live session; waiting for the next one (the stream is open)\n',
+    );
+    expect(watch.output.stdout).toBe('');
+    const { token } = await system.client.issueToken({ userId: 'cli-later', metadata: { durationMs: 1000 } });
+    const { sessionId } = await system.client.spawn(token);
+    expect(await watch.exited).toBe(0);
+    const lines = watch.output.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe(`cli-later: pending, fence 1, session ${sessionId}`);
+    expect(lines).toContainEqual(
+      expect.stringMatching(new RegExp(`^cli-later: running, fence 1, session ${sessionId}, on host-`)),
+    );
+    expect(lines.at(-1)).toBe(`cli-later: completed (exit code 0), session ${sessionId}`);
+    // Now the user has an ended session and no live one: watch says how it ended, and stops.
+    const again = await cq(['watch', 'cli-later'], env);
+    expect(again.stdout).toMatch(
+      new RegExp(`^cli-later: completed \\(exit code 0\\), session ${sessionId} at \\d{4}-`),
+    );
+    expect(again.code).toBe(0);
+  });
+
+  it("activity starts the session's idle clock again; --session for another session exits 9, no session 5", async () => {
+    expect(
+      (await cq(['spawn', '--user', 'cli-act', '--idle', '60000', '--metadata', '{"durationMs":60000}'], env)).code,
+    ).toBe(0);
+    await until(async () => (await system.client.findSession('cli-act'))?.state === 'running', 10_000, 'running');
+    const before = await system.client.getSession('cli-act');
+    const sent = Date.now();
+    const recorded = await cq(['activity', 'cli-act'], env);
+    expect(recorded).toMatchObject({
+      code: 0,
+      stdout: "cli-act: activity recorded; a running session's idle clock starts again\n",
+    });
+    const after = await system.client.getSession('cli-act');
+    expect(Date.parse(after.lastActivityAt!)).toBeGreaterThan(Date.parse(before.lastActivityAt!));
+    expect(Date.parse(after.lastActivityAt!)).toBeGreaterThanOrEqual(sent);
+    const json = await cq(['activity', 'cli-act', '--session', before.sessionId, '--json'], env);
+    expect(JSON.parse(json.stdout)).toEqual({ userId: 'cli-act', sessionId: before.sessionId, activity: 'recorded' });
+    const other = await cq(['activity', 'cli-act', '--session', '00000000-0000-4000-8000-000000000000'], env);
+    expect(other.code).toBe(9);
+    expect(other.stderr).toMatch(/^session_mismatch: /);
+    const none = await cq(['activity', 'cli-nobody'], env);
+    expect(none).toMatchObject({ code: 5, stderr: 'no_session: User cli-nobody has no live session.\n' });
+    await system.client.stopSession('cli-act');
+  });
+
+  it("stop --user stops that user's session; with another filter, --user is one of the bulk stop's filters", async () => {
+    await cq(['spawn', '--user', 'cli-stop', '--metadata', '{"durationMs":60000}'], env);
+    const live = await system.client.getSession('cli-stop');
+    const stopped = await cq(['stop', '--user', 'cli-stop'], env);
+    expect(stopped.code).toBe(0);
+    expect(stopped.stdout).toMatch(new RegExp(`^cli-stop: (stopping|stopped), session ${live.sessionId}\n$`));
+    expect((await cq(['watch', 'cli-stop'], env)).code).toBe(12);
+    expect((await system.client.history('cli-stop'))[0]).toMatchObject({ sessionId: live.sessionId, state: 'stopped' });
+    expect((await cq(['stop', '--user', 'cli-stop'], env)).code).toBe(5);
+
+    const { token } = await system.client.issueToken({
+      userId: 'cli-stop2',
+      labels: { job: 'cli' },
+      metadata: { durationMs: 60000 },
+    });
+    await system.client.spawn(token);
+    expect((await cq(['stop', '--user', 'cli-stop2', '--label', 'job=other'], env)).stdout).toBe(
+      '0 matched, 0 stopping or stopped\n',
+    );
+    expect(await system.client.findSession('cli-stop2')).toBeDefined();
+    expect((await cq(['stop', '--user', 'cli-stop2', '--label', 'job=cli'], env)).stdout).toBe(
+      '1 matched, 1 stopping or stopped\n',
+    );
+    expect((await cq(['watch', 'cli-stop2'], env)).code).toBe(12);
+    expect((await cq(['stop', 'cli-stop2', '--user', 'cli-stop2'], env)).code).toBe(2);
+  });
+
+  it("labels changes the live session's labels; session shows a session by its id, live and then ended", async () => {
+    const { token } = await system.client.issueToken({
+      userId: 'cli-lab',
+      labels: { job: 'cli' },
+      metadata: { durationMs: 60000 },
+    });
+    const { sessionId } = await system.client.spawn(token);
+    const labelled = await cq(['labels', 'cli-lab', 'team=a', 'job-'], env);
+    expect(labelled).toMatchObject({ code: 0, stdout: `cli-lab: labels team=a, session ${sessionId}\n` });
+    expect((await system.client.getSession('cli-lab')).labels).toEqual({ team: 'a' });
+    const live = await cq(['session', sessionId], env);
+    expect(live.stdout).toMatch(
+      new RegExp(`^cli-lab: (pending|running), fence 1, session ${sessionId}.*, pool default, labels team=a\n$`),
+    );
+    await cq(['stop', 'cli-lab'], env);
+    await until(async () => (await system.client.findSession('cli-lab')) === undefined, 10_000, 'cli-lab ended');
+    const gone = await cq(['session', sessionId], env);
+    expect(gone.stdout).toMatch(
+      new RegExp(
+        `^cli-lab: stopped( \\(exit code \\d+\\))?, session ${sessionId}, ended at \\S+, pool default, labels team=a\n$`,
+      ),
+    );
+    expect((await cq(['session', '00000000-0000-4000-8000-000000000000'], env)).code).toBe(5);
+  });
+
+  it('events prints each session event of every user as it happens', async () => {
+    const events = cqStarted(['events'], env);
+    // Once it says its stream is open, a session spawned is seen from its start.
+    const opened = 'cq: the event stream is open; each event prints as it happens (Ctrl-C stops)\n';
+    await until(() => events.output.stderr === opened, 10_000, 'the events stream open');
+    const { token } = await system.client.issueToken({ userId: 'cli-ev', metadata: { durationMs: 300 } });
+    const { sessionId } = await system.client.spawn(token);
+    const ending = `cli-ev: completed (exit code 0), fence 1, session ${sessionId}`;
+    await until(() => events.output.stdout.includes(ending), 15_000, 'the completed event printed');
+    events.stop();
+    const mine = events.output.stdout.split('\n').filter((line) => line.includes(`session ${sessionId}`));
+    expect(mine[0]).toMatch(new RegExp(`^\\d{4}-\\S+Z cli-ev: pending, fence 1, session ${sessionId}, pool default$`));
+    expect(mine).toContainEqual(
+      expect.stringMatching(/ cli-ev: running, fence 1, session \S+, on host-\d, pool default$/),
+    );
+    expect(mine.at(-1)).toMatch(new RegExp(` ${ending.replace(/[()]/g, '\\$&')}, on host-\\d, pool default$`));
+    expect(events.output.stderr).toBe(opened);
   });
 
   it('webhooks: create prints the secret once, list never; deliveries shows the attempts; delete; 15 for an unknown id, 2 for a missing one', async () => {

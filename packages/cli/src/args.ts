@@ -19,6 +19,9 @@ const knownOptions = {
   state: { type: 'string' },
   worker: { type: 'string' },
   limit: { type: 'string' },
+  session: { type: 'string' },
+  next: { type: 'boolean', default: false },
+  after: { type: 'string' },
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
 
@@ -119,6 +122,11 @@ export function parseListFilter(options: Options): {
     ...(options.user === undefined ? {} : { userId: options.user }),
     ...(labels === undefined ? {} : { labels }),
   };
+}
+
+/** `--session ID` as the precondition of a call that changes a user's session: it acts only on that session. */
+export function parseSessionMatch(options: Options): { sessionId?: string } {
+  return options.session === undefined ? {} : { sessionId: options.session };
 }
 
 export function parseMetadata(value: string | undefined): Record<string, unknown> | undefined {

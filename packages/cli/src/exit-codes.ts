@@ -12,15 +12,15 @@ export const exitCodes = {
   unauthorized: 3,
   /** 403 token_invalid. */
   tokenInvalid: 4,
-  /** 404 no_session. */
+  /** 404 no_session (status, extend, stop, labels, activity, session, logs). */
   noSession: 5,
   /** 409 session_exists. */
   sessionExists: 6,
   /** 429 throttled. */
   throttled: 7,
-  /** 503, or the API could not be reached. */
+  /** 503, or the API could not be reached, or a stream it sent closed before its end. */
   unavailable: 8,
-  /** Any other error answer (400, 413, ...). */
+  /** Any other error answer (400, 413, 409 session_mismatch, ...). */
   rejected: 9,
   /** 404 no_host (drain). */
   noHost: 14,
@@ -31,7 +31,7 @@ export const exitCodes = {
 } as const;
 
 /** The exit code of each API error code a script may want to tell apart; any other is `rejected`. */
-const exitCodeOfApiError: Partial<Record<ApiErrorCode | 'unreachable', number>> = {
+const exitCodeOfApiError: Partial<Record<ApiErrorCode | 'unreachable' | 'stream_closed', number>> = {
   unauthorized: exitCodes.unauthorized,
   token_invalid: exitCodes.tokenInvalid,
   no_session: exitCodes.noSession,
@@ -45,6 +45,8 @@ const exitCodeOfApiError: Partial<Record<ApiErrorCode | 'unreachable', number>> 
   forbidden: exitCodes.forbidden,
   // The client's code when the API could not be reached at all.
   unreachable: exitCodes.unavailable,
+  // The client's code when an event or output stream closed before its end (`watch`, `logs --follow`, `events`).
+  stream_closed: exitCodes.unavailable,
 };
 
 /** The exit code for an error answer of the API. */

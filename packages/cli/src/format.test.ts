@@ -38,6 +38,7 @@ describe('cli formatting', () => {
       '3 min 5 s',
       '0 s',
     ]);
+    expect(duration(7_500_000)).toBe('2 h 5 min');
     expect(
       table([
         ['A', 'BB'],
@@ -46,8 +47,46 @@ describe('cli formatting', () => {
     ).toBe('A    BB\nccc  d');
   });
 
+  it.each([
+    [999.4, '999 ms'],
+    [999.5, '1.0 s'],
+    [1000, '1.0 s'],
+    [59_949, '59.9 s'],
+    [59_950, '1 min 0 s'],
+    [59_999, '1 min 0 s'],
+    [60_000, '1 min 0 s'],
+    [299_499, '4 min 59 s'],
+    [299_500, '5 min 0 s'],
+    [299_600, '5 min 0 s'],
+    [3_599_499, '59 min 59 s'],
+    [3_599_500, '1 h 0 min'],
+    [3_599_999, '1 h 0 min'],
+    [3_600_000, '1 h 0 min'],
+    [5_369_999, '1 h 29 min'],
+    [5_370_000, '1 h 30 min'],
+    [86_399_999, '24 h 0 min'],
+    [Number.NaN, '-'],
+  ])('rounds %d ms to the unit it shows before choosing the format: %s', (ms, shown) => {
+    expect(duration(ms)).toBe(shown);
+  });
+
+  it('never shows a unit at its carry (1000 ms, 60.0 s, 60 s, 60 min), from 0 to 3 hours', () => {
+    const carries = /^1000 ms$|^60\.0 s$| 60 s$| 60 min$/;
+    // Every millisecond around each carry, and a step through the rest.
+    const around = [1000, 60_000, 3_600_000, 3_660_000].flatMap((carry) =>
+      Array.from({ length: 2001 }, (_, i) => carry - 1000 + i),
+    );
+    for (const ms of [...around, ...Array.from({ length: 10_800 }, (_, i) => i * 1000 + 499.5)])
+      expect(duration(ms), `${ms} ms`).not.toMatch(carries);
+  });
+
   it('escapes what the API said in an error line, which stays one line', () => {
-    const err = new ApiError(500, 'internal\x1b[2K' as ClientErrorCode, 'boom\x1b]52;c;aGk=\x07\nunauthorized: forged', undefined);
+    const err = new ApiError(
+      500,
+      'internal\x1b[2K' as ClientErrorCode,
+      'boom\x1b]52;c;aGk=\x07\nunauthorized: forged',
+      undefined,
+    );
     expect(describeError(err)).toBe('internal\\x1b[2K: boom\\x1b]52;c;aGk=\\x07\\nunauthorized: forged');
     expect(describeError(new SessionExistsError(409, 'session_exists', 'x', undefined, 's\r1'))).toBe(
       'session_exists: the user already has session s\\r1',

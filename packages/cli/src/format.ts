@@ -83,12 +83,31 @@ export function sessionOpening(s: {
   return parts;
 }
 
-/** Milliseconds as a short duration: `850 ms`, `12.5 s`, `3 min 5 s`. */
+/**
+ * How a session ended, the same in `watch`, `session` and `events`: its state, why where known, and its
+ * exit code, e.g. `failed (out_of_memory) (exit code 137)`; each field escaped.
+ */
+export function endingWords(e: { state: string; reason?: string | undefined; exitCode?: number | undefined }): string {
+  const why = e.reason === undefined ? '' : escaped` (${e.reason})`;
+  const code = e.exitCode === undefined ? '' : escaped` (exit code ${e.exitCode})`;
+  return escaped`${e.state}` + why + code;
+}
+
+/**
+ * Milliseconds as a short duration: `850 ms`, `12.5 s`, `3 min 5 s`, `2 h 5 min`. The value is rounded
+ * to the unit shown before the format is chosen, so a carry moves up a unit (299,600 ms is `5 min 0 s`,
+ * never `4 min 60 s`; 59,999 ms is `1 min 0 s`, not `60.0 s`); negative is `0 s`, not a number `-`.
+ */
 export function duration(ms: number): string {
+  if (!Number.isFinite(ms)) return '-';
   if (ms < 0) return '0 s';
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
-  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+  if (Math.round(ms) < 1000) return `${Math.round(ms)} ms`;
+  const tenths = Math.round(ms / 100);
+  if (tenths < 600) return `${(tenths / 10).toFixed(1)} s`;
+  const seconds = Math.round(ms / 1000);
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+  const minutes = Math.round(ms / 60_000);
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }
 
 /** Aligns rows of cells into columns, each cell escaped by {@link oneLine} (a cell cannot add a row). */

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EndedSession, Hosts } from '@cq/contract';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -85,6 +85,8 @@ function idleSession() {
     deadline: new Date(now + 600_000).toISOString(),
     idleTimeoutMs: 60_000,
     lastActivityAt: new Date(now - 15_000).toISOString(),
+    pool: 'gpu',
+    labels: { team: 'a', tier: 'x' },
   };
 }
 
@@ -164,9 +166,129 @@ const malEvents = [
 /** An error answer whose message tries the attacks on stderr. */
 const hostileError = { code: 'internal', message: `failed ${hostileRaw}` };
 
-/** Server-sent events as the API writes them: `event`, `data` (JSON) and a blank line each. */
-function sse(messages: ReadonlyArray<{ event: string; data: unknown }>): string {
-  return messages.map(({ event, data }) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join('');
+/** Server-sent events as the API writes them: `id` (when given), `event`, `data` (JSON) and a blank line each. */
+function sse(messages: ReadonlyArray<{ event: string; data: unknown; id?: string }>): string {
+  return messages
+    .map(
+      ({ event, data, id }) =>
+        `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`,
+    )
+    .join('');
+}
+
+/** An ended session as a user's history keeps it. */
+function ended(
+  sessionId: string,
+  fence: number,
+  state: EndedSession['state'],
+  extra: Partial<EndedSession> = {},
+): EndedSession {
+  return { sessionId, fence, state, endedAt: '2026-11-22T13:00:00.000Z', pool: 'default', labels: {}, ...extra };
+}
+
+/** A session event with the fields every event carries. */
+function event(type: string, userId: string, sessionId: string, fence: number, extra: Record<string, unknown> = {}) {
+  return { type, sessionId, userId, fence, at: '2026-11-22T13:00:00.000Z', pool: 'default', labels: {}, ...extra };
+}
+
+/**
+ * Users with no live session whose next session the fake streams. Their history is `before` until their
+ * stream is open and the CLI has read the history again (what `watch` does once the stream is open); the
+ * stream then sends `events` and ends, and the history is `after`. Without `events` the session came and
+ * went before the stream opened: the stream stays silent and the history read then is already `after`.
+ */
+const nextSessions: Record<
+  string,
+  {
+    before: EndedSession[];
+    after: EndedSession[];
+    events?: ReturnType<typeof event>[];
+    held?: ServerResponse;
+    done?: boolean;
+  }
+> = {
+  neo: {
+    before: [],
+    after: [ended('s-neo', 1, 'completed', { exitCode: 0 })],
+    events: [
+      event('pending', 'neo', 's-neo', 1, { lifetimeMs: 60_000 }),
+      event('running', 'neo', 's-neo', 1, { workerId: 'host-1' }),
+      event('completed', 'neo', 's-neo', 1, { workerId: 'host-1', exitCode: 0 }),
+    ],
+  },
+  nia: {
+    before: [ended('s-nia-1', 1, 'stopped', { exitCode: 143, endedAt: '2026-11-22T11:00:00.000Z' })],
+    after: [
+      ended('s-nia-2', 2, 'expired', { exitCode: 143 }),
+      ended('s-nia-1', 1, 'stopped', { exitCode: 143, endedAt: '2026-11-22T11:00:00.000Z' }),
+    ],
+    events: [
+      event('pending', 'nia', 's-nia-2', 2),
+      event('running', 'nia', 's-nia-2', 2, { workerId: 'host-2' }),
+      event('expired', 'nia', 's-nia-2', 2, { workerId: 'host-2', exitCode: 143 }),
+    ],
+  },
+  // The first admission is rolled back (withdrawn); the user's stream goes on with the next session.
+  wes: {
+    before: [],
+    after: [ended('s-wes-2', 2, 'completed', { exitCode: 0 })],
+    events: [
+      event('pending', 'wes', 's-wes-1', 1),
+      event('withdrawn', 'wes', 's-wes-1', 1),
+      event('pending', 'wes', 's-wes-2', 2),
+      event('completed', 'wes', 's-wes-2', 2, { exitCode: 0 }),
+    ],
+  },
+  qui: { before: [], after: [ended('s-qui', 1, 'lost', { reason: 'not_claimed' })] },
+};
+
+/** Every session's events (`GET /v1/events`), each with its id; a hostile session's among them. */
+const allEvents = [
+  { ...event('pending', 'ann', 's-a', 1), id: 'e-1' },
+  { ...event('ready', 'mal', 's-mal', 7, { workerId: malSession.workerId, endpoint: malSession.endpoint }), id: 'e-2' },
+  { ...event('failed', 'ann', 's-a', 1, { workerId: 'host-1', exitCode: 137, reason: 'out_of_memory' }), id: 'e-3' },
+];
+
+/** How `cq events` prints them. */
+const allEventsShown = [
+  '2026-11-22T13:00:00.000Z ann: pending, fence 1, session s-a, pool default',
+  `2026-11-22T13:00:00.000Z ${malShown}, pool default`,
+  '2026-11-22T13:00:00.000Z ann: failed (out_of_memory) (exit code 137), fence 1, session s-a, on host-1, pool default',
+];
+
+/** What the fake was asked, in order. */
+const requests: Array<{ method: string; url: string; body: unknown; lastEventId: string | undefined }> = [];
+
+/** The 409 the API answers a call whose `sessionId` is not the live session. */
+const mismatch = {
+  error: { code: 'session_mismatch', message: 'The live session of ivy is s-live, not s-old; nothing changed.' },
+};
+
+/** Answers by method and path (with its query), before the method-blind tables below. */
+const byMethod: Record<string, (body: { labels?: Record<string, string | null> }) => [number, unknown?]> = {
+  'POST /v1/users/ivy/session/activity': () => [204],
+  'POST /v1/users/ivy/session/activity?sessionId=s-live': () => [204],
+  'POST /v1/users/ivy/session/activity?sessionId=s-old': () => [409, mismatch],
+  'PATCH /v1/users/ivy/session': (body) => {
+    const labels: Record<string, string> = { ...idleSession().labels };
+    for (const [key, value] of Object.entries(body.labels ?? {}))
+      if (value === null) delete labels[key];
+      else labels[key] = value;
+    return [200, { ...idleSession(), labels }];
+  },
+  'PATCH /v1/users/ivy/session?sessionId=s-old': () => [409, mismatch],
+  'DELETE /v1/users/rey/session': () => [202, { sessionId: 's-rey', userId: 'rey', state: 'stopping' }],
+  'DELETE /v1/users/rey/session?sessionId=s-rey': () => [202, { sessionId: 's-rey', userId: 'rey', state: 'stopping' }],
+  'GET /v1/sessions/s-live': () => [200, idleSession()],
+  'GET /v1/sessions/s-oom': () => [200, { ...history.sessions[0], userId: 'ann' }],
+};
+
+/** Reads a request's JSON body; undefined when it has none. */
+async function bodyOf(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const text = Buffer.concat(chunks).toString();
+  return text === '' ? undefined : JSON.parse(text);
 }
 
 /** The printed text holds no character a terminal acts on (lines are split at the newlines between them). */
@@ -179,7 +301,16 @@ describe('cq against an API', () => {
   let url: string;
 
   beforeAll(async () => {
-    server = createServer((req, res) => {
+    server = createServer((req, res) => void answer(req, res));
+    async function answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
+      const lastEventId = req.headers['last-event-id'];
+      const body = await bodyOf(req);
+      requests.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        body,
+        lastEventId: lastEventId as string | undefined,
+      });
       if (req.headers.authorization !== 'Bearer k') {
         // The contract's 401, with the API's own message (which speaks HTTP, not the CLI).
         res.writeHead(401, { 'content-type': 'application/json' });
@@ -195,6 +326,51 @@ describe('cq against an API', () => {
           { event: 'end', data: { sessionId: 's-mal' } },
         ]),
       };
+      const [, nextUser, nextRoute] = /^\/v1\/users\/(\w+)\/(history|session\/events)$/.exec(req.url ?? '') ?? [];
+      const next = nextSessions[nextUser ?? ''];
+      if (next !== undefined && nextRoute === 'session/events') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.flushHeaders();
+        next.held = res;
+        return;
+      }
+      if (next !== undefined && nextRoute === 'history') {
+        const sessions =
+          next.done === true || (next.held !== undefined && next.events === undefined) ? next.after : next.before;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ sessions }));
+        if (next.held !== undefined && next.events !== undefined && next.done !== true) {
+          next.done = true;
+          next.held.end(sse(next.events.map((e) => ({ event: e.type, data: e }))));
+        }
+        return;
+      }
+      if (req.url === '/v1/events' && req.headers.accept === 'text/event-stream') {
+        // From now (no Last-Event-ID), after an id, or from an id too old (an error event, then from now);
+        // resuming after the last one is refused, which ends the command.
+        const at = allEvents.findIndex((e) => e.id === lastEventId);
+        if (lastEventId === 'e-3') {
+          res.writeHead(400, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { code: 'invalid_request', message: 'Last-Event-ID e-3 is refused here' } }));
+          return;
+        }
+        const expired = { event: 'error', data: { code: 'events_expired', message: 'Events before e-0 are gone.' } };
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(
+          sse([
+            ...(lastEventId === 'e-0' ? [expired] : []),
+            ...allEvents.slice(at + 1).map(({ id, ...e }) => ({ event: e.type, data: e, id })),
+          ]),
+        );
+        return;
+      }
+      const method = byMethod[`${req.method} ${req.url}`];
+      if (method !== undefined) {
+        const [status, answer] = method(body as { labels?: Record<string, string | null> });
+        res.writeHead(status, answer === undefined ? {} : { 'content-type': 'application/json' });
+        res.end(answer === undefined ? undefined : JSON.stringify(answer));
+        return;
+      }
       const stream = streams[req.url ?? ''];
       if (stream !== undefined && req.headers.accept === 'text/event-stream') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -277,16 +453,22 @@ describe('cq against an API', () => {
         '/v1/users/mal/sessions/s-mal/logs': { lines: malLines.slice(0, 4), droppedBytes: 0, more: true },
         '/v1/users/mal/sessions/s-mal/logs?after=1-3': { lines: malLines.slice(4), droppedBytes: 0, more: false },
       };
-      const body = bodies[req.url ?? ''];
+      const found = bodies[req.url ?? ''];
       // Anything else (ann's live session, for one) is a 404, as the API answers for a user without one.
-      const status = body === undefined ? 404 : 200;
+      const status = found === undefined ? 404 : 200;
       res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body ?? { error: { code: 'no_session', message: `nothing at ${req.url}` } }));
-    });
+      res.end(JSON.stringify(found ?? { error: { code: 'no_session', message: `nothing at ${req.url}` } }));
+    }
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
-  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  afterAll(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  );
 
   async function run(...argv: string[]): Promise<{ code: number; lines: string[] }> {
     const lines: string[] = [];
@@ -520,6 +702,178 @@ describe('cq against an API', () => {
     expect(text.code).toBe(exitCodes.rejected);
     const json = await runCapturing(['status', 'boom', '--url', url, '--key', 'k', '--json']);
     expect((JSON.parse(json.stderr) as { error: unknown }).error).toEqual({ ...hostileError, status: 500 });
+  });
+
+  /** `cq` with the fake's URL and key and stdout not a terminal (watch prints a line per change). */
+  async function runPlain(...argv: string[]): Promise<{ code: number; lines: string[]; stderr: string }> {
+    const tty = process.stdout.isTTY;
+    process.stdout.isTTY = false;
+    try {
+      return await runCapturing([...argv, '--url', url, '--key', 'k']);
+    } finally {
+      process.stdout.isTTY = tty;
+    }
+  }
+
+  /** The requests made since `from` (an index into the log), as `METHOD url`. */
+  const asked = (from: number): string[] => requests.slice(from).map((r) => `${r.method} ${r.url}`);
+
+  it('watch of a user who never had a session waits for the next one, says so once the stream is open, and follows it', async () => {
+    const { code, lines, stderr } = await runPlain('watch', 'neo');
+    expect(stderr).toBe('cq: neo has no live session; waiting for the next one (the stream is open)\n');
+    expect(lines).toEqual([
+      'neo: pending, fence 1, session s-neo',
+      'neo: running, fence 1, session s-neo, on host-1',
+      'neo: completed (exit code 0), session s-neo',
+    ]);
+    expect(code).toBe(exitCodes.ok);
+  });
+
+  it('watch of a user with an ended session says how it ended; --next waits for the next session instead', async () => {
+    const last = await runPlain('watch', 'nia');
+    expect(last.lines).toEqual(['nia: stopped (exit code 143), session s-nia-1 at 2026-11-22T11:00:00.000Z']);
+    expect(last.stderr).toBe('');
+    expect(last.code).toBe(12);
+    const next = await runPlain('watch', 'nia', '--next');
+    expect(next.stderr).toContain('waiting for the next one');
+    expect(next.lines).toEqual([
+      'nia: pending, fence 2, session s-nia-2',
+      'nia: running, fence 2, session s-nia-2, on host-2',
+      'nia: expired (exit code 143), session s-nia-2',
+    ]);
+    expect(next.code).toBe(11);
+  });
+
+  it('watch shows a withdrawn admission and goes on with the next session', async () => {
+    const { code, lines } = await runPlain('watch', 'wes');
+    expect(lines).toEqual([
+      'wes: pending, fence 1, session s-wes-1',
+      'wes: withdrawn, fence 1, session s-wes-1',
+      'wes: pending, fence 2, session s-wes-2',
+      'wes: completed (exit code 0), session s-wes-2',
+    ]);
+    expect(code).toBe(exitCodes.ok);
+  });
+
+  it('watch reports a next session that came and went before its stream opened, from the history', async () => {
+    const { code, lines } = await runPlain('watch', 'qui');
+    expect(lines).toEqual(['qui: lost (not_claimed), session s-qui']);
+    expect(code).toBe(13);
+  });
+
+  it('activity records activity (with --session, only for that session); 404 exits 5, session_mismatch 9', async () => {
+    const from = requests.length;
+    expect(await run('activity', 'ivy')).toEqual({
+      code: exitCodes.ok,
+      lines: ["ivy: activity recorded; a running session's idle clock starts again"],
+    });
+    expect(JSON.parse((await run('activity', 'ivy', '--session', 's-live', '--json')).lines[0]!)).toEqual({
+      userId: 'ivy',
+      sessionId: 's-live',
+      activity: 'recorded',
+    });
+    expect(asked(from)).toEqual([
+      'POST /v1/users/ivy/session/activity',
+      'POST /v1/users/ivy/session/activity?sessionId=s-live',
+    ]);
+    const mismatched = await runPlain('activity', 'ivy', '--session', 's-old');
+    expect(mismatched.stderr).toBe(`session_mismatch: ${mismatch.error.message}\n`);
+    expect(mismatched.code).toBe(exitCodes.rejected);
+    expect((await runPlain('activity', 'ann')).code).toBe(exitCodes.noSession);
+    expect((await runPlain('activity')).code).toBe(exitCodes.usage);
+  });
+
+  it('labels sets k=v and removes k- in one PATCH and prints the labels the session now has; alone, prints them', async () => {
+    const from = requests.length;
+    const changed = await run('labels', 'ivy', 'team=b', 'tier-', 'note=a=b', 'path/key-');
+    expect(changed).toEqual({ code: exitCodes.ok, lines: ['ivy: labels team=b note=a=b, session s-live'] });
+    expect(requests[from]).toMatchObject({
+      method: 'PATCH',
+      url: '/v1/users/ivy/session',
+      body: { labels: { team: 'b', tier: null, note: 'a=b', 'path/key': null } },
+    });
+    expect((await run('labels', 'ivy')).lines).toEqual(['ivy: labels team=a tier=x, session s-live']);
+    expect(requests.at(-1)).toMatchObject({ method: 'GET', url: '/v1/users/ivy/session' });
+    expect((await runPlain('labels', 'ivy', 'team=b', '--session', 's-old')).code).toBe(exitCodes.rejected);
+    for (const bad of ['=x', 'team', '-']) {
+      const usage = await runPlain('labels', 'ivy', bad);
+      expect(usage.stderr, bad).toBe(
+        `cq: labels takes key=value to set a label and key- to remove one (got "${bad}"); run cq --help\n`,
+      );
+      expect(usage.code).toBe(exitCodes.usage);
+    }
+  });
+
+  it('session prints a session by its id, live or ended, with its pool and labels; --json as the API sent it', async () => {
+    const live = await run('session', 's-live');
+    expect(live.lines).toHaveLength(1);
+    expect(live.lines[0]).toMatch(
+      /^ivy: running, fence 5, session s-live, on host-1, .*, pool gpu, labels team=a tier=x$/,
+    );
+    expect(await run('session', 's-oom')).toEqual({
+      code: exitCodes.ok,
+      lines: [
+        'ann: failed (out_of_memory) (exit code 137), session s-oom, ended at 2026-11-22T10:05:00.000Z, pool default, no labels',
+      ],
+    });
+    expect(JSON.parse((await run('session', 's-oom', '--json')).lines[0]!)).toEqual({
+      ...history.sessions[0],
+      userId: 'ann',
+    });
+    expect((await runPlain('session', 's-gone')).code).toBe(exitCodes.noSession);
+    expect((await runPlain('session')).stderr).toBe('cq: session needs a session id; run cq --help\n');
+  });
+
+  it("stop --user stops that user's session as stop <userId> does; with another filter it is a bulk filter", async () => {
+    const from = requests.length;
+    expect(await run('stop', '--user', 'rey')).toEqual({ code: exitCodes.ok, lines: ['rey: stopping, session s-rey'] });
+    expect((await run('stop', 'rey', '--session', 's-rey')).lines).toEqual(['rey: stopping, session s-rey']);
+    expect((await run('stop', '--user', 'rey', '--session', 's-rey')).code).toBe(exitCodes.ok);
+    expect((await run('stop', '--user', 'rey', '--label', 'job=x')).lines).toEqual([
+      '2 matched, 2 stopping or stopped',
+    ]);
+    expect(asked(from)).toEqual([
+      'DELETE /v1/users/rey/session',
+      'DELETE /v1/users/rey/session?sessionId=s-rey',
+      'DELETE /v1/users/rey/session?sessionId=s-rey',
+      'POST /v1/sessions/stop',
+    ]);
+    expect(requests.at(-1)!.body).toEqual({ userId: 'rey', labels: { job: 'x' } });
+    expect((await runPlain('stop', 'rey', '--user', 'rey')).code).toBe(exitCodes.usage);
+    const sessionWithFilters = await runPlain('stop', '--label', 'job=x', '--session', 's-rey');
+    expect(sessionWithFilters.stderr).toContain("--session names one user's session");
+    expect(sessionWithFilters.code).toBe(exitCodes.usage);
+  });
+
+  it('events prints every session event as it comes, escaped, until the API refuses to resume the stream', async () => {
+    const { code, lines, stderr } = await runPlain('events');
+    expect(lines).toEqual(allEventsShown);
+    expectInert(lines);
+    expect(stderr).toBe(
+      'cq: the event stream is open; each event prints as it happens (Ctrl-C stops)\n' +
+        'invalid_request: Last-Event-ID e-3 is refused here\n',
+    );
+    expect(code).toBe(exitCodes.rejected);
+    // The client resumed after the last event it printed.
+    expect(requests.filter((r) => r.url === '/v1/events').at(-1)!.lastEventId).toBe('e-3');
+  });
+
+  it('events --after resumes after that id; an error event (events_expired) goes to stderr; --json prints each as sent', async () => {
+    const from = requests.length;
+    const after = await runPlain('events', '--after', 'e-1');
+    expect(requests[from]).toMatchObject({ url: '/v1/events', lastEventId: 'e-1' });
+    expect(after.lines).toEqual(allEventsShown.slice(1));
+    const expired = await runPlain('events', '--after', 'e-0');
+    expect(expired.stderr.split('\n').slice(0, 2)).toEqual([
+      'cq: the event stream is open; each event prints as it happens (Ctrl-C stops)',
+      'cq: events_expired: Events before e-0 are gone.',
+    ]);
+    expect(expired.lines).toEqual(allEventsShown);
+    const json = await runPlain('events', '--json');
+    expect(json.lines.map((line) => JSON.parse(line) as unknown)).toEqual(allEvents);
+    expect(JSON.parse(json.stderr)).toEqual({
+      error: { code: 'invalid_request', message: 'Last-Event-ID e-3 is refused here', status: 400 },
+    });
   });
 
   it('watch, with no live session, says how the last one ended, out_of_memory included, and exits as failed', async () => {

@@ -49,9 +49,11 @@ async function run(ctx: Context, users: number): Promise<number> {
   if (names.length > 1) {
     const second = names[1]!;
     say(`stopping ${second}, then asking again as soon as it has ended (the spawn throttle applies):`);
-    await ctx.client.stopSession(second).catch(() => undefined);
-    for (let i = 0; i < 100 && (await ctx.client.findSession(second))?.sessionId === sessions.get(second); i++) {
-      await sleep(100);
+    const stopped = sessions.get(second);
+    // Refused the first time (throttled by an earlier run), it has no session here to wait for.
+    if (stopped !== undefined) {
+      await ctx.client.stopSession(second, { sessionId: stopped }).catch(() => undefined);
+      for (let i = 0; i < 100 && (await ctx.client.findSession(second))?.sessionId === stopped; i++) await sleep(100);
     }
     try {
       const admitted = await ctx.client.spawn(

@@ -1,9 +1,10 @@
 import type { Command } from './command.js';
 import { demo } from './demo.js';
+import { events } from './events.js';
 import { history } from './history.js';
 import { drain, hosts, pools } from './hosts.js';
 import { logs } from './logs.js';
-import { extend, ls, status, stop } from './session.js';
+import { activity, extend, labels, ls, session, status, stop } from './session.js';
 import { spawn } from './spawn.js';
 import { token } from './token.js';
 import { watch } from './watch.js';
@@ -18,11 +19,15 @@ export const commands: ReadonlyMap<string, Command> = new Map([
   ['spawn', spawn],
   ['status', status],
   ['extend', extend],
+  ['labels', labels],
+  ['activity', activity],
   ['stop', stop],
   ['ls', ls],
+  ['session', session],
   ['history', history],
   ['logs', logs],
   ['watch', watch],
+  ['events', events],
   ['hosts', hosts],
   ['pools', pools],
   ['drain', drain],

@@ -150,6 +150,8 @@ describe('the dashboard acts: stop, lifetime, drain, stop what a filter matches'
 
   it("another site's page, opened in the operator's browser, cannot make the dashboard act", async () => {
     const sessionId = await running('act-forged');
+    // The API's log lines from here on: the first test's own (legitimate) stops came before.
+    const logsFrom = system.api.logs.length;
     const target = `${system.api.baseUrl}/dashboard/api/actions/stop`;
     const body = JSON.stringify({ userId: 'act-forged', sessionId });
     // Another origin (another port: the same site, so even SameSite cookies go along): a fetch with
@@ -179,12 +181,13 @@ fetch(${JSON.stringify(target)}, { method: 'POST', credentials: 'include', heade
     expect(answer.status()).toBe(403);
     // What the API answered to each of the two, from its own request log (as its lines come in).
     const statuses = (): Array<number | undefined> => {
+      const lines = system.api.logs.slice(logsFrom);
       const asked = new Set(
-        system.api.logs
+        lines
           .filter((l) => (l['req'] as { url?: string } | undefined)?.url === '/dashboard/api/actions/stop')
           .map((l) => l['reqId']),
       );
-      return system.api.logs
+      return lines
         .filter((l) => l['msg'] === 'request completed' && asked.has(l['reqId']))
         .map((l) => (l['res'] as { statusCode?: number }).statusCode);
     };

@@ -76,7 +76,8 @@ describe('node apps/api/dist/main.js', () => {
 
   it('stops with exit 0 on SIGTERM while event streams are open, even to a client that reads nothing', async () => {
     const api = await startApi({ ...targetEnv(currentTarget()), API_KEYS: API_KEY, KEY_PREFIX: randomPrefix() });
-    const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY });
+    // No reconnection: the API that ends the stream is the only one, and it is going away.
+    const client = new CoordinatorClient({ baseUrl: api.baseUrl, apiKey: API_KEY, reconnectForMs: 0 });
     // A reader that follows a user's stream, and a raw socket that asks for every event and never reads.
     let opened!: () => void;
     const open = new Promise<void>((resolve) => (opened = resolve));
@@ -91,8 +92,9 @@ describe('node apps/api/dist/main.js', () => {
     const stoppedAt = performance.now();
     expect(await api.stop('SIGTERM')).toBe(0);
     expect(performance.now() - stoppedAt).toBeLessThan(5000);
-    // Both streams were ended by the API: the reader's iterator finished, the idle socket was closed.
-    await reading;
+    // Both streams were ended by the API: the reader's stream closed (and could not be reopened, the API
+    // being gone), the idle socket was closed.
+    await expect(reading).rejects.toMatchObject({ code: 'stream_closed' });
     idle.resume();
     await idleClosed;
   });

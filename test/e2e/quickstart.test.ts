@@ -1,8 +1,8 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
 import { cleanUp } from '@cq/test-harness';
@@ -70,7 +70,12 @@ describe('the README quick start', () => {
   it('links to nothing outside the repository (a clone has no ../shared)', () => {
     for (const file of ['README.md', ...readdirSync(`${ROOT}docs`).map((f) => `docs/${f}`)]) {
       const text = readFileSync(`${ROOT}${file}`, 'utf8');
-      expect(text, file).not.toMatch(/\]\(\.\.\/(?!README\.md)/);
+      // Every relative link resolves to a file of the repository.
+      for (const [, target] of text.matchAll(/\]\((?!https?:|mailto:|#)([^)#\s]+)/g)) {
+        const resolved = resolve(dirname(`${ROOT}${file}`), target!);
+        expect(resolved.startsWith(resolve(ROOT) + '/'), `${file} links to ${target}`).toBe(true);
+        expect(existsSync(resolved), `${file} links to ${target}, which does not exist`).toBe(true);
+      }
       expect(text, file).not.toContain('shared/CONTRACT.md');
     }
   });

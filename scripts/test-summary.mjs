@@ -20,9 +20,18 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 for (const dir of dirs) {
-  const report = join(root, dir, 'test-results', 'vitest.json');
-  if (!existsSync(report)) continue;
-  const json = JSON.parse(readFileSync(report, 'utf8'));
+  const results = join(root, dir, 'test-results');
+  if (!existsSync(results)) continue;
+  // One report per vitest run: vitest.json, or one per project where they run side by side.
+  for (const report of readdirSync(results).filter((f) => f.endsWith('.json')))
+    count(
+      dir,
+      report === 'vitest.json' ? dir : `${dir} (${report.slice(0, -5)})`,
+      JSON.parse(readFileSync(join(results, report), 'utf8')),
+    );
+}
+
+function count(dir, label, json) {
   passed += json.numPassedTests;
   failed += json.numFailedTests;
   // A file that could not even load fails as a suite without a failed test: count it as a failure.
@@ -40,7 +49,7 @@ for (const dir of dirs) {
       console.log(`  FAILED ${name} > ${test.fullName}: ${firstLines(test.failureMessages.join('\n'))}`);
   }
   console.log(
-    `${dir}: ${json.numPassedTests} passed, ${json.numFailedTests + unloaded} failed${unloaded > 0 ? ` (${unloaded} files did not load)` : ''}`,
+    `${label}: ${json.numPassedTests} passed, ${json.numFailedTests + unloaded} failed${unloaded > 0 ? ` (${unloaded} files did not load)` : ''}`,
   );
 }
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);

@@ -20,9 +20,11 @@ export default defineConfig({
   test: {
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // These tests start real processes and measure real time: one file at a time on a 2-core machine.
+    // These tests start real processes and measure real time: one file at a time per project (and per
+    // Redis); `npm test` runs the two projects side by side (run-projects.mjs).
     fileParallelism: false,
-    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
+    // run-projects.mjs names a report per project (the two run at once); a plain `vitest run` writes one.
+    reporters: ['default', ['json', { outputFile: process.env['CQ_TEST_REPORT'] ?? 'test-results/vitest.json' }]],
     projects: [
       {
         extends: true,

@@ -83,7 +83,12 @@ describe('capacity-aware admission', () => {
       const tokens = await Promise.all(users.map(async (userId) => (await system.client.issueToken({ userId })).token));
       const answers = await Promise.all(tokens.map((token) => spawnRaw(system.api.baseUrl, token)));
       const admitted = users.filter((_, i) => answers[i]!.status === 202);
-      expect(admitted, `round ${round}`).toHaveLength(50);
+      // The answers by status and code, so that a failure says what the others got.
+      const got = answers.reduce<Record<string, number>>((n, a) => {
+        const key = `${a.status} ${a.body.error?.code ?? ''}`.trim();
+        return { ...n, [key]: (n[key] ?? 0) + 1 };
+      }, {});
+      expect(admitted, `round ${round}: ${JSON.stringify(got)}`).toHaveLength(50);
       expect(answers.filter((a) => a.status === 503 && a.body.error?.code === 'no_capacity')).toHaveLength(450);
       expect((await system.client.hosts()).freeSlots).toBe(0);
       await Promise.all(admitted.map((userId) => system.client.stopSession(userId)));

@@ -192,12 +192,19 @@ export function ancestorsOf(pid: number): number[] {
 export { until } from '@cq/test-harness';
 
 /**
+ * The variable that marks the sessions a test process started (in their environment, `<name>=<its pid>`),
+ * so that sessionPids tells them from the same user's sessions of a run beside it.
+ */
+export const TEST_RUN = 'CQ_TEST_RUN';
+
+/**
  * The pids (as this machine sees them) of every live process of a user's session, found by reading
  * `/proc/<pid>/environ` for the session's USER_ID (and FENCE, when given): the session's own pid is
  * another number inside its PID namespace, and its daemons may have left its process group.
  */
 export function sessionPids(userId: string, fence?: number): number[] {
   const wanted = [`USER_ID=${userId}`, ...(fence === undefined ? [] : [`FENCE=${fence}`])];
+  const ours = `${TEST_RUN}=${process.pid}`;
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -207,6 +214,8 @@ export function sessionPids(userId: string, fence?: number): number[] {
     } catch {
       continue; // gone meanwhile
     }
+    // A session of the other project's run (the two run at once, with the same user ids) is not ours.
+    if (environ.some((e) => e.startsWith(`${TEST_RUN}=`) && e !== ours)) continue;
     if (wanted.every((w) => environ.includes(w)) && alive(Number(entry))) pids.push(Number(entry));
   }
   return pids;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinatorClient, type EndedSession } from '@cq/client';
 import { randomPrefix } from '@cq/test-harness';
-import { ROOT, startApi, startWorker, until, type Started, type StartOptions } from './processes.js';
+import { ROOT, TEST_RUN, startApi, startWorker, until, type Started, type StartOptions } from './processes.js';
 import { connect, currentTarget, targetEnv, type RedisTarget } from './target.js';
 
 export const API_KEY = 'system-test-key-0123456789';
@@ -64,7 +64,7 @@ export async function startSystem(
   const workerEnv = {
     ...common,
     // exec: the session program itself leads its process group, so its own exit code is reported.
-    SESSION_COMMAND: `exec ${process.execPath} ${ROOT}test/support/session.mjs ${observerFile}`,
+    SESSION_COMMAND: `exec env ${TEST_RUN}=${process.pid} ${process.execPath} ${ROOT}test/support/session.mjs ${observerFile}`,
     LEASE_MS: '3000',
     SESSION_GRACE_MS: '1000',
     ...options.workerEnv,

@@ -83,7 +83,7 @@ rcall('DEL', K.lease)
 rcall('HSET', K.lease, 'o', owner, 'f', fence, 'd', hardDeadline)
 rcall('PEXPIREAT', K.lease, leaseExpiresAt)
 rcall('HSET', K.session, 'state', 'running', 'worker', workerId, 'owner', owner,
-  'started', now, 'deadline', deadline, 'leaseExp', leaseExpiresAt, 'act', now)
+  'started', now, 'deadline', deadline, 'hard', hardDeadline, 'leaseExp', leaseExpiresAt, 'act', now)
 rcall('ZADD', K.liveIndex, leaseExpiresAt, userId)
 local labels, pool = s[10] or '{}', s[11] or 'default'
 emitEvent(K.events, { type = 'running', sessionId = sessionId, userId = userId, fence = tonumber(fence),

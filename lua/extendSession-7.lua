@@ -6,9 +6,10 @@
   it in the same step, keeping the stop grace the claim gave it. A pending one gets lifetimeMs as the
   lifetime it will have once claimed (at most the cap). An overdue session is first ended as `lost`.
 
-  The lease's time to live is left alone: its owner learns the new deadlines at its next renewal, which
-  caps the lease by the new hard deadline. Cutting the TTL here could end the lease in Redis before the
-  owner knows (a host cut off from Redis just after this call would keep its session past the lease).
+  The lease's time to live is left alone: its owner, told on its channel, renews at once and learns the
+  new deadlines, and that renewal caps the lease by the new hard deadline. Cutting the TTL here could end
+  the lease in Redis before the owner knows (a host cut off from Redis just after this call would keep
+  its session past the lease).
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
@@ -49,6 +50,7 @@ local labelPatch = ARGV[6]
 local maxLabels = tonumber(ARGV[7])
 
 --- @include "includes/settleForChange"
+--- @include "includes/sessionFields"
 
 local now, state, refusal = settleForChange(K, userId, historyLength, expectedSessionId)
 if refusal then return refusal end
@@ -81,10 +83,11 @@ else
   local graceMs = tonumber(rcall('HGET', K.lease, 'd')) - tonumber(s[2])
   local deadline = now + lifetimeMs
   rcall('HSET', K.lease, 'd', deadline + graceMs)
-  rcall('HSET', K.session, 'deadline', deadline, 'life', deadline - started)
+  rcall('HSET', K.session, 'deadline', deadline, 'life', deadline - started, 'hard', deadline + graceMs)
+  nudgeHost(K.events, rcall('HGET', K.session, 'worker'), userId)
 end
 -- (cjson writes an empty table as an object, '{}'.)
 if labels then rcall('HSET', K.session, 'lab', cjson.encode(labels)) end
-local fields = rcall('HGETALL', K.session)
+local fields = sessionFields(K, now)
 table.insert(fields, 1, 1)
 return fields

@@ -47,9 +47,9 @@ local pool = ARGV[10]
 
 local now = nowMs()
 pruneCapacity(indexKey, capacityKey, heldKey, now)
-eachId(ended, function(id) rcall('ZREM', heldKey, id) end)
+removeAll(heldKey, ended)
 if not publish then
-  eachId(running, function(id) rcall('ZREM', heldKey, id) end)
+  removeAll(heldKey, running)
   setContribution(capacityKey, workerId, 0, pool)
   rcall('DEL', recordKey)
   rcall('ZREM', indexKey, workerId)
@@ -62,7 +62,7 @@ rcall('HSET', recordKey, 'id', workerId, 'state', state, 'slots', slots, 'busy',
   'seenAt', now, 'containment', containment, 'pool', pool)
 rcall('PEXPIRE', recordKey, ttlMs)
 rcall('ZADD', indexKey, now + ttlMs, workerId)
-eachId(running, function(id) rcall('ZADD', heldKey, now + ttlMs, id) end)
+scoreAll(heldKey, now + ttlMs, running)
 if state == 'active' then
   setContribution(capacityKey, workerId, slots, pool)
 else

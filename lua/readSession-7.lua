@@ -26,10 +26,12 @@ local historyLength = tonumber(ARGV[2])
 
 --- @include "includes/nowMs"
 --- @include "includes/settleSession"
+--- @include "includes/sessionFields"
 
-if not settleSession(K, userId, historyLength, nowMs()) then
+local now = nowMs()
+if not settleSession(K, userId, historyLength, now) then
   return { -10 }
 end
-local fields = rcall('HGETALL', K.session)
+local fields = sessionFields(K, now)
 table.insert(fields, 1, 1)
 return fields

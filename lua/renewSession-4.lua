@@ -4,7 +4,13 @@
   moves them). It also keeps the idle clock: the renewal brings the latest activity the host saw of the
   session (last activity never moves backwards), and a running session whose idle timeout has passed
   without activity is marked stopping here, as a stop request does (emits `stopping`), with the stop
-  reason `idle`. Called about once a second by the worker host, and once more when idleness is due.
+  reason `idle`. Called every third of the lease by the worker host, at once when its channel says the
+  session changed (a stop, a lifetime), and once more when idleness or the deadline is due.
+
+  Kept to four commands and the call (TIME, HMGET, PEXPIRE, ZADD; HSET when the session was active): it
+  runs for every running session every third of the lease. The owner and the hard deadline come from
+  the session hash, which the claim and every lifetime change write in the same step as the lease (a
+  session claimed by a host of an earlier version has no `hard` there: its lease is read as before).
 
   Input:
     KEYS[1] the user's session lease key (hash {o = owner, f = fence, d = hard deadline epoch ms})
@@ -41,15 +47,26 @@ local activityAge = tonumber(ARGV[4])
 --- @include "includes/events"
 
 local now = nowMs()
-if rcall('HGET', sessionKey, 'owner') ~= owner then return { -7 } end
-local code, expiresAt, hardDeadline = extendLease(leaseKey, owner, leaseMs, now)
-if code == -7 then return { -7 } end
-if code == -8 then return { -8, hardDeadline } end
-rcall('HSET', sessionKey, 'leaseExp', expiresAt)
+local s = rcall('HMGET', sessionKey, 'owner', 'stop', 'deadline', 'idle', 'act', 'state', 'id', 'fence', 'worker',
+  'hard')
+if s[1] ~= owner then return { -7 } end
+local expiresAt, hardDeadline
+local hard = tonumber(s[10])
+if hard then
+  if now >= hard then return { -8, hard } end
+  local ttl = math.min(leaseMs, hard - now)
+  -- The lease is this owner's while the session hash says so (both change only together); gone, it expired.
+  if rcall('PEXPIRE', leaseKey, ttl) ~= 1 then return { -7 } end
+  expiresAt, hardDeadline = now + ttl, hard
+else
+  local code
+  code, expiresAt, hardDeadline = extendLease(leaseKey, owner, leaseMs, now)
+  if code == -7 then return { -7 } end
+  if code == -8 then return { -8, hardDeadline } end
+end
 rcall('ZADD', liveIndexKey, expiresAt, userId)
-local s = rcall('HMGET', sessionKey, 'stop', 'deadline', 'idle', 'act', 'state', 'id', 'fence', 'worker')
-local stop = s[1]
-local lastActivity = tonumber(s[4])
+local stop = s[2]
+local lastActivity = tonumber(s[5])
 if lastActivity and activityAge then
   local seen = now - math.max(0, activityAge)
   if seen > lastActivity then
@@ -57,16 +74,16 @@ if lastActivity and activityAge then
     rcall('HSET', sessionKey, 'act', lastActivity)
   end
 end
-local idleTimeoutMs = tonumber(s[3]) or 0
+local idleTimeoutMs = tonumber(s[4]) or 0
 local idleAt = 0
 if idleTimeoutMs > 0 and lastActivity then
   idleAt = lastActivity + idleTimeoutMs
-  if s[5] == 'running' and now >= idleAt then
+  if s[6] == 'running' and now >= idleAt then
     stop = 'idle'
     rcall('HSET', sessionKey, 'state', 'stopping', 'stop', stop)
     local labelsAndPool = rcall('HMGET', sessionKey, 'lab', 'pool')
-    emitEvent(eventsKey, { type = 'stopping', sessionId = s[6], userId = userId, fence = tonumber(s[7]),
-      workerId = s[8], pool = labelsAndPool[2] or 'default' }, now, labelsAndPool[1] or '{}')
+    emitEvent(eventsKey, { type = 'stopping', sessionId = s[7], userId = userId, fence = tonumber(s[8]),
+      workerId = s[9], pool = labelsAndPool[2] or 'default' }, now, labelsAndPool[1] or '{}')
   end
 end
-return { 1, expiresAt, stop and 1 or 0, now, hardDeadline, tonumber(s[2]), idleAt, stop or '' }
+return { 1, expiresAt, stop and 1 or 0, now, hardDeadline, tonumber(s[3]), idleAt, stop or '' }

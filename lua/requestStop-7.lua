@@ -1,7 +1,8 @@
 --[[
   Asks for the user's live session to stop. A pending session that no worker host has claimed ends at
   once as `stopped` (its queued job will then start nothing); a running one moves to `stopping` and its
-  worker host, which learns of it when it renews, stops the process. Asking again changes nothing.
+  worker host, told on its channel (it renews the session at once, and learns of the stop), stops the
+  process. Asking again changes nothing.
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
@@ -44,4 +45,5 @@ rcall('HSET', K.session, 'state', 'stopping', 'stop', 'requested')
 local s = rcall('HMGET', K.session, 'fence', 'worker', 'lab', 'pool')
 emitEvent(K.events, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),
   workerId = s[2], pool = s[4] or 'default' }, now, s[3] or '{}')
+nudgeHost(K.events, s[2], userId)
 return { 1, sessionId, 'stopping', pool }

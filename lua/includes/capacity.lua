@@ -62,6 +62,26 @@ local function capacityOf(capacityKey, heldKey, pool)
   return total, held
 end
 
-local function eachId(list, fn)
-  for id in string.gmatch(list, '[^,]+') do fn(id) end
+-- Scores every id of a comma-separated list in a sorted set (ZADD), or removes them (ZREM), a few
+-- hundred members per command rather than one command per member: a host's heartbeat renews the holds
+-- of all its sessions for a command or so, whatever their number.
+local function eachChunk(list, fn)
+  local chunk = {}
+  for id in string.gmatch(list, '[^,]+') do
+    chunk[#chunk + 1] = id
+    if #chunk == 500 then fn(chunk); chunk = {} end
+  end
+  if #chunk > 0 then fn(chunk) end
+end
+
+local function scoreAll(key, score, list)
+  eachChunk(list, function(ids)
+    local args = {}
+    for i, id in ipairs(ids) do args[2 * i - 1] = score; args[2 * i] = id end
+    rcall('ZADD', key, unpack(args))
+  end)
+end
+
+local function removeAll(key, list)
+  eachChunk(list, function(ids) rcall('ZREM', key, unpack(ids)) end)
 end

@@ -10,6 +10,17 @@
 ]]
 local EVENT_RETENTION_MS = 900000
 
+-- Tells the worker host running a session that something it must act on changed (a stop was asked for,
+-- the lifetime moved): the user's id on the host's own channel, `<prefix>:host:<workerId>` (Keys's
+-- hostChannel), which the host answers by renewing that session at once instead of at its next renewal.
+-- The renewal stays the source of truth: a nudge lost with the host's subscription is made up for by
+-- the renewal of every session that follows each (re)subscription.
+local function nudgeHost(eventsKey, workerId, userId)
+  if not workerId or workerId == '' then return end
+  local prefix = string.gsub(eventsKey, ':{[^}]*}:events$', '')
+  rcall('PUBLISH', prefix .. ':host:' .. workerId, userId)
+end
+
 local function emitEvent(eventsKey, event, now, labels)
   event['at'] = now
   local json = cjson.encode(event)

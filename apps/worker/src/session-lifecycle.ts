@@ -98,6 +98,11 @@ export class SessionLifecycle {
     this.#deadline = claim.deadline;
   }
 
+  /** Renews the session's lease now (a nudge: something changed), to learn what without waiting. */
+  renewNow(): void {
+    this.#started?.keepalive.renewNow();
+  }
+
   /**
    * Starts the keepalive, the output and the session's process, and arms its deadline and idle
    * timers. Should the launch throw, what was started is stopped again and the error thrown.

@@ -24,6 +24,8 @@ class FakeSession implements SessionHandle {
   /** `performance.now()` when it was told to stop. */
   stoppedAt: number | undefined;
   readonly exited: Promise<SessionExit>;
+  /** `performance.now()` when it was launched. */
+  readonly launchedAt = performance.now();
   #exit!: (exit: SessionExit) => void;
   constructor(readonly spec: LaunchSpec) {
     this.exited = new Promise((resolve) => (this.#exit = resolve));
@@ -290,5 +292,29 @@ describe('idle sessions on the host', () => {
     await coordinator.sessions.requestStop('idle-none');
     expect(await run).toMatchObject({ state: 'stopped', recorded: true });
     expect((await coordinator.sessions.history('idle-none'))[0]!.reason).toBeUndefined();
+  });
+  it("a nudge (the host's channel) renews the session at once: a stop reaches it well before its next renewal", async () => {
+    const a = await admit('runner-nudged', 60_000);
+    const run = runner.run(a, noShutdown);
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-nudged'));
+    const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-nudged')!;
+    await coordinator.sessions.requestStop('runner-nudged');
+    const nudgedAt = performance.now();
+    runner.nudge('runner-nudged');
+    expect(await run).toMatchObject({ state: 'stopped', exitCode: 143 });
+    expect(session.stoppedAt! - nudgedAt).toBeLessThan(RENEW_EVERY_MS / 2);
+  });
+
+  it('a nudge that comes while the session is being claimed renews it as soon as it starts', async () => {
+    const a = await admit('runner-nudged-early', 60_000);
+    const run = runner.run(a, noShutdown);
+    // The claim is in flight: run() has sent it and not had its answer.
+    runner.nudge('runner-nudged-early');
+    await until(() => sessions.some((s) => s.spec.sessionEnv['USER_ID'] === 'runner-nudged-early'));
+    const session = sessions.find((s) => s.spec.sessionEnv['USER_ID'] === 'runner-nudged-early')!;
+    await until(() => session.renewedAt.length > 0);
+    expect(session.renewedAt[0]! - session.launchedAt).toBeLessThan(RENEW_EVERY_MS / 2);
+    session.finish(0);
+    expect((await run).ran).toBe(true);
   });
 });

@@ -32,7 +32,11 @@ export type RunOutcome =
   | { readonly ran: true; readonly state: TerminalState; readonly exitCode: number; readonly recorded: boolean }
   | { readonly ran: false; readonly reason: 'stale' | 'pending_timeout' | 'wrong_pool' | 'shutting_down' };
 
-/** Time the lease may outlive the lifetime cap beyond the grace, to record the end, ms. */
+/**
+ * Time the lease may outlive the lifetime cap beyond the grace, to record the end, ms: on top of the
+ * lease's safety margin, which host and runtime take off the hard deadline too (without it, a margin
+ * over 2 s, LEASE_MS 20000 and more, would kill a session before its grace, or its deadline, ran out).
+ */
 const RECORD_MARGIN_MS = 2000;
 
 /**
@@ -51,6 +55,13 @@ export function leaseMarginMs(leaseMs: number): number {
  */
 export class SessionRunner {
   readonly #options: SessionRunnerOptions;
+  /** The sessions running here, by user (a user's next session may start while the last is recorded). */
+  readonly #live = new Map<string, Set<SessionLifecycle>>();
+  /**
+   * Users whose session is being claimed here, and whether a nudge came for them meanwhile (a stop right
+   * after the claim): the session is renewed as soon as it starts, rather than at its first renewal.
+   */
+  readonly #claiming = new Map<string, boolean>();
 
   constructor(options: SessionRunnerOptions) {
     this.#options = options;
@@ -62,12 +73,21 @@ export class SessionRunner {
     const log = this.#options.logger.child({ userId: job.userId, sessionId: job.sessionId, fence: job.fence });
     if (shutdown.aborted) return { ran: false, reason: 'shutting_down' };
 
-    const outcome = await coordinator.claims.claim(job, {
-      workerId,
-      leaseMs,
-      graceMs: graceMs + RECORD_MARGIN_MS,
-      pool: this.#options.pool ?? 'default',
-    });
+    this.#claiming.set(job.userId, false);
+    let outcome: Awaited<ReturnType<Coordinator['claims']['claim']>>;
+    try {
+      outcome = await coordinator.claims.claim(job, {
+        workerId,
+        leaseMs,
+        graceMs: graceMs + (this.#options.leaseMarginMs ?? leaseMarginMs(leaseMs)) + RECORD_MARGIN_MS,
+        pool: this.#options.pool ?? 'default',
+      });
+    } catch (err) {
+      this.#claiming.delete(job.userId);
+      throw err;
+    }
+    const nudged = this.#claiming.get(job.userId) === true;
+    this.#claiming.delete(job.userId);
     if (!outcome.claimed) {
       if (outcome.reason === 'wrong_pool') {
         log.error(
@@ -84,10 +104,24 @@ export class SessionRunner {
       }
       return { ran: false, reason: outcome.reason };
     }
-    return this.#runClaimed(outcome.claim, shutdown, log);
+    return this.#runClaimed(outcome.claim, shutdown, log, nudged);
   }
 
-  async #runClaimed(claim: Claim, shutdown: AbortSignal, log: Logger): Promise<RunOutcome> {
+  /**
+   * Something changed for the user's session (a stop asked for, a lifetime moved: the host's channel
+   * says so): renews it now, to learn what without waiting for its next renewal.
+   */
+  nudge(userId: string): void {
+    if (this.#claiming.has(userId)) this.#claiming.set(userId, true);
+    for (const lifecycle of this.#live.get(userId) ?? []) lifecycle.renewNow();
+  }
+
+  /** Renews every session now (nudges may have been missed while the host's channel was down). */
+  renewAll(): void {
+    for (const lifecycles of this.#live.values()) for (const lifecycle of lifecycles) lifecycle.renewNow();
+  }
+
+  async #runClaimed(claim: Claim, shutdown: AbortSignal, log: Logger, nudged: boolean): Promise<RunOutcome> {
     const { coordinator, launcher, graceMs, leaseMs } = this.#options;
     const lifecycle = new SessionLifecycle(claim, {
       coordinator,
@@ -98,8 +132,18 @@ export class SessionRunner {
       output: this.#options.output ?? { keepLines: 10_000, retentionMs: 86_400_000 },
       log,
     });
-    lifecycle.start();
-    const { state, exitCode, reason } = await lifecycle.run(shutdown);
+    const live = this.#live.get(claim.userId) ?? new Set<SessionLifecycle>();
+    this.#live.set(claim.userId, live.add(lifecycle));
+    let ended: Awaited<ReturnType<SessionLifecycle['run']>>;
+    try {
+      lifecycle.start();
+      if (nudged) lifecycle.renewNow();
+      ended = await lifecycle.run(shutdown);
+    } finally {
+      live.delete(lifecycle);
+      if (live.size === 0 && this.#live.get(claim.userId) === live) this.#live.delete(claim.userId);
+    }
+    const { state, exitCode, reason } = ended;
     const recorded = await this.#record(claim, state, exitCode, reason, log);
     log.info({ state, exitCode, recorded, ...(reason === undefined ? {} : { reason }) }, 'session ended');
     return { ran: true, state, exitCode, recorded };

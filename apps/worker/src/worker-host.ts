@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { Coordinator, closeRedis, type RedisClient } from '@cq/coordinator';
+import { Coordinator, HostChannel, closeRedis, type RedisClient } from '@cq/coordinator';
 import {
   ConfigError,
   REQUEST_TIMEOUT_MS,
@@ -61,6 +61,8 @@ export class WorkerHost {
   readonly #stalledIntervalMs: number;
   #workers: Worker[] = [];
   #queueRedis: RedisClient | undefined;
+  /** The host's own channel: stops and lifetime changes reach its sessions without waiting for a renewal. */
+  #channel: HostChannel | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #beat: ((all: boolean) => void) | undefined;
   #claimBeat: NodeJS.Immediate | undefined;
@@ -155,6 +157,12 @@ export class WorkerHost {
       output: { keepLines: this.#config.logKeepLines, retentionMs: this.#config.logRetentionMs },
       logger: this.#logger,
     });
+    this.#channel = new HostChannel(this.#coordinatorRedis, this.#coordinator.keys, this.#config.workerId, {
+      onNudge: (userId) => runner.nudge(userId),
+      onSubscribed: () => runner.renewAll(),
+      onError: (err) => this.#logger.debug({ err }, "the host's channel is down; reopening it"),
+    });
+    this.#channel.open();
     // A first connection that fails is retried like any lost one (the retry strategy); start goes on.
     if (this.#coordinatorRedis.status === 'wait') this.#coordinatorRedis.connect().catch(() => {});
     await waitUntilReady(this.#coordinatorRedis).catch(() => {});
@@ -337,6 +345,7 @@ export class WorkerHost {
       const ended = [...this.#ended, ...this.#running];
       await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId, ended, this.#config.pool), 1000);
     }
+    this.#channel?.close();
     await this.#launcher?.close?.();
     this.#cgroups?.release();
     await settleWithin(this.#coordinator.close(), 500);

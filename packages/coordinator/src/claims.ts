@@ -171,10 +171,11 @@ export class Claims {
   }
 
   /**
-   * Keeps the session lease alive every `intervalMs` (about a second, so a stop request is noticed
-   * quickly) and calls `onStopRequested` once when a stop was asked for (through the API, or because the
-   * session was idle). Each renewal carries the activity `activityAgeMs` reports. The signal aborts as
-   * soon as the lease is lost.
+   * Keeps the session lease alive every `intervalMs` (a third of the lease: stops and lifetime changes
+   * reach the host on its channel, HostChannel, which asks for a renewal at once) and calls
+   * `onStopRequested` once when a stop was asked for (through the API, or because the session was
+   * idle). Each renewal carries the activity `activityAgeMs` reports. The signal aborts as soon as the
+   * lease is lost.
    */
   keepalive(
     claim: Claim,
@@ -192,9 +193,12 @@ export class Claims {
   ): Keepalive<SessionRenewAnswer> {
     let told = false;
     const elapsed = performance.now() - claim.sentAt;
+    const intervalMs = options.intervalMs ?? Math.max(1, Math.floor(claim.leaseMs / 3));
     return new Keepalive<SessionRenewAnswer>({
       renew: () => this.renew(claim, options.activityAgeMs?.()),
-      intervalMs: options.intervalMs ?? Math.min(1000, Math.max(1, Math.floor(claim.leaseMs / 3))),
+      intervalMs,
+      // A failed renewal is tried again within a second, so a short outage costs no session.
+      retryMs: Math.min(1000, intervalMs),
       ttlMs: claim.leaseExpiresAt - claim.startedAt - elapsed,
       deadlineInMs: claim.deadline + claim.graceMs - claim.startedAt - elapsed,
       ...(options.marginMs === undefined ? {} : { marginMs: options.marginMs }),

@@ -62,6 +62,7 @@ export * from './webhooks/index.js';
 export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
 export * from './session-types.js';
 export { Sweeper, type FullScan, type SweeperOptions, type SweepResult } from './sweeper.js';
+export { HostChannel, type HostChannelOptions } from './host-channel.js';
 export { USER_ID_PATTERN, assertUserId } from './validate.js';
 export { DEFAULT_POOL, POOL_PATTERN, MAX_LABELS } from '@cq/contract';
 export {

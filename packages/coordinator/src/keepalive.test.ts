@@ -90,4 +90,40 @@ describe('Keepalive (fake timers)', () => {
     expect(renew).not.toHaveBeenCalled();
     expect(keepalive.signal.aborted).toBe(false);
   });
+  it('renewNow() during a renewal in flight sends one more as soon as that one is answered, not two at once', async () => {
+    const { renew, pending } = renewals();
+    const keepalive = new Keepalive({ renew, intervalMs: 5000, ttlMs: 15_000 }).start();
+    keepalive.renewNow();
+    expect(renew).toHaveBeenCalledTimes(1);
+    // Asked again (twice) while the first is in flight: it may have been sent before the change.
+    keepalive.renewNow();
+    keepalive.renewNow();
+    expect(renew).toHaveBeenCalledTimes(1);
+    pending.shift()!.resolve({ ok: true, ttlMs: 15_000 });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(renew).toHaveBeenCalledTimes(2);
+    pending.shift()!.resolve({ ok: true, ttlMs: 15_000 });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(renew).toHaveBeenCalledTimes(2);
+    keepalive.stop();
+  });
+
+  it('a failed renewal is tried again after retryMs, not a whole interval later; a success goes back to the interval', async () => {
+    const { renew, pending } = renewals();
+    const keepalive = new Keepalive({ renew, intervalMs: 5000, retryMs: 1000, ttlMs: 15_000 }).start();
+    await vi.advanceTimersByTimeAsync(5000);
+    pending.shift()!.reject(new Error('connection refused'));
+    await vi.advanceTimersByTimeAsync(999);
+    expect(renew).toHaveBeenCalledTimes(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(renew).toHaveBeenCalledTimes(2);
+    pending.shift()!.resolve({ ok: true, ttlMs: 15_000 });
+    await vi.advanceTimersByTimeAsync(2000);
+    // The next is the interval's (at 10 s), no retry in between.
+    expect(renew).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(renew).toHaveBeenCalledTimes(3);
+    expect(keepalive.signal.aborted).toBe(false);
+    keepalive.stop();
+  });
 });

@@ -17,6 +17,11 @@ export interface KeepaliveOptions<A extends RenewAnswer> {
   renew: () => Promise<A>;
   /** Milliseconds between renewals: a fraction of the lease, e.g. a third. */
   intervalMs: number;
+  /**
+   * Milliseconds before a failed renewal is tried again, when sooner than the next interval: the lease
+   * is kept through a short outage even when renewals are far apart. @defaultValue `intervalMs`
+   */
+  retryMs?: number;
   /** How long the lease is known to last from now, in ms. */
   ttlMs: number;
   /** How long until the lease's hard deadline from now, in ms. @defaultValue no deadline */
@@ -55,7 +60,10 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
   #expiresAt: number;
   #deadlineAt: number;
   readonly #marginMs: number;
+  #retry: NodeJS.Timeout | undefined;
   #inFlight = false;
+  /** A renewal was asked for while one was in flight: it goes out as soon as that one is answered. */
+  #again = false;
   #stopped = false;
 
   constructor(options: KeepaliveOptions<A>) {
@@ -92,11 +100,12 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
   }
 
   /**
-   * Renews now, besides the regular interval, to learn what changed without waiting for the next one
-   * (a renewal already in flight answers instead).
+   * Renews now, besides the regular interval, to learn what changed without waiting for the next one.
+   * A renewal in flight may have been sent before the change: one more follows as soon as it is answered.
    */
   renewNow(): void {
-    void this.#tick();
+    if (this.#inFlight) this.#again = true;
+    else void this.#tick();
   }
 
   /** Stops renewing (the owner is done); the signal does not abort. */
@@ -104,6 +113,7 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
     this.#stopped = true;
     clearInterval(this.#interval);
     clearTimeout(this.#watchdog);
+    clearTimeout(this.#retry);
   }
 
   #abort(code: 'lease_lost' | 'deadline_reached', message: string): void {
@@ -129,6 +139,7 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
   async #tick(): Promise<void> {
     if (this.#inFlight || this.#stopped) return;
     this.#inFlight = true;
+    clearTimeout(this.#retry);
     const sentAt = performance.now();
     try {
       const answer = await this.#options.renew();
@@ -148,8 +159,17 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
       this.#options.onRenewed?.(answer as A & { ok: true }, sentAt);
     } catch (err) {
       this.#options.onError?.(err);
+      const retryMs = this.#options.retryMs ?? this.#options.intervalMs;
+      if (!this.#stopped && retryMs < this.#options.intervalMs) {
+        this.#retry = setTimeout(() => void this.#tick(), retryMs);
+        this.#retry.unref();
+      }
     } finally {
       this.#inFlight = false;
+      if (this.#again && !this.#stopped) {
+        this.#again = false;
+        void this.#tick();
+      }
     }
   }
 }

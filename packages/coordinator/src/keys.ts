@@ -176,6 +176,15 @@ export class Keys {
     return `${this.prefix}:{${tag}}:events`;
   }
 
+  /**
+   * The channel of one worker host (a channel, not a key): the scripts that change what the host must act
+   * on (a stop asked for, a lifetime moved) publish the user's id on it. `includes/events.lua` derives
+   * the same name from an event stream's key.
+   */
+  hostChannel(workerId: string): string {
+    return `${this.prefix}:host:${workerId}`;
+  }
+
   /** The channel every session event is published on (a channel, not a key: no hash tag). */
   eventChannel(): string {
     return `${this.prefix}:events`;

@@ -87,6 +87,41 @@ describe('sweeping in turns, from the event channel', () => {
   });
 });
 
+// A running session's slot would otherwise be read every sweep: one command per session per interval.
+describe('a tracked slot whose first entry is not due', () => {
+  const base = testCoordinator({
+    policy: { tokenLimit: 10_000, spawnIntervalMs: 1, spawnBurst: 1000, pendingTimeoutMs: 60_000 },
+  });
+
+  it('is read when its event comes, then not again until that entry is due or another event of the slot comes', async () => {
+    const [c] = coordinatorsOn(connectionPool(1), base);
+    const s = c!.sweeper({ intervalMs: 50, scanSlotsPerSweep: 0 });
+    s.start();
+    onTestFinished(() => s.stop());
+    await until(() => s.fullScans === 1, 5000, 'the first full read');
+    const watched = await watchClient(c!.redis as never, inject('redisUrl'));
+    onTestFinished(() => watched.stop());
+    const index = base.keys.user('not-due-user').liveIndex;
+    const reads = (): number =>
+      watched.seen.filter((cmd) => cmd.args[0]?.toLowerCase() === 'zrange' && cmd.args[1] === index).length;
+    const issued = await base.tokens.issue('not-due-user');
+    if (issued.outcome !== 'issued') throw new Error('throttled');
+    const admitted = await base.sessions.admit(issued.token);
+    if (admitted.outcome !== 'admitted') throw new Error(`not admitted: ${admitted.outcome}`);
+    await until(() => s.trackedSlots === 1, 2000, 'the slot tracked from its pending event');
+    const sweepsThen = s.sweeps;
+    await until(() => s.sweeps >= sweepsThen + 10, 5000, 'ten more sweeps');
+    await watched.settle();
+    // Due in a minute (the pending timeout): read once, for its event, in ten sweeps.
+    expect(reads()).toBe(1);
+    // Another event of the slot (the pending session stopped): read again, found empty, forgotten.
+    await base.sessions.requestStop('not-due-user');
+    await until(() => s.trackedSlots === 0, 2000, 'the empty slot forgotten');
+    await watched.settle();
+    expect(reads()).toBe(2);
+  });
+});
+
 // After an outage a sweep may find thousands of users due at once: it ends them a bounded number at a
 // time, and a sweeper told to stop starts no more and waits for those it started.
 describe('ending many due sessions in one sweep', () => {

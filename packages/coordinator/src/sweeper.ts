@@ -81,6 +81,8 @@ interface SlotReading {
   readonly empty: number[];
   /** Slots whose index held a session. */
   readonly live: number[];
+  /** The first (smallest) due time of each slot of `live`, epoch ms, in the same order. */
+  readonly firsts: number[];
 }
 
 /**
@@ -112,6 +114,13 @@ export class Sweeper {
   readonly #live = new Set<number>();
   /** Events seen per slot: a slot read empty is forgotten only when no event of it came meanwhile. */
   readonly #seen = new Uint32Array(SLOT_COUNT);
+  /**
+   * Per slot, the smallest due time its live index held when last read (epoch ms, Redis's clock), and
+   * the slot's event count then: a tracked slot is not read again before that time unless an event of
+   * it came since (a new entry comes with its event; renewals only push due times later).
+   */
+  readonly #firstDue = new Float64Array(SLOT_COUNT);
+  readonly #seenAtRead = new Uint32Array(SLOT_COUNT);
   /** True while this sweeper holds the turn (as far as it knows: its renewal says for sure). */
   #holding = false;
   /** The event channel, while this sweeper holds the turn. */
@@ -267,16 +276,24 @@ export class Sweeper {
       (_, i) => (this.#cursor + i) % SLOT_COUNT,
     );
     this.#cursor = (this.#cursor + rolling.length) % SLOT_COUNT;
-    const slots = [...new Set([...this.#live, ...rolling])];
     const seen = this.#seen.slice();
-    const reading = await this.#read(slots);
+    // A tracked slot whose first entry is not due yet, and that had no event since it was read, is left
+    // alone: each running session would otherwise cost one read per sweep.
+    const now = await this.#redisNow();
+    const due = [...this.#live].filter((slot) => this.#firstDue[slot]! <= now || seen[slot] !== this.#seenAtRead[slot]);
+    const slots = [...new Set([...due, ...rolling])];
+    const reading = await this.#read(slots, now);
     this.#learn(reading, seen);
     return this.#end(reading.due);
   }
 
   /** Keeps the slots found live; forgets those found empty, unless an event of theirs came since they were read. */
   #learn(reading: SlotReading, seenBefore: Uint32Array): void {
-    for (const slot of reading.live) this.#live.add(slot);
+    reading.live.forEach((slot, i) => {
+      this.#live.add(slot);
+      this.#firstDue[slot] = reading.firsts[i]!;
+      this.#seenAtRead[slot] = seenBefore[slot]!;
+    });
     for (const slot of reading.empty) if (seenBefore[slot] === this.#seen[slot]) this.#live.delete(slot);
   }
 
@@ -319,27 +336,41 @@ export class Sweeper {
     this.#live.clear();
   }
 
-  /** Reads the given slots' live indexes: the first entry of each, then the due users of those with any due. */
-  async #read(slots: readonly number[]): Promise<SlotReading> {
+  /** Redis's clock, epoch ms. */
+  async #redisNow(): Promise<number> {
+    try {
+      const [seconds, micros] = await this.#context.redis.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+  }
+
+  /**
+   * Reads the given slots' live indexes: the first entry of each, then the due users of those with any
+   * due at `now` (Redis's clock, read here when not given).
+   */
+  async #read(slots: readonly number[], at?: number): Promise<SlotReading> {
     const { redis, keys } = this.#context;
     const { batchSize, perSlot } = this.#options;
     const due: string[] = [];
     const empty: number[] = [];
     const live: number[] = [];
+    const firsts: number[] = [];
+    const now = at ?? (await this.#redisNow());
     try {
-      const [seconds, micros] = await redis.time();
-      const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
       for (let i = 0; i < slots.length; i += batchSize) {
         const batch = slots.slice(i, i + batchSize);
-        const firsts = await fanOut(
+        const heads = await fanOut(
           redis,
           batch.map((slot): Command => ['zrange', keys.liveIndex(slot), 0, 0, 'WITHSCORES']),
         );
         const dueSlots: number[] = [];
-        firsts.forEach((reply, j) => {
+        heads.forEach((reply, j) => {
           const [, score] = reply as string[];
           if (score === undefined) return empty.push(batch[j]!);
           live.push(batch[j]!);
+          firsts.push(Number(score));
           if (Number(score) <= now) dueSlots.push(batch[j]!);
         });
         if (dueSlots.length === 0) continue;
@@ -352,7 +383,7 @@ export class Sweeper {
     } catch (err) {
       throw wrapRedisError(err);
     }
-    return { due, empty, live };
+    return { due, empty, live, firsts };
   }
 
   /**

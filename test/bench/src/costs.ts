@@ -99,7 +99,13 @@ export async function benchCosts(quick: boolean): Promise<CostBench> {
     }
     await until(async () => (await stack.get('/v1/hosts'))['freeSlots'] === 10, 30_000, 'the sessions running');
     const running = await window();
-    difference('running session', running, host, 'its lease renewal every second', RUNNING);
+    difference(
+      'running session',
+      running,
+      host,
+      "its lease renewal every third of LEASE_MS, BullMQ extending its spawn job's lock, the sweep reading its slot when due",
+      RUNNING,
+    );
     const user = coordinator.keys.user('running-0');
     const usage = async (key: string): Promise<number> =>
       Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);

@@ -22,6 +22,7 @@ import { benchOutputFlood } from './output-flood.js';
 import { benchWebhooks } from './webhooks.js';
 import { benchHttpEdge } from './http-edge.js';
 import { benchCosts } from './costs.js';
+import { benchKeepaliveCost } from './keepalive-cost.js';
 import { benchSessionList } from './session-list.js';
 import { benchPools } from './pools.js';
 import { ABLATION, LOSS_GUARD, benchRedisCost, medianOf as medianOfValues, type CostSide } from './redis-cost.js';
@@ -42,6 +43,7 @@ const SECTIONS = [
   'output-flood',
   'webhooks',
   'costs',
+  'keepalive',
   'session-list',
   'pools',
   'memory',
@@ -826,6 +828,51 @@ try {
       );
     out();
     results['costs'] = costs;
+  }
+
+  // 4f'. Keeping sessions running: Redis per session, and a stop's way to the session -------------
+  if (wanted('keepalive')) {
+    const keep = await benchKeepaliveCost(quick);
+    out(
+      '## Keeping sessions running: Redis commands per second per session, beside BullMQ keeping as many jobs locked',
+    );
+    out();
+    out(
+      `The built API and one worker host with the contract's defaults (LEASE_MS ${keep.leaseMs}), sessions that sleep; ` +
+        `INFO commandstats over ${keep.windowMs / 1000} s windows (script calls and every command inside them). ` +
+        'Per session: the difference from the window with none, divided by the sessions. BullMQ: one Worker with that ' +
+        'concurrency holding as many active jobs, its defaults (lockDuration 30 s, locks extended every 15 s), on a Redis of its own.',
+    );
+    out();
+    out(
+      '| running sessions | ours: commands/s | ours: per session | BullMQ: commands/s | BullMQ: per active job | ours / BullMQ per item |',
+    );
+    out('| ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const row of keep.rows)
+      out(
+        `| ${fmt(row.sessions)} | ${fmt(row.commandsPerSecond, 1)} | ${row.perSession === undefined ? '–' : fmt(row.perSession, 3)} | ${fmt(row.bullmqPerSecond, 1)} | ${row.bullmqPerJob === undefined ? '–' : fmt(row.bullmqPerJob, 3)} | ${row.perSession === undefined ? '–' : ratio(row.perSession, row.bullmqPerJob!)} |`,
+      );
+    out();
+    for (const row of keep.rows)
+      if (row.perSessionByCommand !== undefined)
+        out(
+          `Per session with ${fmt(row.sessions)} running, command by command: ` +
+            row.perSessionByCommand.map(([command, n]) => `${command} ${fmt(n, 3)}`).join(', ') +
+            '.',
+        );
+    out();
+    const stopAt = (q: number): number =>
+      keep.stopMs[Math.min(keep.stopMs.length - 1, Math.floor(q * keep.stopMs.length))]!;
+    out(
+      `DELETE → SIGTERM in the session (its own clock), ${keep.stopMs.length} stops spread over a renewal period: ` +
+        `p50 ${fmt(stopAt(0.5), 1)} ms, p99 ${fmt(stopAt(0.99), 1)} ms, max ${fmt(keep.stopMs.at(-1)!, 1)} ms.`,
+    );
+    out();
+    for (const row of keep.rows)
+      if (row.perSession !== undefined)
+        target(`keeping ${row.sessions} sessions running: commands/s per session ≤ 0.5`, row.perSession, 0.5, true);
+    target('DELETE → SIGTERM p99 ≤ 100 ms', stopAt(0.99), 100, true);
+    results['keepalive'] = keep;
   }
 
   // 4g. The session list: a page's cost, whatever the number of sessions ------------------------

@@ -14,6 +14,18 @@ const onBothTargets = [
   'e2e/session-list.test.ts',
   'e2e/pools.test.ts',
   'e2e/client.test.ts',
+  'e2e/host-channel.test.ts',
+];
+
+/**
+ * Standalone files run beside the cluster project, after it (`standalone-2`, on a redis-server of its
+ * own), so that the two processes of `npm test` take about as long as each other.
+ */
+const besideCluster = [
+  'browser/**/*.test.ts',
+  'soak/**/*.test.ts',
+  'e2e/webhooks.test.ts',
+  'e2e/webhooks-scale.test.ts',
 ];
 
 export default defineConfig({
@@ -21,7 +33,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // These tests start real processes and measure real time: one file at a time per project (and per
-    // Redis); `npm test` runs the two projects side by side (run-projects.mjs).
+    // Redis); `npm test` runs `standalone` beside `cluster` then `standalone-2` (run-projects.mjs).
     fileParallelism: false,
     // run-projects.mjs names a report per project (the two run at once); a plain `vitest run` writes one.
     reporters: ['default', ['json', { outputFile: process.env['CQ_TEST_REPORT'] ?? 'test-results/vitest.json' }]],
@@ -30,9 +42,19 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'standalone',
-          include: ['e2e/**/*.test.ts', 'browser/**/*.test.ts', 'soak/**/*.test.ts'],
+          include: ['e2e/**/*.test.ts'],
+          exclude: [...besideCluster, '**/node_modules/**'],
           globalSetup: ['@cq/test-harness/global-setup'],
           sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'standalone-2',
+          include: besideCluster,
+          globalSetup: ['@cq/test-harness/global-setup'],
+          sequence: { groupOrder: 2 },
         },
       },
       {

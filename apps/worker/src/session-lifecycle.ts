@@ -15,9 +15,10 @@ import { OutputSink, type OutputKeepingConfig } from './output-sink.js';
 import type { SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 
 /**
- * One extra renewal this long before a session's deadline, ms: renewals come only about once a second,
- * so without it a lifetime changed in the last second before the deadline could arrive too late. A
- * change up to about this long before the deadline (less a round trip) is honoured.
+ * One extra renewal this long before a session's deadline, ms. A lifetime change reaches the host on its
+ * channel at once, but a message lost with the host's subscription waits for the next renewal (every
+ * third of the lease): this one picks such a change up in time. A change up to about this long before
+ * the deadline (less a round trip) is honoured.
  */
 export const DEADLINE_CHECK_MS = 300;
 

@@ -88,6 +88,6 @@ else
 end
 -- (cjson writes an empty table as an object, '{}'.)
 if labels then rcall('HSET', K.session, 'lab', cjson.encode(labels)) end
-local fields = sessionFields(K, now)
+local fields = sessionFields(K, userId)
 table.insert(fields, 1, 1)
 return fields

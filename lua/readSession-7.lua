@@ -32,6 +32,6 @@ local now = nowMs()
 if not settleSession(K, userId, historyLength, now) then
   return { -10 }
 end
-local fields = sessionFields(K, now)
+local fields = sessionFields(K, userId)
 table.insert(fields, 1, 1)
 return fields

@@ -850,7 +850,7 @@ try {
     out('| ---: | ---: | ---: | ---: | ---: | ---: |');
     for (const row of keep.rows)
       out(
-        `| ${fmt(row.sessions)} | ${fmt(row.commandsPerSecond, 1)} | ${row.perSession === undefined ? '–' : fmt(row.perSession, 3)} | ${fmt(row.bullmqPerSecond, 1)} | ${row.bullmqPerJob === undefined ? '–' : fmt(row.bullmqPerJob, 3)} | ${row.perSession === undefined ? '–' : ratio(row.perSession, row.bullmqPerJob!)} |`,
+        `| ${fmt(row.sessions)} | ${fmt(row.commandsPerSecond, 1)} | ${row.perSession === undefined ? '–' : fmt(row.perSession, 3)} | ${fmt(row.bullmqPerSecond, 1)} | ${row.bullmqPerJob === undefined ? '–' : fmt(row.bullmqPerJob, 3)} | ${row.perSession === undefined || !(row.bullmqPerJob! > 0) ? '–' : ratio(row.perSession, row.bullmqPerJob!)} |`,
       );
     out();
     for (const row of keep.rows)

@@ -9,21 +9,9 @@ import {
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { allLines, spawnWith } from '../support/output.js';
 import { until } from '../support/processes.js';
+import { collect } from '../support/streams.js';
 import { API_KEY, startSystem } from '../support/system.js';
 
-/** Collects what a stream yields until it ends; `error` is what ended it otherwise. */
-function collect<T>(stream: AsyncIterable<T>): { items: T[]; done: Promise<void>; error: () => unknown } {
-  const items: T[] = [];
-  let error: unknown;
-  const done = (async () => {
-    try {
-      for await (const item of stream) items.push(item);
-    } catch (err) {
-      error = err;
-    }
-  })();
-  return { items, done, error: () => error };
-}
 
 const idsOf = (events: StreamedEvent[]): string[] => events.flatMap((e) => (e.type === 'error' ? [] : [e.id!]));
 

@@ -8,7 +8,7 @@ import { connect, type RedisTarget } from './target.js';
 // Helpers of the tests of output follows and event streams through Redis faults.
 
 /** Collects what a stream yields until it ends or its signal aborts; `error` is what ended it otherwise. */
-function collect<T>(stream: AsyncIterable<T>): { items: T[]; done: Promise<void>; error: () => unknown } {
+export function collect<T>(stream: AsyncIterable<T>): { items: T[]; done: Promise<void>; error: () => unknown } {
   const items: T[] = [];
   let error: unknown;
   const done = (async () => {

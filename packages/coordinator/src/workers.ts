@@ -208,10 +208,11 @@ export class WorkerRegistry {
   /**
    * Every pool that has a live host, slots counted, or is named in `also` (e.g. pools with sessions
    * waiting), with its hosts and its capacity (each pool's read lets its dead hosts and unrenewed holds
-   * go). A read of the hosts, of the capacity hash, and one script per pool.
+   * go). A read of the hosts (unless the caller has just read them: `hosts`, from {@link list}), of the
+   * capacity hash, and one script per pool.
    */
-  async pools(also: Iterable<string> = []): Promise<PoolView[]> {
-    const hosts = await this.list();
+  async pools(also: Iterable<string> = [], hosts?: readonly WorkerRecord[]): Promise<PoolView[]> {
+    hosts ??= await this.list();
     let fields: Record<string, string>;
     try {
       fields = await this.#context.redis.hgetall(this.#context.keys.capacity());

@@ -1,6 +1,7 @@
-import type { Containment, Coordinator, SessionFilter } from '@cq/coordinator';
+import type { Containment, Coordinator, SessionFilter, WorkerRecord } from '@cq/coordinator';
 import { CursorCodec, CursorError } from '../session-cursor.js';
 import { HttpError } from '../http-errors.js';
+import { poolsWithPending, type PoolWithPending, type QueuedSessions } from '../pools.js';
 import type { StatsRecorder } from '../stats.js';
 import type { RecentEvents } from './recent-events.js';
 
@@ -25,11 +26,7 @@ export interface LiveRow {
   endpoint?: string;
 }
 
-/** The spawn queues' view of the sessions waiting for a host: the API's open pools (`SpawnQueues`). */
-export interface QueuedSessions {
-  readonly pools: readonly string[];
-  waiting(pool: string): Promise<number>;
-}
+export type { QueuedSessions } from '../pools.js';
 
 /** What `GET /dashboard/api/state` is asked: the session list's filters, a page size and the page's cursor. */
 export interface StateQuery {
@@ -49,7 +46,7 @@ export interface DashboardState {
   /** A page of the session list (`GET /v1/sessions`'s walk): `next` is the cursor of the following one. */
   live: { limit: number; rows: LiveRow[]; next?: string };
   /** Every pool with a live host or a session waiting. */
-  pools: Array<{ pool: string; hosts: number; slots: number; busy: number; free: number; pending: number }>;
+  pools: PoolWithPending[];
   workers: Array<{
     workerId: string;
     pool: string;
@@ -133,14 +130,14 @@ export class DashboardStateReader {
       if (err instanceof CursorError) throw new HttpError('invalid_request', err.message, { field: 'cursor' });
       throw err;
     }
-    const open = this.#queued.pools;
-    const pending = new Map(
-      await Promise.all(open.map(async (pool) => [pool, await this.#queued.waiting(pool).catch(() => 0)] as const)),
-    );
-    const [page, workers, pools, chart, endings] = await Promise.all([
+    // One read of the hosts serves the hosts table and the pools (which would read them again).
+    const readPools = async (): Promise<[WorkerRecord[], PoolWithPending[]]> => {
+      const hosts = await this.#coordinator.workers.list();
+      return [hosts, await poolsWithPending(this.#coordinator.workers, this.#queued, hosts)];
+    };
+    const [page, [workers, pools], chart, endings] = await Promise.all([
       this.#coordinator.sessions.list(filter, { limit: query.limit, ...(from === undefined ? {} : { from }) }),
-      this.#coordinator.workers.list(),
-      this.#coordinator.workers.pools(open.filter((pool) => (pending.get(pool) ?? 0) > 0)),
+      readPools(),
       this.#stats.read(15),
       this.#recent.endings().catch(() => []),
     ]);
@@ -167,14 +164,7 @@ export class DashboardStateReader {
         rows,
         ...(page.next === undefined ? {} : { next: await this.#cursors.encode(page.next, filter) }),
       },
-      pools: pools.map((p) => ({
-        pool: p.pool,
-        hosts: p.hosts,
-        slots: p.slots,
-        busy: p.busy,
-        free: p.free,
-        pending: pending.get(p.pool) ?? 0,
-      })),
+      pools,
       workers: workers.map((w) => ({
         workerId: w.workerId,
         pool: w.pool,

@@ -14,6 +14,7 @@ import {
 import { HttpError } from '../http-errors.js';
 import { iso } from '../iso.js';
 import { audit } from '../plugins/auth.js';
+import { poolsWithPending } from '../pools.js';
 
 /** A host as the API shows it (the contract's shape). */
 function hostOf(w: WorkerRecord): Host {
@@ -68,30 +69,7 @@ export const hostRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 200: poolsView, 401: errorSchema, 503: errorSchema },
       },
     },
-    async () => {
-      // Pools whose queues this process has open: some may have sessions waiting and no host.
-      const open = app.spawnQueues.pools;
-      const pending = new Map<string, number>();
-      await Promise.all(
-        open.map(async (pool) => pending.set(pool, await app.spawnQueues.waiting(pool).catch(() => 0))),
-      );
-      const pools = await workers.pools(open.filter((pool) => (pending.get(pool) ?? 0) > 0));
-      await Promise.all(
-        pools
-          .filter((p) => !pending.has(p.pool))
-          .map(async (p) => pending.set(p.pool, await app.spawnQueues.waiting(p.pool).catch(() => 0))),
-      );
-      return {
-        pools: pools.map((p) => ({
-          pool: p.pool,
-          hosts: p.hosts,
-          slots: p.slots,
-          busy: p.busy,
-          free: p.free,
-          pending: pending.get(p.pool) ?? 0,
-        })),
-      };
-    },
+    async () => ({ pools: await poolsWithPending(workers, app.spawnQueues) }),
   );
 
   app.post(

@@ -12,7 +12,6 @@ import { until } from '../support/processes.js';
 import { collect } from '../support/streams.js';
 import { API_KEY, startSystem } from '../support/system.js';
 
-
 const idsOf = (events: StreamedEvent[]): string[] => events.flatMap((e) => (e.type === 'error' ? [] : [e.id!]));
 
 describe("the client's streams across an API process that is SIGKILLed and started again", async () => {

@@ -62,7 +62,7 @@ describe('sessions end to end through the API', async () => {
     expect((await client.stopSession('u-stopped')).state).toBe('stopping');
     const entry = await system.ended('u-stopped', s.sessionId);
     expect(entry).toMatchObject({ state: 'stopped', exitCode: 143 });
-    // Noticed within a second (one renewal), then SIGTERM ends it at once.
+    // Noticed at once (the host's channel; within a renewal, a second here, at worst), then SIGTERM ends it.
     expect(Date.parse(entry.endedAt) - askedAt).toBeLessThan(1000 + 500);
     expect(pids.some(alive)).toBe(false);
   });

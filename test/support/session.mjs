@@ -20,11 +20,8 @@ const line = () => `${process.env.USER_ID} ${process.env.FENCE} ${Date.now()} ${
 const beat = () => {
   if (file) appendFileSync(file, line());
 };
-beat();
-setInterval(beat, 50);
-process.stdout.write(`test session ${process.env.USER_ID} fence ${process.env.FENCE} pid ${process.pid}\n`);
-if (metadata.printLabels)
-  process.stdout.write(`labels ${process.env.SESSION_LABELS} pool ${process.env.SESSION_POOL}\n`);
+// The handler before the first heartbeat: a stop may arrive as soon as a test sees that beat, and until
+// a handler is installed SIGTERM's default action ends the process (a session ignoring SIGTERM would not).
 process.on('SIGTERM', () => {
   if (metadata.ignoreTerm) {
     process.stdout.write('ignoring SIGTERM\n');
@@ -32,6 +29,11 @@ process.on('SIGTERM', () => {
   }
   process.exit(143);
 });
+beat();
+setInterval(beat, 50);
+process.stdout.write(`test session ${process.env.USER_ID} fence ${process.env.FENCE} pid ${process.pid}\n`);
+if (metadata.printLabels)
+  process.stdout.write(`labels ${process.env.SESSION_LABELS} pool ${process.env.SESSION_POOL}\n`);
 if (metadata.readyAfterMs !== undefined)
   setTimeout(() => {
     const announcement = { ready: true, ...(metadata.endpoint === undefined ? {} : { endpoint: metadata.endpoint }) };

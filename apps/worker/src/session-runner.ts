@@ -67,8 +67,11 @@ export class SessionRunner {
     this.#options = options;
   }
 
-  /** Runs the job's session to its end. `shutdown` aborts when the host is stopping. */
-  async run(job: SpawnJob, shutdown: AbortSignal): Promise<RunOutcome> {
+  /**
+   * Runs the job's session to its end. `shutdown` aborts when the host is stopping; `onStarted` is
+   * called once the session is claimed and its lease is being kept (not called when it is not claimed).
+   */
+  async run(job: SpawnJob, shutdown: AbortSignal, onStarted?: () => void): Promise<RunOutcome> {
     const { coordinator, workerId, leaseMs, graceMs } = this.#options;
     const log = this.#options.logger.child({ userId: job.userId, sessionId: job.sessionId, fence: job.fence });
     if (shutdown.aborted) return { ran: false, reason: 'shutting_down' };
@@ -104,7 +107,7 @@ export class SessionRunner {
       }
       return { ran: false, reason: outcome.reason };
     }
-    return this.#runClaimed(outcome.claim, shutdown, log, nudged);
+    return this.#runClaimed(outcome.claim, shutdown, log, nudged, onStarted);
   }
 
   /**
@@ -121,7 +124,13 @@ export class SessionRunner {
     for (const lifecycles of this.#live.values()) for (const lifecycle of lifecycles) lifecycle.renewNow();
   }
 
-  async #runClaimed(claim: Claim, shutdown: AbortSignal, log: Logger, nudged: boolean): Promise<RunOutcome> {
+  async #runClaimed(
+    claim: Claim,
+    shutdown: AbortSignal,
+    log: Logger,
+    nudged: boolean,
+    onStarted: (() => void) | undefined,
+  ): Promise<RunOutcome> {
     const { coordinator, launcher, graceMs, leaseMs } = this.#options;
     const lifecycle = new SessionLifecycle(claim, {
       coordinator,
@@ -138,6 +147,7 @@ export class SessionRunner {
     try {
       lifecycle.start();
       if (nudged) lifecycle.renewNow();
+      onStarted?.();
       ended = await lifecycle.run(shutdown);
     } finally {
       live.delete(lifecycle);

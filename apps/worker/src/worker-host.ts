@@ -17,6 +17,12 @@ import { probeContainment, type PlannedContainment } from './containment.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
 
+/**
+ * What a spawn job answers (its BullMQ return value): its session runs on this host under its lease,
+ * or how it ended without running.
+ */
+export type Handoff = { readonly ran: true; readonly running: true } | RunOutcome;
+
 /** Options of {@link WorkerHost}. */
 export interface WorkerHostOptions {
   config: WorkerConfig;
@@ -68,6 +74,8 @@ export class WorkerHost {
   #claimBeat: NodeJS.Immediate | undefined;
   #soon: NodeJS.Timeout | undefined;
   #busy = 0;
+  /** The sessions this host started, each followed to its end (the spawn job ends at the start). */
+  readonly #sessions = new Set<Promise<void>>();
   /** Sessions taken from the queue and not finished: their slots' holds are renewed with each heartbeat. */
   readonly #running = new Set<string>();
   /**
@@ -179,8 +187,9 @@ export class WorkerHost {
       name: `cq-worker-queue:${this.#config.workerId}`,
     });
     this.#queueRedis = connection;
-    // One worker per shard, each allowed every slot: BullMQ keeps each within SLOTS, and #process
-    // keeps their sum within SLOTS (with one shard that check never trips).
+    // One worker per shard, each allowed every slot. A job is active only while its session is being
+    // claimed; #process keeps the sessions running here within SLOTS, pausing every shard's worker while
+    // they fill them (a paused worker runs no stalled-job check: the hosts with free slots do).
     this.#workers = spawnConsumers({
       connection,
       keyPrefix: this.#config.keyPrefix,
@@ -268,6 +277,7 @@ export class WorkerHost {
       );
       this.#beatSoon();
       await Promise.all(this.#workers.map((worker) => worker.close()));
+      await this.#sessionsEnded();
       this.#drainedResolve?.();
     })();
     return this.#draining;
@@ -278,14 +288,21 @@ export class WorkerHost {
     return this.#drained;
   }
 
-  async #process(runner: SessionRunner, payload: SpawnJob, job: Job, token: string | undefined): Promise<RunOutcome> {
+  /**
+   * One spawn job: the handoff. The job ends (completed) as soon as its session is claimed and running
+   * under its lease, or as soon as it ended without running (stale, timed out, another pool); the
+   * session then runs on here under its lease alone, with no BullMQ lock to keep (see
+   * docs/scaling.md, "Keeping sessions running"). A host that dies before the claim leaves the job
+   * active: BullMQ's stalled-job check gives it to another host.
+   */
+  async #process(runner: SessionRunner, payload: SpawnJob, job: Job, token: string | undefined): Promise<Handoff> {
     if (this.#shutdown.signal.aborted || this.#draining !== undefined) {
       this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'shutting down or draining; job handed back');
       return handBack(job, token, this.#logger);
     }
     if (this.#busy >= this.#config.slots) {
-      // Another shard's worker took the last slot first: hand the job back for any host to take
-      // (no attempt is counted), and fetch nothing more until a slot frees.
+      // Another job took the last slot first: hand the job back for any host to take (no attempt is
+      // counted), and fetch nothing more until a slot frees.
       this.#pauseFetching(true);
       this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'all slots busy; job handed back');
       return handBack(job, token, this.#logger);
@@ -296,9 +313,9 @@ export class WorkerHost {
     this.#claimed.push(payload.sessionId);
     if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
     this.#beatForClaims();
-    try {
-      return await runner.run(payload, this.#shutdown.signal);
-    } finally {
+    let started: (() => void) | undefined;
+    const running = new Promise<'started'>((resolve) => (started = () => resolve('started')));
+    const session = runner.run(payload, this.#shutdown.signal, started).finally(() => {
       this.#busy--;
       this.#running.delete(payload.sessionId);
       this.#ended.push(payload.sessionId);
@@ -306,16 +323,25 @@ export class WorkerHost {
         this.#pauseFetching(false);
         this.#beatSoon();
       }
-    }
+    });
+    // Followed to its end, whatever the job's answer: the host waits for these when it drains or stops.
+    const followed = session.then(
+      () => undefined,
+      (err: unknown) => this.#logger.error({ err, sessionId: payload.sessionId }, 'session run failed'),
+    );
+    this.#sessions.add(followed);
+    void followed.finally(() => this.#sessions.delete(followed));
+    const first = await Promise.race([running, session]);
+    return first === 'started' ? { ran: true, running: true } : first;
   }
 
-  /**
-   * With several shards, stops (or resumes) every shard's worker fetching jobs while all slots are
-   * busy. With one shard BullMQ's own concurrency limit does this, and the stalled-job check keeps
-   * running on this host.
-   */
+  /** Resolves once every session this host started has ended (and its end was recorded or given up). */
+  async #sessionsEnded(): Promise<void> {
+    while (this.#sessions.size > 0) await Promise.all([...this.#sessions]);
+  }
+
+  /** Stops (or resumes) every shard's worker fetching jobs while all slots are busy. */
   #pauseFetching(paused: boolean): void {
-    if (this.#workers.length < 2) return;
     for (const worker of this.#workers) {
       if (paused) void worker.pause(true);
       else if (worker.isPaused()) void worker.resume();
@@ -331,7 +357,7 @@ export class WorkerHost {
     clearTimeout(this.#soon);
     if (this.#claimBeat !== undefined) clearImmediate(this.#claimBeat);
     const workers = this.#workers;
-    const closing = workers.length === 0 ? undefined : Promise.all(workers.map((worker) => worker.close()));
+    const closing = Promise.all([...workers.map((worker) => worker.close()), this.#sessionsEnded()]);
     this.#shutdown.abort();
     // Sessions end within the grace time and their end is recorded within a lease; with Redis
     // unreachable that cannot finish, so the wait is bounded and the host exits all the same.

@@ -2,6 +2,9 @@
   Sweeps one user found due in the live-session index: ends the session as `lost` when it is pending past
   its pending deadline or running without a live lease; otherwise puts the index entry back at its true
   due time; drops an index entry left without a session. Safe to run from any number of processes.
+  Given a session id (ARGV[3]), the session of a host whose host lease ran out (see heartbeatWorker,
+  sweepHosts): that session, when it is still the user's live one and was claimed, is ended as `lost`
+  whatever its own lease says (its host stopped it when its host lease could no longer be renewed).
 
   Input:
     KEYS[1] the user's session key (hash: the live session)
@@ -14,11 +17,13 @@
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
+    ARGV[3] the id of a session whose host's lease ran out ('' for none)
 
   Output:
     {1} the session was ended as `lost`
     {0, nextDueAt (epoch ms)} still live, due again at that time
-    {-10} no_session: there was none (the index entry is removed)
+    {-10} no_session: there was none (the index entry is removed); with ARGV[3], that session is not the
+          live one (nothing changed)
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
@@ -29,8 +34,16 @@ local historyLength = tonumber(ARGV[2])
 --- @include "includes/nowMs"
 --- @include "includes/settleSession"
 
-local existed = rcall('EXISTS', K.session) == 1
 local now = nowMs()
+if ARGV[3] ~= '' then
+  local s = rcall('HMGET', K.session, 'id', 'state')
+  if s[1] ~= ARGV[3] then return { -10 } end
+  if s[2] ~= 'pending' then
+    endSession(K, userId, historyLength, 'lost', nil, now)
+    return { 1 }
+  end
+end
+local existed = rcall('EXISTS', K.session) == 1
 local state = settleSession(K, userId, historyLength, now)
 if not state then
   if existed then return { 1 } end

@@ -73,19 +73,21 @@ local function lossMarkNow(stored)
   return saved .. ':' .. node
 end
 
--- The guard of the slot at `guardKey`, at `now` (epoch ms): { since, untilMs, floor, lease, stamp }, where
+-- The guard of the slot at `guardKey`, at `now` (epoch ms): { since, untilMs, floor, lease, stamp, run }, where
 -- `stamp` is for a record the guard lets through: a token's (`want` 'token'), a session's ('session'),
--- or none; '' when the process cannot stamp (no mark) or the wait is not over.
+-- or none; '' when the process cannot stamp (no mark) or the wait is not over; `run` is the run_id of the
+-- process running this script.
 local function lossGuard(guardKey, now, want)
   local g = rcall('HMGET', guardKey, 'run', 'since', 'until', 'floor', 'lease', 'mark')
   local since, untilMs, floor = tonumber(g[2]) or 0, tonumber(g[3]) or 0, tonumber(g[4]) or 0
   local lease, mark = tonumber(g[5]), g[6]
+  local run = g[1]
   if not mark or mark ~= lossMarkNow(mark) then
     -- The slow way: INFO says which process this is.
     local info = rcall('INFO', 'server')
     -- A plain find: a pattern scan of the whole section costs Redis as much again as INFO itself.
     local _, runAt = string.find(info, 'run_id:', 1, true)
-    local run = string.sub(info, runAt + 1, runAt + 40)
+    run = string.sub(info, runAt + 1, runAt + 40)
     local replication
     if g[1] and g[1] ~= run then
       replication = rcall('INFO', 'replication')
@@ -126,7 +128,7 @@ local function lossGuard(guardKey, now, want)
     stamp = mark .. '|' .. (lease or '')
     if want == 'token' and floor > 0 then stamp = stamp .. '|' .. string.format('%.0f', floor) end
   end
-  return { since = since, untilMs = untilMs, floor = floor, lease = lease, stamp = stamp }
+  return { since = since, untilMs = untilMs, floor = floor, lease = lease, stamp = stamp, run = run }
 end
 
 -- The fence floor a token's `stamp` (false or '' when it has none) says, and the stamp for the session it

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admission } from '@cq/client';
 import { Keys } from '@cq/coordinator';
 import { describe, expect, it } from 'vitest';
-import { watchLease, type LeaseWatch } from '../support/lease-watch.js';
+import { watchHostLeases, watchLease, type LeaseWatch } from '../support/lease-watch.js';
 import { overlapsIn } from '../support/load.js';
 import { alive, sessionPids, until, type Started } from '../support/processes.js';
 import { startSystem, type System } from '../support/system.js';
@@ -120,6 +120,12 @@ describe.each(cases)('$name', (fault) => {
     const sessions = [await beating(system, users[0]!), await beating(system, users[1]!, { ignoreTerm: true })];
     const watches: LeaseWatch[] = users.map((u) => watchLease(redis, keys.user(u).lease));
     await until(() => watches.every((w) => w.expiresAt > 0), 2000, 'leases seen');
+    // Both are held under the host's lease (their own leases renewed far ahead): the host lease is what
+    // keeps them running now, and what the fault takes away.
+    await until(() => watches.every((w) => w.expiresAt > Date.now() + 2 * LEASE_MS), 5000, 'held under the host lease');
+    const hostLease = watchHostLeases(redis, keys.hostLeases());
+    await until(() => hostLease.expiresAt > 0, 2000, 'host lease seen');
+    cleanUp(() => hostLease.stop());
 
     const injectedAt = performance.now();
     await fault.inject(context);
@@ -127,10 +133,12 @@ describe.each(cases)('$name', (fault) => {
     await until(() => watches.every((w) => w.gone), LEASE_MS + 2000, 'leases expired or released');
     for (const [i, userId] of users.entries()) {
       const last = lastBeat(system, userId, sessions[i]!.admission.fence);
-      // The guarantee: the session's last sign of life comes before Redis could let its lease go.
+      // The guarantee: the session's last sign of life comes before Redis could let its lease go: its
+      // own, and the host lease it is held under.
       expect(last).toBeLessThan(watches[i]!.expiresAt);
+      expect(last).toBeLessThan(hostLease.expiresAt);
       console.info(
-        `${fault.name}: ${userId}'s last beat ${watches[i]!.expiresAt - last} ms before its lease could expire`,
+        `${fault.name}: ${userId}'s last beat ${hostLease.expiresAt - last} ms before its host lease could expire`,
       );
     }
     if (fault.recover !== undefined) {

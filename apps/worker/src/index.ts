@@ -1,5 +1,11 @@
 export { WorkerHost, type WorkerHostOptions } from './worker-host.js';
-export { SessionRunner, leaseMarginMs, type RunOutcome, type SessionRunnerOptions } from './session-runner.js';
+export {
+  SessionRunner,
+  hostedLeaseMs,
+  leaseMarginMs,
+  type RunOutcome,
+  type SessionRunnerOptions,
+} from './session-runner.js';
 export {
   RuntimeLauncher,
   type LaunchSpec,

@@ -56,6 +56,11 @@ export interface LifecycleDeps {
   readonly leaseMs: number;
   /** How long before its lease could run out in Redis the session is killed, ms. */
   readonly leaseMarginMs: number;
+  /**
+   * The session's own lease while its host holds it under the host lease, ms: renewed every third of
+   * it (the host lease and the probes of the Redis process keep it inside `leaseMs` meanwhile).
+   */
+  readonly hostedLeaseMs: number;
   /** How the session's output is kept in Redis. */
   readonly output: OutputKeepingConfig;
   readonly log: Logger;
@@ -91,6 +96,20 @@ export class SessionLifecycle {
   #activeAt: number | undefined;
   /** Readiness announcements, recorded one after another in the order the session made them. */
   #announcing: Promise<unknown> = Promise.resolve();
+  /**
+   * Set once the host holds the session under its host lease (see {@link SessionLifecycle.hold}): until
+   * when (a `performance.now()` instant) that lease holds.
+   */
+  #hostCover: (() => number) | undefined;
+  /**
+   * The Redis process (run_id) that keeps the session's records, as the last hosted renewal said, and the
+   * latest instant it was heard from (a renewal or a probe sent then): the session is held no longer than
+   * `leaseMs` after, unless that process is heard from again. A process that replaced it (a restart, a
+   * failover) may have lost the records: the session is renewed there at once, and held again only if that
+   * renewal succeeds.
+   */
+  #run: string | undefined;
+  #heardAt = Number.NEGATIVE_INFINITY;
 
   constructor(claim: Claim, deps: LifecycleDeps) {
     this.#claim = claim;
@@ -102,6 +121,57 @@ export class SessionLifecycle {
   /** Renews the session's lease now (a nudge: something changed), to learn what without waiting. */
   renewNow(): void {
     this.#started?.keepalive.renewNow();
+  }
+
+  /** The user whose session this is. */
+  get userId(): string {
+    return this.#claim.userId;
+  }
+
+  /** The session's id. */
+  get sessionId(): string {
+    return this.#claim.sessionId;
+  }
+
+  /** The Redis process that keeps the session's records, once the session is held under its host's lease. */
+  get keptBy(): string | undefined {
+    return this.#run;
+  }
+
+  /**
+   * The host registered the session under its host lease, which holds until `cover()`: the session is
+   * renewed now with its hosted lease (learning which Redis process keeps it), then every third of that;
+   * from that renewal on it is held while the host lease and that process are, within `leaseMs` of each.
+   */
+  hold(cover: () => number): void {
+    if (this.#hostCover !== undefined || this.#started === undefined) return;
+    this.#hostCover = cover;
+    this.#started.keepalive.retime(Math.max(1, Math.floor(this.#deps.hostedLeaseMs / 3)));
+    this.#started.keepalive.renewNow();
+  }
+
+  /**
+   * The host heard from the Redis process `run` (its probe, sent at `sentAt`) serving this session's
+   * master, or its host lease moved (no `run`): the session's instant moves with it. A process other than
+   * the one that keeps the session may have lost it: the session is renewed now to find out.
+   */
+  covered(run?: string, sentAt?: number): void {
+    if (run !== undefined && sentAt !== undefined && this.#run !== undefined) {
+      if (run !== this.#run) {
+        this.renewNow();
+        return;
+      }
+      this.#heardAt = Math.max(this.#heardAt, sentAt);
+    }
+    const started = this.#started;
+    if (started === undefined || this.#phase.name === 'exited') return;
+    started.handle.leaseHolds(started.keepalive.refresh());
+  }
+
+  /** Until when the host lease and the Redis process vouch for the session (unbounded until it is held). */
+  #cover(): number {
+    if (this.#hostCover === undefined || this.#run === undefined) return Number.POSITIVE_INFINITY;
+    return Math.min(this.#hostCover(), this.#heardAt + this.#deps.leaseMs);
   }
 
   /**
@@ -117,6 +187,8 @@ export class SessionLifecycle {
     const keepalive = deps.coordinator.claims.keepalive(claim, {
       marginMs: deps.leaseMarginMs,
       onRenewed: (answer, sentAt) => this.#renewed(answer, sentAt),
+      renewWith: () => (this.#hostCover === undefined ? {} : { leaseMs: this.#deps.hostedLeaseMs, run: true }),
+      cover: () => this.#cover(),
       // Each renewal carries how long ago the session was last active (one number, whatever it wrote).
       activityAgeMs: () => (this.#activeAt === undefined ? undefined : performance.now() - this.#activeAt),
       onStopRequested: (reason: StopReason) =>
@@ -236,7 +308,13 @@ export class SessionLifecycle {
   #renewed(answer: SessionRenewAnswer & { ok: true }, sentAt: number): void {
     const started = this.#started;
     if (this.#phase.name === 'exited' || started === undefined) return;
-    started.handle.leaseHolds(started.keepalive.holdsUntil);
+    if (answer.run !== undefined) {
+      // A hosted renewal: the process that answered keeps the session's records, as of when it was sent.
+      if (answer.run !== this.#run) this.#heardAt = Number.NEGATIVE_INFINITY;
+      this.#run = answer.run;
+      this.#heardAt = Math.max(this.#heardAt, sentAt);
+    }
+    started.handle.leaseHolds(started.keepalive.refresh());
     // One more renewal when the session would count as idle (a stopping session needs none).
     if (this.#phase.name === 'running' && !answer.stopRequested)
       this.#idleCheckAt(answer.idleInMs === undefined ? undefined : sentAt + answer.idleInMs);

@@ -24,6 +24,11 @@ export interface SessionRunnerOptions {
   leaseMarginMs?: number;
   /** How sessions' output is kept in Redis. @defaultValue 10,000 lines, for a day after the end */
   output?: OutputKeepingConfig;
+  /**
+   * A session's own lease once its host holds it under the host lease, ms (see
+   * {@link SessionRunner.hold}). @defaultValue {@link hostedLeaseMs}(leaseMs)
+   */
+  hostedLeaseMs?: number;
   logger: Logger;
 }
 
@@ -49,6 +54,15 @@ export function leaseMarginMs(leaseMs: number): number {
 }
 
 /**
+ * A session's own lease while its host holds it under its host lease: 20 leases (5 minutes with the
+ * default LEASE_MS), renewed every third of that. It only bounds how long a session stays live in Redis
+ * should every other way of ending it fail; the host lease and the probes keep it within LEASE_MS.
+ */
+export function hostedLeaseMs(leaseMs: number): number {
+  return leaseMs * 20;
+}
+
+/**
  * Runs one spawn job: claims the session (only the matching, still pending one), starts it, keeps its
  * lease alive, stops it when the deadline arrives, a stop is requested, the lease is lost or the host
  * shuts down, then records its terminal state and exit code.
@@ -62,6 +76,10 @@ export class SessionRunner {
    * after the claim): the session is renewed as soon as it starts, rather than at its first renewal.
    */
   readonly #claiming = new Map<string, boolean>();
+  /** The sessions running here, by session id. */
+  readonly #bySession = new Map<string, SessionLifecycle>();
+  /** The sessions held under a host lease, with its token. */
+  readonly #held = new Map<SessionLifecycle, string>();
 
   constructor(options: SessionRunnerOptions) {
     this.#options = options;
@@ -124,6 +142,58 @@ export class SessionRunner {
     for (const lifecycles of this.#live.values()) for (const lifecycle of lifecycles) lifecycle.renewNow();
   }
 
+  /**
+   * The host registered these sessions under its host lease, which holds until `cover()`: each is held
+   * under it from its next renewal (see {@link SessionLifecycle.hold}). Answers those still running here.
+   */
+  hold(sessionIds: readonly string[], token: string, cover: () => number): void {
+    for (const sessionId of sessionIds) {
+      const lifecycle = this.#bySession.get(sessionId);
+      if (lifecycle === undefined || this.#held.has(lifecycle)) continue;
+      lifecycle.hold(cover);
+      this.#held.set(lifecycle, token);
+    }
+  }
+
+  /** The sessions held under a host lease, with the lease's token. */
+  get held(): { sessionId: string; userId: string; token: string }[] {
+    return [...this.#held].map(([lifecycle, token]) => ({
+      sessionId: lifecycle.sessionId,
+      userId: lifecycle.userId,
+      token,
+    }));
+  }
+
+  /** A host lease moved (renewed, or lost): every held session's instant moves with it. */
+  covered(): void {
+    for (const lifecycle of this.#held.keys()) lifecycle.covered();
+  }
+
+  /**
+   * Asks each Redis master that keeps held sessions which process it runs (one `probeSlot` per master,
+   * through one of its sessions' slots), and moves those sessions' instants with the answer; a session
+   * whose process was replaced is renewed at once instead. A probe that fails moves nothing.
+   */
+  async probe(): Promise<void> {
+    const { coordinator } = this.#options;
+    const groups = new Map<string, SessionLifecycle[]>();
+    for (const lifecycle of this.#held.keys()) {
+      if (lifecycle.keptBy === undefined) continue;
+      const master = coordinator.claims.masterOf(lifecycle.userId);
+      const group = groups.get(master);
+      if (group === undefined) groups.set(master, [lifecycle]);
+      else group.push(lifecycle);
+    }
+    await Promise.all(
+      [...groups.values()].map(async (group) => {
+        const sentAt = performance.now();
+        const run = await coordinator.claims.probe(group[0]!.userId).catch(() => undefined);
+        if (run === undefined) return;
+        for (const lifecycle of group) lifecycle.covered(run, sentAt);
+      }),
+    );
+  }
+
   async #runClaimed(
     claim: Claim,
     shutdown: AbortSignal,
@@ -138,11 +208,13 @@ export class SessionRunner {
       graceMs,
       leaseMs,
       leaseMarginMs: this.#options.leaseMarginMs ?? leaseMarginMs(leaseMs),
+      hostedLeaseMs: this.#options.hostedLeaseMs ?? hostedLeaseMs(leaseMs),
       output: this.#options.output ?? { keepLines: 10_000, retentionMs: 86_400_000 },
       log,
     });
     const live = this.#live.get(claim.userId) ?? new Set<SessionLifecycle>();
     this.#live.set(claim.userId, live.add(lifecycle));
+    this.#bySession.set(claim.sessionId, lifecycle);
     let ended: Awaited<ReturnType<SessionLifecycle['run']>>;
     try {
       lifecycle.start();
@@ -150,6 +222,8 @@ export class SessionRunner {
       onStarted?.();
       ended = await lifecycle.run(shutdown);
     } finally {
+      this.#bySession.delete(claim.sessionId);
+      this.#held.delete(lifecycle);
       live.delete(lifecycle);
       if (live.size === 0 && this.#live.get(claim.userId) === live) this.#live.delete(claim.userId);
     }

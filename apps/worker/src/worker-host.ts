@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Coordinator, HostChannel, closeRedis, type RedisClient } from '@cq/coordinator';
 import {
@@ -35,7 +36,8 @@ export interface WorkerHostOptions {
    */
   containment?: PlannedContainment;
   /**
-   * How often the host publishes its heartbeat, ms; the record lives three times as long.
+   * How often the host publishes its heartbeat (which renews its host lease), ms; the record lives three
+   * times as long. Never more than a third of `LEASE_MS`.
    * @defaultValue 2000
    */
   heartbeatMs?: number;
@@ -74,6 +76,8 @@ export class WorkerHost {
   #claimBeat: NodeJS.Immediate | undefined;
   #soon: NodeJS.Timeout | undefined;
   #busy = 0;
+  /** Periodic heartbeats sent. */
+  #beats = 0;
   /** The sessions this host started, each followed to its end (the spawn job ends at the start). */
   readonly #sessions = new Set<Promise<void>>();
   /** Sessions taken from the queue and not finished: their slots' holds are renewed with each heartbeat. */
@@ -86,6 +90,19 @@ export class WorkerHost {
   #claimed: string[] = [];
   /** Sessions finished since the last heartbeat that went through: their holds are given back with the next. */
   #ended: string[] = [];
+  /** Sessions started since the last heartbeat: the next registers them under the host lease. */
+  #toRegister: { sessionId: string; userId: string }[] = [];
+  /**
+   * The host lease (Chubby's session): renewed by every heartbeat, it keeps every session registered
+   * under it running without a renewal of its own each third of `LEASE_MS`. A lease that ran out is never
+   * renewed again: the host takes a new one (`fresh` until its first heartbeat went through).
+   */
+  #lease = { token: '', fresh: true };
+  /**
+   * Until when each lease token holds, as a `performance.now()` instant: the send instant of its latest
+   * heartbeat that went through, plus `LEASE_MS`; a lost token holds no longer.
+   */
+  readonly #leaseHolds = new Map<string, number>();
   #draining: Promise<void> | undefined;
   #drainedResolve: (() => void) | undefined;
   readonly #drained = new Promise<void>((resolve) => (this.#drainedResolve = resolve));
@@ -94,7 +111,8 @@ export class WorkerHost {
     this.#options = options;
     this.#config = options.config;
     this.#logger = options.logger.child({ workerId: options.config.workerId });
-    this.#heartbeatMs = options.heartbeatMs ?? 2000;
+    this.#heartbeatMs = Math.max(1, Math.min(options.heartbeatMs ?? 2000, Math.floor(options.config.leaseMs / 3)));
+    this.#lease = { token: `${options.config.workerId}/${randomUUID()}`, fresh: true };
     // Every running session listens for the shutdown: as many listeners as slots is expected.
     setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
     this.#stalledIntervalMs = options.stalledIntervalMs ?? 10_000;
@@ -201,13 +219,23 @@ export class WorkerHost {
       log: this.#logger,
     });
     // Every heartbeat renews the holds of the sessions taken since the last one; the periodic one, all.
+    // Each renews the host lease too, registering the sessions started since the last one under it (every
+    // tenth periodic one registers every held session again: registrations lost with writes Redis forgot
+    // come back), and the periodic one asks each Redis master that keeps held sessions which process it runs.
     const beat = (this.#beat = (all: boolean): void => {
       const ended = this.#ended;
       this.#ended = [];
       const running = all ? [...this.#running] : this.#claimed.filter((id) => this.#running.has(id));
       this.#claimed = [];
+      const fresh = this.#toRegister.filter((r) => this.#running.has(r.sessionId));
+      this.#toRegister = [];
+      const lease = this.#lease;
+      // Every tenth periodic heartbeat registers every held session again.
+      const again = all && this.#beats++ % 10 === 0;
+      const register = again ? [...fresh, ...this.#heldSessions(runner)] : fresh;
+      const sentAt = performance.now();
       this.#coordinator.workers
-        .heartbeat(
+        .publish(
           {
             workerId: this.#config.workerId,
             slots: this.#config.slots,
@@ -217,15 +245,30 @@ export class WorkerHost {
             pool: this.#config.pool,
             running,
             ended,
+            lease: { token: lease.token, ttlMs: this.#config.leaseMs, fresh: lease.fresh, register },
           },
           this.#heartbeatMs * 3,
         )
         .then(
-          (state) => {
+          ({ state, lease: held }) => {
+            if (held === 'held') {
+              if (lease === this.#lease) lease.fresh = false;
+              const holds = this.#leaseHolds.get(lease.token);
+              if (holds !== Number.NEGATIVE_INFINITY)
+                this.#leaseHolds.set(lease.token, Math.max(holds ?? 0, sentAt + this.#config.leaseMs));
+              runner.hold(
+                fresh.map((r) => r.sessionId),
+                lease.token,
+                () => this.#leaseHolds.get(lease.token) ?? Number.NEGATIVE_INFINITY,
+              );
+              runner.covered();
+              if (all) void runner.probe();
+            } else if (held === 'lost') this.#leaseLost(lease, runner, fresh);
             if (state === 'draining') void this.drain('asked through the API');
           },
           (err: unknown) => {
             this.#ended.push(...ended); // given back with the next heartbeat
+            this.#toRegister.push(...fresh); // registered with the next
             this.#logger.debug({ err }, 'heartbeat failed');
           },
         );
@@ -237,6 +280,33 @@ export class WorkerHost {
       { slots: this.#config.slots, leaseMs: this.#config.leaseMs, pool: this.#config.pool },
       'worker host started',
     );
+  }
+
+  /** The sessions held under the current lease: registered again with each periodic heartbeat. */
+  #heldSessions(runner: SessionRunner): { sessionId: string; userId: string }[] {
+    return runner.held
+      .filter((r) => r.token === this.#lease.token)
+      .map(({ sessionId, userId }) => ({ sessionId, userId }));
+  }
+
+  /**
+   * The host lease ran out before a heartbeat renewed it (the host was frozen or cut off from Redis for
+   * longer than `LEASE_MS`): the sessions held under it are ended now (by then their instants had
+   * passed: a sweep ends them as `lost` in Redis), and a new lease is taken for the sessions to come and
+   * for those that were about to be registered.
+   */
+  #leaseLost(
+    lease: { token: string; fresh: boolean },
+    runner: SessionRunner,
+    unregistered: { sessionId: string; userId: string }[],
+  ): void {
+    this.#leaseHolds.set(lease.token, Number.NEGATIVE_INFINITY);
+    runner.covered();
+    if (lease === this.#lease) {
+      this.#lease = { token: `${this.#config.workerId}/${randomUUID()}`, fresh: true };
+      this.#logger.warn({ lost: lease.token }, 'the host lease ran out before it could be renewed; taking a new one');
+    }
+    this.#toRegister.push(...unregistered);
   }
 
   /** One line at start says how sessions are contained here, and what that cannot catch. */
@@ -315,15 +385,22 @@ export class WorkerHost {
     this.#beatForClaims();
     let started: (() => void) | undefined;
     const running = new Promise<'started'>((resolve) => (started = () => resolve('started')));
-    const session = runner.run(payload, this.#shutdown.signal, started).finally(() => {
-      this.#busy--;
-      this.#running.delete(payload.sessionId);
-      this.#ended.push(payload.sessionId);
-      if (!this.#shutdown.signal.aborted && this.#draining === undefined) {
-        this.#pauseFetching(false);
-        this.#beatSoon();
-      }
-    });
+    const session = runner
+      .run(payload, this.#shutdown.signal, () => {
+        started?.();
+        // Registered under the host lease with the next heartbeat (on the next tick).
+        this.#toRegister.push({ sessionId: payload.sessionId, userId: payload.userId });
+        this.#beatForClaims();
+      })
+      .finally(() => {
+        this.#busy--;
+        this.#running.delete(payload.sessionId);
+        this.#ended.push(payload.sessionId);
+        if (!this.#shutdown.signal.aborted && this.#draining === undefined) {
+          this.#pauseFetching(false);
+          this.#beatSoon();
+        }
+      });
     // Followed to its end, whatever the job's answer: the host waits for these when it drains or stops.
     const followed = session.then(
       () => undefined,
@@ -369,7 +446,10 @@ export class WorkerHost {
       this.#queueRedis?.disconnect();
     } else {
       const ended = [...this.#ended, ...this.#running];
-      await settleWithin(this.#coordinator.workers.withdraw(this.#config.workerId, ended, this.#config.pool), 1000);
+      await settleWithin(
+        this.#coordinator.workers.withdraw(this.#config.workerId, ended, this.#config.pool, this.#lease.token),
+        1000,
+      );
     }
     this.#channel?.close();
     await this.#launcher?.close?.();

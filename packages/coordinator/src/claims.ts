@@ -15,6 +15,7 @@ import {
   type StopReason,
   type TerminalState,
 } from './session-types.js';
+import { slotOf } from './slots.js';
 import { assertInteger } from './validate.js';
 
 /**
@@ -40,6 +41,8 @@ export type SessionRenewAnswer =
       readonly deadline: number;
       /** How long until {@link deadline}, from the moment the renewal was sent, ms. */
       readonly lifetimeLeftMs: number;
+      /** The run_id of the Redis process that answered, when asked for (`RenewOptions.run`). */
+      readonly run?: string;
     })
   | (RenewAnswer & { readonly ok: false });
 
@@ -53,6 +56,14 @@ export interface ClaimOptions {
   graceMs: number;
   /** The pool the host serves: a session of another pool is not claimed (`wrong_pool`). @defaultValue `'default'` */
   pool?: string;
+}
+
+/** How a renewal is asked for. */
+export interface RenewOptions {
+  /** The lease asked for, ms. @defaultValue the claim's `leaseMs` */
+  readonly leaseMs?: number;
+  /** True to learn which Redis process answered (its run_id): two commands more. */
+  readonly run?: boolean;
 }
 
 /** Longest endpoint a session may announce, characters. */
@@ -132,16 +143,17 @@ export class Claims {
    * session would count as idle; a running session whose idle timeout has passed is stopped here (the
    * answer's `stopReason` is `idle`). One round trip.
    */
-  async renew(claim: Claim, activityAgeMs?: number): Promise<SessionRenewAnswer> {
+  async renew(claim: Claim, activityAgeMs?: number, options: RenewOptions = {}): Promise<SessionRenewAnswer> {
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
       'renewSession',
-      [keys.lease, keys.session, keys.liveIndex, keys.events],
+      [keys.lease, keys.session, keys.liveIndex, keys.events, keys.guard],
       [
         claim.owner,
-        claim.leaseMs,
+        options.leaseMs ?? claim.leaseMs,
         claim.userId,
         activityAgeMs === undefined ? '' : Math.max(0, Math.round(activityAgeMs)),
+        options.run === true ? 1 : '',
       ],
     );
     if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
@@ -157,6 +169,7 @@ export class Claims {
       number,
     ];
     const reason = String(reply[7] ?? '');
+    const run = String(reply[8] ?? '');
     return {
       ok: true,
       ttlMs: leaseExpiresAt - now,
@@ -167,7 +180,29 @@ export class Claims {
       deadline,
       lifetimeLeftMs: deadline - now,
       ...(idleAt > 0 ? { idleInMs: idleAt - now } : {}),
+      ...(run === '' ? {} : { run }),
     };
+  }
+
+  /**
+   * The Redis master serving the user's slot as this client's slot map has it (its address; '' on a
+   * standalone Redis, or a slot the map does not know yet): held sessions of one master share a probe.
+   */
+  masterOf(userId: string): string {
+    const redis = this.#context.redis as { slots?: string[][] };
+    if (redis.slots === undefined) return '';
+    return redis.slots[slotOf(this.#context.keys.user(userId).session)]?.[0] ?? '';
+  }
+
+  /**
+   * The run_id of the Redis process serving the user's slot, as its loss guard confirms it: a host
+   * holding sessions under its host lease asks it of one session's slot per Redis master each heartbeat,
+   * to learn when the process that keeps their records was replaced. One round trip.
+   */
+  async probe(userId: string): Promise<string> {
+    const reply = await this.#context.scripts.run('probeSlot', [this.#context.keys.user(userId).guard], []);
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('probeSlot', reply);
+    return String(reply[1]);
   }
 
   /**
@@ -189,13 +224,17 @@ export class Claims {
       /** After each renewal; `sentAt` is the `performance.now()` instant it was sent (its answer's times count from then). */
       onRenewed?: (answer: SessionRenewAnswer & { ok: true }, sentAt: number) => void;
       onError?: (err: unknown) => void;
+      /** How each renewal is asked for, read as it is sent. @defaultValue the claim's lease */
+      renewWith?: () => RenewOptions;
+      /** Until when (a `performance.now()` instant) something else vouches for the lease: see {@link KeepaliveOptions.cover}. */
+      cover?: () => number;
     } = {},
   ): Keepalive<SessionRenewAnswer> {
     let told = false;
     const elapsed = performance.now() - claim.sentAt;
     const intervalMs = options.intervalMs ?? Math.max(1, Math.floor(claim.leaseMs / 3));
     return new Keepalive<SessionRenewAnswer>({
-      renew: () => this.renew(claim, options.activityAgeMs?.()),
+      renew: () => this.renew(claim, options.activityAgeMs?.(), options.renewWith?.()),
       intervalMs,
       // A failed renewal is tried again within a second, so a short outage costs no session.
       retryMs: Math.min(1000, intervalMs),
@@ -210,6 +249,7 @@ export class Claims {
         }
       },
       ...(options.onError === undefined ? {} : { onError: options.onError }),
+      ...(options.cover === undefined ? {} : { cover: options.cover }),
     }).start();
   }
 

@@ -27,6 +27,8 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>, numb
     ['sessions.admit (rejected: session_exists)', () => c.sessions.admit(state['t3'].token)],
     ['sessions.claim', async () => (state['c'] = await c.claims.claim(state['a'], worker))],
     ['sessions.renew', () => c.claims.renew(state['c'].claim, 10)],
+    ['sessions.renew (held: learns the Redis process)', () => c.claims.renew(state['c'].claim, 10, { run: true })],
+    ['claims.probe', () => c.claims.probe('slot-user')],
     ['sessions.recordActivity', () => c.sessions.recordActivity('slot-user')],
     ['claims.markReady', () => c.claims.markReady(state['c'].claim, 'http://10.0.0.1:1')],
     [
@@ -75,9 +77,29 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>, numb
     ['workers.capacity', () => c.workers.capacity()],
     ['workers.drain', () => c.workers.drain('w1')],
     ['workers.release', () => c.workers.release(['s1'])],
-    ['workers.withdraw', () => c.workers.withdraw('w1')],
+    [
+      'workers.publish (with a host lease)',
+      () =>
+        c.workers.publish(
+          {
+            workerId: 'w1',
+            slots: 4,
+            busy: 1,
+            startedAt: 1,
+            lease: { token: 'w1/t', ttlMs: 5000, fresh: true, register: [{ sessionId: 's1', userId: 'slot-user' }] },
+          },
+          5000,
+        ),
+    ],
+    ['workers.expiredLeases', () => c.workers.expiredLeases()],
+    ['workers.leaseSessions', () => c.workers.leaseSessions('w1/t')],
+    ['workers.forgetLease', () => c.workers.forgetLease('w1/t')],
+    ['workers.withdraw', () => c.workers.withdraw('w1', [], 'default', 'w1/t')],
   ];
 }
+
+/** Operations that are one plain command rather than a script. */
+const plainCommands: Record<string, string> = { 'sessions.history': 'lrange', 'workers.leaseSessions': 'hgetall' };
 
 /** The keys a command names: for EVALSHA/EVAL the numkeys keys; for plain commands the first argument. */
 function keysOf(seen: Seen): string[] {
@@ -118,8 +140,7 @@ describe('one round trip, one slot', () => {
         const command = seen.args[0]!.toLowerCase();
         // ioredis sends EVAL the first time a connection runs a script, EVALSHA after: one command either way.
         const scripted = command === 'eval' || command === 'evalsha';
-        if (count === 1)
-          expect(scripted ? 'script' : command, name).toBe(name === 'sessions.history' ? 'lrange' : 'script');
+        if (count === 1) expect(scripted ? 'script' : command, name).toBe(plainCommands[name] ?? 'script');
         if (command === 'evalsha') ran.add(scriptBySha.get(seen.args[1]!) ?? 'unknown');
         if (command === 'eval')
           ran.add(scriptByOpening.find(([opening]) => seen.args[1]!.includes(opening))?.[1] ?? 'unknown');

@@ -126,4 +126,40 @@ describe('Keepalive (fake timers)', () => {
     expect(keepalive.signal.aborted).toBe(false);
     keepalive.stop();
   });
+  it('with a cover, holds only while both the renewals and the cover do: refresh() moves the watchdog with the cover, retime() the renewals', async () => {
+    const { renew, pending } = renewals();
+    let cover = performance.now() + 1000;
+    const keepalive = new Keepalive({
+      renew,
+      intervalMs: 1000,
+      ttlMs: 60_000,
+      marginMs: 100,
+      cover: () => cover,
+    }).start();
+    // The cover is the earlier end: the signal would abort at it, less the margin.
+    expect(keepalive.holdsUntil).toBe(cover - 100);
+    keepalive.retime(20_000);
+    await vi.advanceTimersByTimeAsync(800);
+    cover = performance.now() + 1000;
+    expect(keepalive.refresh()).toBe(cover - 100);
+    // No renewal was due (every 20 s now): the cover alone kept it.
+    expect(renew).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(899);
+    expect(keepalive.signal.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(keepalive.signal.aborted).toBe(true);
+    expect((keepalive.signal.reason as LeaseLostError).code).toBe('lease_lost');
+    expect(pending).toHaveLength(0);
+  });
+
+  it('a cover that ends now (the host lease lost) aborts at the next refresh()', async () => {
+    const { renew } = renewals();
+    let cover = Number.POSITIVE_INFINITY;
+    const keepalive = new Keepalive({ renew, intervalMs: 1000, ttlMs: 3000, cover: () => cover }).start();
+    expect(keepalive.holdsUntil).toBe(performance.now() + 3000);
+    cover = Number.NEGATIVE_INFINITY;
+    keepalive.refresh();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(keepalive.signal.aborted).toBe(true);
+  });
 });

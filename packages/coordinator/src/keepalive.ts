@@ -38,6 +38,14 @@ export interface KeepaliveOptions<A extends RenewAnswer> {
   onRenewed?: (answer: A & { ok: true }, sentAt: number) => void;
   /** Called when a renewal attempt fails (the keepalive goes on until the lease would have run out). */
   onError?: (err: unknown) => void;
+  /**
+   * Until when (a `performance.now()` instant) something besides the renewals vouches for the lease,
+   * read whenever the watchdog is armed: the lease is held only while both do, so the signal aborts at
+   * the earlier of the two (less the margin). A session held under its host's lease has the host lease
+   * and the Redis process that keeps its records vouch for it. Call {@link Keepalive.refresh} when it
+   * moves. @defaultValue nothing more (the renewals alone)
+   */
+  cover?: () => number;
 }
 
 /** Why a keepalive's signal aborted: `lease_lost` or `deadline_reached`. */
@@ -65,9 +73,11 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
   /** A renewal was asked for while one was in flight: it goes out as soon as that one is answered. */
   #again = false;
   #stopped = false;
+  #intervalMs: number;
 
   constructor(options: KeepaliveOptions<A>) {
     this.#options = options;
+    this.#intervalMs = options.intervalMs;
     this.#marginMs = options.marginMs ?? 0;
     const now = performance.now();
     this.#expiresAt = now + options.ttlMs;
@@ -80,7 +90,7 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
    */
   start(): this {
     if (this.#interval !== undefined || this.#stopped) return this;
-    this.#interval = setInterval(() => void this.#tick(), this.#options.intervalMs);
+    this.#interval = setInterval(() => void this.#tick(), this.#intervalMs);
     this.#interval.unref();
     this.#arm();
     return this;
@@ -96,7 +106,30 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
    * signal aborts then unless a renewal moves it. Read it in `onRenewed` to pass it on.
    */
   get holdsUntil(): number {
-    return Math.min(this.#expiresAt, this.#deadlineAt) - this.#marginMs;
+    return Math.min(this.#expiresAt, this.#deadlineAt, this.#cover()) - this.#marginMs;
+  }
+
+  #cover(): number {
+    return this.#options.cover?.() ?? Number.POSITIVE_INFINITY;
+  }
+
+  /**
+   * The cover moved (see {@link KeepaliveOptions.cover}): the watchdog is armed again for it. Answers
+   * {@link Keepalive.holdsUntil}.
+   */
+  refresh(): number {
+    if (!this.#stopped && this.#interval !== undefined) this.#arm();
+    return this.holdsUntil;
+  }
+
+  /** Renews every `intervalMs` from now on (a session held under its host's lease is renewed far less often). */
+  retime(intervalMs: number): void {
+    if (this.#stopped || intervalMs === this.#intervalMs) return;
+    this.#intervalMs = intervalMs;
+    if (this.#interval === undefined) return;
+    clearInterval(this.#interval);
+    this.#interval = setInterval(() => void this.#tick(), intervalMs);
+    this.#interval.unref();
   }
 
   /**
@@ -124,7 +157,7 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
 
   #arm(): void {
     clearTimeout(this.#watchdog);
-    const deadlineFirst = this.#deadlineAt <= this.#expiresAt;
+    const deadlineFirst = this.#deadlineAt <= Math.min(this.#expiresAt, this.#cover());
     const at = this.holdsUntil;
     this.#watchdog = setTimeout(
       () =>
@@ -159,8 +192,8 @@ export class Keepalive<A extends RenewAnswer = RenewAnswer> {
       this.#options.onRenewed?.(answer as A & { ok: true }, sentAt);
     } catch (err) {
       this.#options.onError?.(err);
-      const retryMs = this.#options.retryMs ?? this.#options.intervalMs;
-      if (!this.#stopped && retryMs < this.#options.intervalMs) {
+      const retryMs = this.#options.retryMs ?? this.#intervalMs;
+      if (!this.#stopped && retryMs < this.#intervalMs) {
         this.#retry = setTimeout(() => void this.#tick(), retryMs);
         this.#retry.unref();
       }

@@ -224,6 +224,21 @@ export class Keys {
     return pool === DEFAULT_POOL ? `${this.prefix}:{workers}:held` : `${this.prefix}:{workers}:held:${pool}`;
   }
 
+  /** Worker hosts' leases (sorted set: a lease token by when the lease runs out, epoch ms). */
+  hostLeases(): string {
+    return `${this.prefix}:{workers}:host-leases`;
+  }
+
+  /** The sessions registered under one host lease (hash: session id → user id). */
+  hostSessions(token: string): string {
+    return `${this.prefix}:{workers}:host-sessions:${token}`;
+  }
+
+  /** The loss guard of the {workers} slot (hash: see lua/includes/lossGuard.lua). */
+  workersGuard(): string {
+    return `${this.prefix}:{workers}:guard`;
+  }
+
   /** The heartbeat record of one worker host (same slot as the registry). */
   worker(workerId: string): string {
     assertName(workerId, 'WORKER_ID');

@@ -181,6 +181,52 @@ describe('Redis restarted from an older snapshot (the writes since are lost)', (
   });
 });
 
+describe('a session held under its host lease, when Redis loses writes', () => {
+  it('the probe answers another process after the restart, the session is refused its renewal there, and the gone host lease is taken up again while the guard waits, with no lease found run out meanwhile', async () => {
+    const { server, client, c } = await started();
+    await settled(client);
+    const user = 'held';
+    await oneSessionCycle(c, user);
+    const token = await tokenFor(c, user);
+    const beat = (fresh: boolean, register: { sessionId: string; userId: string }[] = []) =>
+      c.workers.publish(
+        {
+          workerId: 'host-a',
+          slots: 1,
+          busy: 1,
+          startedAt: 1,
+          lease: { token: 'host-a/l1', ttlMs: LEASE_MS, fresh, register },
+        },
+        3000,
+      );
+    // The host took its lease before the snapshot: the {workers} slot's guard knows this process then.
+    expect(await beat(true)).toMatchObject({ lease: 'held' });
+    const kept = await snapshot(server, client);
+    // After the snapshot: the session is claimed and held under the host lease; all lost with the restart.
+    const { claim } = await runningClaim(c, token);
+    expect(await beat(false, [{ sessionId: claim.sessionId, userId: user }])).toMatchObject({ lease: 'held' });
+    const held = await c.claims.renew(claim, undefined, { leaseMs: 20 * LEASE_MS, run: true });
+    if (!held.ok) throw new Error('not renewed');
+    const before = held.run!;
+    expect(before).toMatch(/^[0-9a-f]{40}$/);
+    expect(await c.claims.probe(user)).toBe(before);
+
+    await restartFrom(server, client, kept);
+    // Another process keeps the slot now: the host renews the session there, which finds it gone.
+    const after = await c.claims.probe(user);
+    expect(after).toMatch(/^[0-9a-f]{40}$/);
+    expect(after).not.toBe(before);
+    expect(await c.claims.renew(claim, undefined, { leaseMs: 20 * LEASE_MS, run: true })).toEqual({
+      ok: false,
+      reason: 'lease_lost',
+    });
+    // The host lease went with the writes: while the {workers} guard waits, no lease is found run out,
+    // and the host's next heartbeat takes it up again rather than losing it.
+    expect(await c.workers.expiredLeases()).toEqual([]);
+    expect(await beat(false)).toMatchObject({ lease: 'held' });
+  });
+});
+
 describe('a token issued in the second Redis restarts in', () => {
   it('is refused too: uptime counts whole seconds, and the restart is taken at the end of its second', async () => {
     const { server, client, c } = await started();

@@ -304,11 +304,16 @@ export class SessionStore {
 
   /**
    * Sweeps one user: ends the live session as `lost` if it is overdue (pending past its deadline, or
-   * running without a lease). Answers whether it did. One round trip.
+   * running without a lease), or, given `sessionId` (a session of a host whose host lease ran out), if
+   * that session is the live one and was claimed. Answers whether it did. One round trip.
    */
-  async sweepUser(userId: string): Promise<boolean> {
+  async sweepUser(userId: string, sessionId?: string): Promise<boolean> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('sweepSession', keys.ending, [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run('sweepSession', keys.ending, [
+      userId,
+      this.#policy.historyLength,
+      sessionId ?? '',
+    ]);
     return replyCode(reply) === ScriptCode.Ok;
   }
 

@@ -8,6 +8,7 @@ import { enterUnlisted } from './session-list.js';
 import type { SessionStore } from './sessions.js';
 import { wrapRedisError } from './redis-errors.js';
 import { SLOT_COUNT } from './slots.js';
+import { WorkerRegistry } from './workers.js';
 
 /** Options of {@link Sweeper}. */
 export interface SweeperOptions {
@@ -17,6 +18,12 @@ export interface SweeperOptions {
    * @defaultValue 5000
    */
   intervalMs?: number;
+  /**
+   * Milliseconds between looks for host leases that ran out (their hosts' sessions are ended as `lost`
+   * then, so their users can spawn again): one script per look, by the sweeper holding the turn.
+   * @defaultValue 1000
+   */
+  hostIntervalMs?: number;
   /**
    * Index indexes read per pipelined batch.
    * @defaultValue 2048
@@ -107,6 +114,9 @@ export class Sweeper {
     Pick<SweeperOptions, 'onError' | 'onSwept' | 'onFullScan'>;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
+  #hostTimer: NodeJS.Timeout | undefined;
+  #hostRunning: Promise<unknown> | undefined;
+  #registry: WorkerRegistry | undefined;
   #sweeps = 0;
   #fullScans = 0;
   readonly #id = randomUUID();
@@ -145,6 +155,7 @@ export class Sweeper {
       takeTurns: true,
       concurrency: 256,
       ...options,
+      hostIntervalMs: options.hostIntervalMs ?? 1000,
     };
   }
 
@@ -155,7 +166,35 @@ export class Sweeper {
 
   /** One sweep over the whole index (without the turn: for a one-off sweep or a test). */
   async sweepOnce(): Promise<SweepResult> {
-    return this.#end(await this.dueUsers());
+    const ofHosts = await this.sweepHosts();
+    const result = await this.#end(await this.dueUsers());
+    return { due: result.due + ofHosts, lost: result.lost + ofHosts };
+  }
+
+  /**
+   * Ends, as `lost`, the sessions registered under host leases that ran out (their hosts stopped them
+   * by then), then forgets those leases. Answers how many sessions it ended.
+   */
+  async sweepHosts(): Promise<number> {
+    const registry = (this.#registry ??= new WorkerRegistry(this.#context));
+    let lost = 0;
+    for (const token of await registry.expiredLeases()) {
+      if (this.#stopping) break;
+      const registered = Object.entries(await registry.leaseSessions(token));
+      const outcomes = await settleBounded(
+        registered,
+        this.#options.concurrency,
+        () => this.#stopping,
+        ([sessionId, userId]) => this.#sessions.sweepUser(userId, sessionId),
+      );
+      const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+      if (failed !== undefined) throw failed.reason;
+      const ended = outcomes.filter((outcome) => outcome.status === 'fulfilled' && outcome.value).length;
+      lost += ended;
+      if (ended > 0) this.#options.onSwept?.({ due: registered.length, lost: ended });
+      if (outcomes.length === registered.length) await registry.forgetLease(token);
+    }
+    return lost;
   }
 
   /** This sweeper's id: the value of the turn key while it holds the turn. */
@@ -193,6 +232,15 @@ export class Sweeper {
         });
     };
     this.#timer = setTimeout(loop, this.#options.intervalMs);
+    const hostLoop = (): void => {
+      const mine = !this.#options.takeTurns || this.#holding;
+      this.#hostRunning = (mine ? this.sweepHosts() : Promise.resolve(0))
+        .catch((err: unknown) => this.#options.onError?.(err))
+        .then(() => {
+          if (this.#hostTimer !== undefined) this.#hostTimer = setTimeout(hostLoop, this.#options.hostIntervalMs);
+        });
+    };
+    this.#hostTimer = setTimeout(hostLoop, this.#options.hostIntervalMs);
   }
 
   /**
@@ -203,8 +251,10 @@ export class Sweeper {
     if (this.#timer === undefined) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    clearTimeout(this.#hostTimer);
+    this.#hostTimer = undefined;
     this.#stopping = true;
-    await this.#running;
+    await Promise.all([this.#running, this.#hostRunning]);
     // The holder gives the turn up (expires it in 1 ms), so another process takes it at its next try.
     if (this.#holding)
       await this.#context.scripts

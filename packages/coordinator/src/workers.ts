@@ -28,6 +28,27 @@ export interface WorkerHeartbeat {
   readonly containment?: Containment;
   /** The pool it serves: it runs only that pool's sessions, and its slots count in that pool. @defaultValue `'default'` */
   readonly pool?: string;
+  /** The host's lease, renewed with the heartbeat (see {@link WorkerRegistry.publish}). */
+  readonly lease?: HostLeaseBeat;
+}
+
+/** A host lease's part of a heartbeat. */
+export interface HostLeaseBeat {
+  /** The lease's token: one per host process and lease (a lease that was lost is never renewed). */
+  readonly token: string;
+  /** How long the lease lasts from the heartbeat, ms (`LEASE_MS`). */
+  readonly ttlMs: number;
+  /** True for the token's first heartbeat: the lease is taken, not renewed. */
+  readonly fresh: boolean;
+  /** Sessions to register under the lease (a sweep ends them as `lost` once it ran out). */
+  readonly register?: readonly { readonly sessionId: string; readonly userId: string }[];
+}
+
+/** What a heartbeat answered: the state the host is asked to be in, and what became of its lease. */
+export interface HeartbeatAnswer {
+  readonly state: WorkerState;
+  /** `held`: renewed (or taken) for its time to live, and the sessions registered; `lost`: it ran out. */
+  readonly lease: 'held' | 'lost' | undefined;
 }
 
 /** A worker host as seen in the registry. */
@@ -97,6 +118,15 @@ export class WorkerRegistry {
    * be in (`draining` once someone asked it to drain). One round trip.
    */
   async heartbeat(beat: WorkerHeartbeat, ttlMs: number): Promise<WorkerState> {
+    return (await this.publish(beat, ttlMs)).state;
+  }
+
+  /**
+   * {@link WorkerRegistry.heartbeat}, and the host's lease with it when `beat.lease` is given: renewed
+   * (taken, for a fresh token) unless it ran out, which a lease never recovers from; the sessions named
+   * are registered under it. One round trip.
+   */
+  async publish(beat: WorkerHeartbeat, ttlMs: number): Promise<HeartbeatAnswer> {
     assertName(beat.workerId, 'WORKER_ID');
     assertInteger(ttlMs, 'ttlMs', 1);
     const containment = beat.containment ?? 'group';
@@ -107,7 +137,7 @@ export class WorkerRegistry {
     const { keys, scripts } = this.#context;
     const reply = await scripts.run(
       'heartbeatWorker',
-      [keys.worker(beat.workerId), ...this.#capacityKeys(pool)],
+      [keys.worker(beat.workerId), ...this.#capacityKeys(pool), ...this.#leaseKeys(beat.lease?.token)],
       [
         beat.workerId,
         beat.slots,
@@ -119,22 +149,65 @@ export class WorkerRegistry {
         idList(beat.ended ?? []),
         containment,
         pool,
+        beat.lease?.token ?? '',
+        beat.lease?.ttlMs ?? 0,
+        beat.lease?.fresh === true ? 1 : '',
+        (beat.lease?.register ?? []).map((r) => `${r.sessionId}=${r.userId}`).join(','),
       ],
     );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
-    return reply[2] === 'draining' ? 'draining' : 'active';
+    const lease = reply[3] === 'held' ? 'held' : reply[3] === 'lost' ? 'lost' : undefined;
+    return { state: reply[2] === 'draining' ? 'draining' : 'active', lease };
+  }
+
+  /** The keys of a host lease (those of an unused token when the host keeps none: they stay untouched). */
+  #leaseKeys(token: string | undefined): string[] {
+    const { keys } = this.#context;
+    return [keys.hostLeases(), keys.hostSessions(token ?? '-'), keys.workersGuard()];
+  }
+
+  /**
+   * Host leases that ran out (none while the {workers} slot's loss guard waits after Redis may have
+   * lost writes), at most `limit`. One round trip.
+   */
+  async expiredLeases(limit = 100): Promise<string[]> {
+    const { keys, scripts } = this.#context;
+    const reply = await scripts.run('sweepHosts', [keys.hostLeases(), keys.workersGuard()], [limit]);
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('sweepHosts', reply);
+    return reply.slice(1).map(String);
+  }
+
+  /** The sessions registered under a host lease: user id by session id. One command (HGETALL). */
+  async leaseSessions(token: string): Promise<Record<string, string>> {
+    try {
+      return await this.#context.redis.hgetall(this.#context.keys.hostSessions(token));
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+  }
+
+  /** Forgets a host lease that ran out, with its registrations (false: it holds). One round trip. */
+  async forgetLease(token: string): Promise<boolean> {
+    const { keys, scripts } = this.#context;
+    const reply = await scripts.run('forgetHost', [keys.hostLeases(), keys.hostSessions(token)], [token]);
+    return replyCode(reply) === ScriptCode.Ok;
   }
 
   /**
    * Removes a host's record and share of the capacity at once (clean shutdown), giving back the holds of
-   * the sessions named. One round trip.
+   * the sessions named, and its lease with what was registered under it. One round trip.
    */
-  async withdraw(workerId: string, ended: readonly string[] = [], pool: string = DEFAULT_POOL): Promise<void> {
-    const { keys, scripts } = this.#context;
+  async withdraw(
+    workerId: string,
+    ended: readonly string[] = [],
+    pool: string = DEFAULT_POOL,
+    leaseToken?: string,
+  ): Promise<void> {
+    const { scripts } = this.#context;
     await scripts.run(
       'heartbeatWorker',
-      [keys.worker(workerId), ...this.#capacityKeys(pool)],
-      [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool],
+      [this.#context.keys.worker(workerId), ...this.#capacityKeys(pool), ...this.#leaseKeys(leaseToken)],
+      [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, leaseToken ?? '', 0, '', ''],
     );
   }
 

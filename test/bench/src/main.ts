@@ -841,7 +841,8 @@ try {
       `The built API and one worker host with the contract's defaults (LEASE_MS ${keep.leaseMs}), sessions that sleep; ` +
         `INFO commandstats over ${keep.windowMs / 1000} s windows (script calls and every command inside them). ` +
         'Per session: the difference from the window with none, divided by the sessions. BullMQ: one Worker with that ' +
-        'concurrency holding as many active jobs, its defaults (lockDuration 30 s, locks extended every 15 s), on a Redis of its own.',
+        'concurrency holding as many active jobs, its defaults (lockDuration 30 s, locks extended every 15 s), on a Redis of its own, ' +
+        `over ${keep.bullWindowMs / 1000} s windows.`,
     );
     out();
     out(

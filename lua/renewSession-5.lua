@@ -8,7 +8,10 @@
   session changed (a stop, a lifetime), and once more when idleness or the deadline is due.
 
   Kept to four commands and the call (TIME, HMGET, PEXPIRE, ZADD; HSET when the session was active): it
-  runs for every running session every third of the lease. The owner and the hard deadline come from
+  runs for every running session every third of its lease. A session its host holds under its host lease
+  (see heartbeatWorker) is renewed with a longer lease, far less often, and learns which Redis process
+  answered (ARGV[5]: the slot's loss guard is asked, two commands more), so that its host can tell when
+  that process is replaced (probeSlot) and the session's records may have been lost with it. The owner and the hard deadline come from
   the session hash, which the claim and every lifetime change write in the same step as the lease (a
   session claimed by a host of an earlier version has no `hard` there: its lease is read as before).
 
@@ -17,18 +20,21 @@
     KEYS[2] the user's session key (hash: the live session)
     KEYS[3] the live-session index of the user's slot
     KEYS[4] the event stream of the user's slot (capped stream of JSON events)
+    KEYS[5] the loss guard of the user's slot (hash, see includes/lossGuard)
 
     ARGV[1] lease owner id
     ARGV[2] lease time to live, milliseconds
     ARGV[3] user id
     ARGV[4] activity age, milliseconds: how long before this renewal was sent the host last saw the
             session active ('' when it has seen no activity)
+    ARGV[5] '1' to answer the run_id of the Redis process (asks the slot's loss guard), '' not to
 
   Output:
     {1, leaseExpiresAt (epoch ms), stopRequested (1|0), now (epoch ms), hardDeadline (epoch ms),
       deadline (epoch ms), idleAt (epoch ms, 0 without an idle timeout), stop reason ('requested' |
-      'idle' | '')} renewed: the lease holds until leaseExpiresAt, never past hardDeadline; the
-      session's lifetime runs out at deadline; without activity it counts as idle at idleAt
+      'idle' | ''), run_id ('' unless asked)} renewed: the lease holds until leaseExpiresAt, never past
+      hardDeadline; the session's lifetime runs out at deadline; without activity it counts as idle at
+      idleAt
     {-7} lease_lost: not the owner, or the lease expired (the session must stop at once)
     {-8, hardDeadline} deadline_reached: the lease runs out at its hard deadline and cannot be renewed
 ]]
@@ -41,10 +47,13 @@ local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local userId = ARGV[3]
 local activityAge = tonumber(ARGV[4])
+local guardKey = KEYS[5]
+local wantRun = ARGV[5] == '1'
 
 --- @include "includes/nowMs"
 --- @include "includes/extendLease"
 --- @include "includes/events"
+--- @include "includes/lossGuard"
 
 local now = nowMs()
 local s = rcall('HMGET', sessionKey, 'owner', 'stop', 'deadline', 'idle', 'act', 'state', 'id', 'fence', 'worker',
@@ -86,4 +95,6 @@ if idleTimeoutMs > 0 and lastActivity then
       workerId = s[9], pool = labelsAndPool[2] or 'default' }, now, labelsAndPool[1] or '{}')
   end
 end
-return { 1, expiresAt, stop and 1 or 0, now, hardDeadline, tonumber(s[3]), idleAt, stop or '' }
+local run = ''
+if wantRun then run = lossGuard(guardKey, now).run end
+return { 1, expiresAt, stop and 1 or 0, now, hardDeadline, tonumber(s[3]), idleAt, stop or '', run }

@@ -1,0 +1,132 @@
+--[[
+  A worker host publishes its heartbeat: its record and its share of the capacity last until the
+  heartbeat's time to live runs out unless renewed; the holds of the sessions it runs are renewed with
+  it, and those of the sessions it ended are given back. A host told to drain stays draining until it
+  withdraws (a new process under the same id, with another start time, starts active).
+
+  The heartbeat also renews the host's lease (Chubby's session): one lease per host process, which its
+  sessions hold once registered under it, so that a running session costs no renewal of its own every
+  third of LEASE_MS. A lease that ran out is never renewed: the host has stopped its sessions by then (on
+  its own clock), a sweep ends them as `lost` (sweepHosts), and the host takes a new lease. While the
+  slot's loss guard waits after Redis may have lost writes, a lease that is gone or looks run out may
+  only have lost its renewals with those writes, and no sweep ends anything meanwhile: it is taken up
+  again as it was.
+
+  Input:
+    KEYS[1] the host's record key (hash {id, state, slots, busy, startedAt, seenAt, containment, pool}; expires)
+    KEYS[2] the worker registry index (sorted set: host id by when its heartbeat runs out, epoch ms)
+    KEYS[3] the capacity hash {total, c:<workerId> = the host's share}
+    KEYS[4] the held set of the host's pool (sorted set: session id by when its hold runs out, epoch ms)
+    KEYS[5] the host leases (sorted set: lease token by when the lease runs out, epoch ms)
+    KEYS[6] the sessions registered under this host's lease (hash: session id → user id)
+    KEYS[7] the loss guard of the {workers} slot (hash, see includes/lossGuard): a new lease records its
+            time to live there when longer than any before (the wait after a loss)
+
+    ARGV[1] worker host id
+    ARGV[2] slots, sessions the host runs at once
+    ARGV[3] slots in use
+    ARGV[4] when the host started, epoch ms
+    ARGV[5] record time to live, milliseconds
+    ARGV[6] 1 to publish, 0 to withdraw the host (clean shutdown)
+    ARGV[7] the sessions the host runs (ids, comma-separated; may be empty)
+    ARGV[8] the sessions it ended since its last heartbeat (ids, comma-separated; may be empty)
+    ARGV[9] how the host keeps a session's processes inside it: 'namespace' or 'group' (anything else,
+            e.g. '', is recorded as 'group')
+    ARGV[10] the pool the host serves
+    ARGV[11] the host's lease token ('' when the host keeps no lease)
+    ARGV[12] the lease's time to live, milliseconds
+    ARGV[13] '1' when the token is new (the host's first heartbeat with it), '' otherwise
+    ARGV[14] sessions to register under the lease (`<session id>=<user id>`, comma-separated; may be empty)
+
+  Output:
+    {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn'), lease ('held' | 'lost' | '')}
+      published or withdrawn; `held`: the lease holds ARGV[12] from now and ARGV[14] are registered under
+      it; `lost`: it ran out (or was ended), nothing was registered, and the token is not to be used again
+]]
+local rcall = redis.call
+local recordKey = KEYS[1]
+local indexKey = KEYS[2]
+local capacityKey = KEYS[3]
+local heldKey = KEYS[4]
+local workerId = ARGV[1]
+local slots = tonumber(ARGV[2])
+local busy = tonumber(ARGV[3])
+local startedAt = ARGV[4]
+local ttlMs = tonumber(ARGV[5])
+local publish = ARGV[6] == '1'
+local running = ARGV[7]
+local ended = ARGV[8]
+local containment = ARGV[9]
+if containment ~= 'namespace' then containment = 'group' end
+local pool = ARGV[10]
+local leasesKey = KEYS[5]
+local registeredKey = KEYS[6]
+local token = ARGV[11]
+local leaseMs = tonumber(ARGV[12])
+
+--- @include "includes/nowMs"
+--- @include "includes/capacity"
+--- @include "includes/lossGuard"
+
+local now = nowMs()
+pruneCapacity(indexKey, capacityKey, heldKey, now)
+removeAll(heldKey, ended)
+if token ~= '' then eachChunk(ended, function(ids) rcall('HDEL', registeredKey, unpack(ids)) end) end
+if not publish then
+  removeAll(heldKey, running)
+  if token ~= '' then
+    rcall('ZREM', leasesKey, token)
+    rcall('DEL', registeredKey)
+  end
+  setContribution(capacityKey, workerId, 0, pool)
+  rcall('DEL', recordKey)
+  rcall('ZREM', indexKey, workerId)
+  return { 1, now, 'withdrawn', '' }
+end
+local previous = rcall('HMGET', recordKey, 'state', 'startedAt')
+local state = 'active'
+if previous[1] == 'draining' and previous[2] == startedAt then state = 'draining' end
+rcall('HSET', recordKey, 'id', workerId, 'state', state, 'slots', slots, 'busy', busy, 'startedAt', startedAt,
+  'seenAt', now, 'containment', containment, 'pool', pool)
+rcall('PEXPIRE', recordKey, ttlMs)
+rcall('ZADD', indexKey, now + ttlMs, workerId)
+scoreAll(heldKey, now + ttlMs, running)
+if state == 'active' then
+  setContribution(capacityKey, workerId, slots, pool)
+else
+  setContribution(capacityKey, workerId, busy, pool)
+end
+local lease = ''
+if token ~= '' then
+  local expiresAt = tonumber(rcall('ZSCORE', leasesKey, token))
+  local holds
+  if expiresAt and expiresAt > now then
+    holds = true
+  elseif not expiresAt and ARGV[13] == '1' then
+    -- A new lease: the slot's guard learns the longest lease in use, the wait after a loss.
+    lossGuardLease(KEYS[7], lossGuard(KEYS[7], now), leaseMs)
+    holds = true
+  else
+    -- Run out, or gone: lost unless Redis may have lost the writes that renewed it (the guard still waits,
+    -- and no sweep has ended anything of it since).
+    holds = now < lossGuard(KEYS[7], now).untilMs
+  end
+  if holds then
+    rcall('ZADD', leasesKey, now + leaseMs, token)
+    eachChunk(ARGV[14], function(entries)
+      local args = {}
+      for i = 1, #entries do
+        local sessionId, userId = string.match(entries[i], '^([^=]+)=(.+)$')
+        if sessionId then
+          args[#args + 1] = sessionId
+          args[#args + 1] = userId
+        end
+      end
+      if #args > 0 then rcall('HSET', registeredKey, unpack(args)) end
+    end)
+    lease = 'held'
+  else
+    lease = 'lost'
+  end
+end
+return { 1, now, state, lease }

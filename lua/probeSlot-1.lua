@@ -1,6 +1,6 @@
 --[[
-  A worker host asks which Redis process serves a slot where it runs sessions under its host lease, each
-  heartbeat: the session's records are kept by that process, and a process replaced since the session
+  A worker host asks which Redis process serves a slot where it runs sessions under its host lease, every
+  third of the lease (one slot per Redis master): the session's records are kept by that process, and a process replaced since the session
   last heard from it (a restart, a failover) may have lost them. The slot's loss guard answers, as it
   does for every admission and claim (a replaced process starts the guard's wait here too).
 

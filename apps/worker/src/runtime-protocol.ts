@@ -28,6 +28,12 @@ export type ToRuntime =
     }
   /** A renewal got through: the lease now holds until `killBy` (monotonic ms, margin already taken off). */
   | { readonly t: 'lease'; readonly id: string; readonly killBy: number }
+  /**
+   * The same for many sessions at once (`[id, killBy]` pairs): a heartbeat moves the instant of every
+   * session held under the host lease, and one message for them all keeps a stop from queuing behind
+   * a thousand.
+   */
+  | { readonly t: 'leases'; readonly leases: ReadonlyArray<readonly [string, number]> }
   /** The session's lifetime was changed: its deadline is now `deadlineAt` (monotonic ms), sooner or later. */
   | { readonly t: 'deadline'; readonly id: string; readonly deadlineAt: number }
   /** SIGTERM to the group, SIGKILL after the grace time. */

@@ -190,6 +190,23 @@ export class RuntimeLauncher implements SessionLauncher {
     return runtime;
   }
 
+  /**
+   * The lease instants moved in this tick, sent together on the next (one message for a heartbeat's
+   * worth of sessions rather than one each).
+   */
+  #leases = new Map<string, number>();
+
+  #leaseHolds(id: string, killBy: number): void {
+    if (this.#leases.size === 0)
+      setImmediate(() => {
+        const leases = [...this.#leases];
+        this.#leases = new Map();
+        if (leases.length === 1) this.#send({ t: 'lease', id: leases[0]![0], killBy: leases[0]![1] });
+        else this.#send({ t: 'leases', leases });
+      });
+    this.#leases.set(id, killBy);
+  }
+
   #send(order: ToRuntime): void {
     const runtime = this.#runtime;
     if (runtime === undefined || !runtime.connected) return;
@@ -352,7 +369,7 @@ export class RuntimeLauncher implements SessionLauncher {
     };
     return {
       exited,
-      leaseHolds: (holdsUntil) => this.#send({ t: 'lease', id, killBy: toMonotonic(holdsUntil) }),
+      leaseHolds: (holdsUntil) => this.#leaseHolds(id, toMonotonic(holdsUntil)),
       deadlineMoved: (deadlineAt) => this.#send({ t: 'deadline', id, deadlineAt: toMonotonic(deadlineAt) }),
       terminate: () => {
         this.#send({ t: 'term', id });

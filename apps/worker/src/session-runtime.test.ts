@@ -98,6 +98,28 @@ describe('createRuntime', () => {
     expect(sent.at(-1)).toEqual({ t: 'exit', id: '1', code: 137, cause: 'lease' });
   });
 
+  it('leases: one order moves the instants of many sessions, each to its own; an unknown id is passed over', () => {
+    const r = runtime();
+    r.order(start({ id: '1', killBy: performance.now() + 1000 }));
+    r.order(start({ id: '2', killBy: performance.now() + 1000 }));
+    vi.advanceTimersByTime(900);
+    r.order({
+      t: 'leases',
+      leases: [
+        ['1', performance.now() + 1000],
+        ['2', performance.now() + 500],
+        ['gone', performance.now() + 100],
+      ],
+    });
+    vi.advanceTimersByTime(499);
+    expect(signals).toEqual([]);
+    vi.advanceTimersByTime(1);
+    // Session 2's group only (its exit may bring the group's SIGKILL again).
+    expect(new Set(signals.map(([pgid]) => pgid))).toEqual(new Set([1001]));
+    vi.advanceTimersByTime(500);
+    expect(new Set(signals.map(([pgid]) => pgid))).toEqual(new Set([1000, 1001]));
+  });
+
   it('term: SIGTERM, then SIGKILL after the grace time, never after killBy', () => {
     const r = runtime();
     r.order(start({ graceMs: 5000, killBy: performance.now() + 300 }));

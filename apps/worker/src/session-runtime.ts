@@ -333,6 +333,13 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
         start(order);
         return;
       }
+      if (order.t === 'leases') {
+        for (const [id, killBy] of order.leases) {
+          const held = sessions.get(id);
+          if (held !== undefined) holdUntil(held, killBy);
+        }
+        return;
+      }
       const session = sessions.get(order.id);
       if (session === undefined) return;
       if (order.t === 'lease') holdUntil(session, order.killBy);

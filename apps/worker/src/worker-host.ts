@@ -78,6 +78,8 @@ export class WorkerHost {
   #busy = 0;
   /** Periodic heartbeats sent. */
   #beats = 0;
+  /** Every how many periodic heartbeats the host probes the Redis processes that keep its held sessions. */
+  readonly #probeEvery: number;
   /** The sessions this host started, each followed to its end (the spawn job ends at the start). */
   readonly #sessions = new Set<Promise<void>>();
   /** Sessions taken from the queue and not finished: their slots' holds are renewed with each heartbeat. */
@@ -112,6 +114,7 @@ export class WorkerHost {
     this.#config = options.config;
     this.#logger = options.logger.child({ workerId: options.config.workerId });
     this.#heartbeatMs = Math.max(1, Math.min(options.heartbeatMs ?? 2000, Math.floor(options.config.leaseMs / 3)));
+    this.#probeEvery = Math.max(1, Math.floor(options.config.leaseMs / 3 / this.#heartbeatMs));
     this.#lease = { token: `${options.config.workerId}/${randomUUID()}`, fresh: true };
     // Every running session listens for the shutdown: as many listeners as slots is expected.
     setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
@@ -231,7 +234,8 @@ export class WorkerHost {
       this.#toRegister = [];
       const lease = this.#lease;
       // Every tenth periodic heartbeat registers every held session again.
-      const again = all && this.#beats++ % 10 === 0;
+      const beatNo = all ? this.#beats++ : -1;
+      const again = beatNo % 10 === 0;
       const register = again ? [...fresh, ...this.#heldSessions(runner)] : fresh;
       const sentAt = performance.now();
       this.#coordinator.workers
@@ -262,7 +266,9 @@ export class WorkerHost {
                 () => this.#leaseHolds.get(lease.token) ?? Number.NEGATIVE_INFINITY,
               );
               runner.covered();
-              if (all) void runner.probe();
+              // The Redis processes keeping held sessions are asked about every third of the lease (as
+              // often as a session's own lease was renewed before host leases), not every heartbeat.
+              if (all && beatNo % this.#probeEvery === 0) void runner.probe();
             } else if (held === 'lost') this.#leaseLost(lease, runner, fresh);
             if (state === 'draining') void this.drain('asked through the API');
           },

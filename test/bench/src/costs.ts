@@ -3,6 +3,7 @@
 // hosts, running sessions, an SSE reader, and a session's whole way with its events. The built
 // main.js processes with their defaults, on a Redis of the section's own; each figure is the
 // difference between two windows, one part added between them.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { commandsDuring, midSweepInterval, startRedisServer, totalCalls, until, windowOf } from '@cq/test-harness';
 import { Coordinator, SLOT_COUNT } from '@cq/coordinator';
 import { Redis } from 'ioredis';
@@ -34,6 +35,9 @@ const scriptsOf = (calls: ReadonlyMap<string, number>): number =>
   (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
 
 /** Runs the section; `quick` measures over shorter windows (a smoke run). */
+/** The contract's LEASE_MS, which the host runs with here. */
+const LEASE_MS = 15_000;
+
 export async function benchCosts(quick: boolean): Promise<CostBench> {
   // A sweep interval of its own so each window holds a whole number of sweeps (see midSweepInterval).
   const sweepIntervalMs = quick ? 1000 : 5000;
@@ -48,9 +52,12 @@ export async function benchCosts(quick: boolean): Promise<CostBench> {
   // Sessions sleep, or exit at once when their metadata says so.
   const stack = new Stack(server.url, keyPrefix, `case "$SESSION_METADATA" in *short*) exit 0;; esac; exec sleep 600`);
   const apiEnv = { SWEEP_INTERVAL_MS: String(sweepIntervalMs), LOG_LEVEL: 'info' };
-  const window = async (): Promise<Map<string, number>> => {
+  // Windows of two sweeps; running sessions over one renewal period of a held session (a third of 20
+  // leases: each renews exactly once in it, whatever its phase), scaled to the same length.
+  const window = async (ms = windowMs): Promise<Map<string, number>> => {
     await midSweepInterval(redis, turnKey, sweepIntervalMs);
-    return commandsDuring(redis, () => windowOf(windowMs));
+    const calls = await commandsDuring(redis, () => windowOf(ms));
+    return new Map([...calls].map(([command, n]) => [command, (n * windowMs) / ms]));
   };
   const perSecond = (n: number): number => (n * 1000) / windowMs;
   const rows: CostRow[] = [];
@@ -98,12 +105,14 @@ export async function benchCosts(quick: boolean): Promise<CostBench> {
       await stack.post('/v1/spawn', { token }, false);
     }
     await until(async () => (await stack.get('/v1/hosts'))['freeSlots'] === 10, 30_000, 'the sessions running');
-    const running = await window();
+    // Held under the host lease by the first heartbeat after each start (every 2 s).
+    await sleep(quick ? 1000 : 5000);
+    const running = await window(quick ? windowMs : (LEASE_MS * 20) / 3);
     difference(
       'running session',
       running,
       host,
-      "its lease renewal every third of LEASE_MS, BullMQ extending its spawn job's lock, the sweep reading its slot when due",
+      'its own lease renewed every third of 20 leases (the host lease and the probes cost per host), the sweep reading its slot when due',
       RUNNING,
     );
     const user = coordinator.keys.user('running-0');
@@ -126,7 +135,8 @@ export async function benchCosts(quick: boolean): Promise<CostBench> {
         received += value.length;
       }
     })().catch(() => {});
-    const reading = await window();
+    // Over as long a window as the one before it: the held sessions' renewals come every 100 s.
+    const reading = await window(quick ? windowMs : (LEASE_MS * 20) / 3);
     difference('SSE reader of /v1/events (idle)', reading, running, 'nothing while no event flows');
 
     // A session's whole way: token, spawn, claim, exit, finish, with its events; the same window's

@@ -288,7 +288,7 @@ export class WorkerHost {
     );
   }
 
-  /** The sessions held under the current lease: registered again with each periodic heartbeat. */
+  /** The sessions held under the current lease: registered again with every tenth periodic heartbeat. */
   #heldSessions(runner: SessionRunner): { sessionId: string; userId: string }[] {
     return runner.held
       .filter((r) => r.token === this.#lease.token)

@@ -139,15 +139,15 @@ export class SessionLifecycle {
   }
 
   /**
-   * The host registered the session under its host lease, which holds until `cover()`: the session is
-   * renewed now with its hosted lease (learning which Redis process keeps it), then every third of that;
-   * from that renewal on it is held while the host lease and that process are, within `leaseMs` of each.
+   * The host registered the session under its host lease, which holds until `cover()`: the session's
+   * next regular renewal asks for its hosted lease (learning which Redis process keeps it), and from
+   * that renewal on it is held while the host lease and that process are, within `leaseMs` of each, and
+   * renewed every third of its hosted lease. (Not at once: a session that ends within a third of the
+   * lease, as many do, never needs it.)
    */
   hold(cover: () => number): void {
     if (this.#hostCover !== undefined || this.#started === undefined) return;
     this.#hostCover = cover;
-    this.#started.keepalive.retime(Math.max(1, Math.floor(this.#deps.hostedLeaseMs / 3)));
-    this.#started.keepalive.renewNow();
   }
 
   /**
@@ -310,6 +310,7 @@ export class SessionLifecycle {
     if (this.#phase.name === 'exited' || started === undefined) return;
     if (answer.run !== undefined) {
       // A hosted renewal: the process that answered keeps the session's records, as of when it was sent.
+      if (this.#run === undefined) started.keepalive.retime(Math.max(1, Math.floor(this.#deps.hostedLeaseMs / 3)));
       if (answer.run !== this.#run) this.#heardAt = Number.NEGATIVE_INFINITY;
       this.#run = answer.run;
       this.#heardAt = Math.max(this.#heardAt, sentAt);

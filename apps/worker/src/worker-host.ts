@@ -85,9 +85,9 @@ export class WorkerHost {
   /** Sessions taken from the queue and not finished: their slots' holds are renewed with each heartbeat. */
   readonly #running = new Set<string>();
   /**
-   * Sessions taken since the last heartbeat: the next tick's heartbeat moves their holds from the
-   * admission's (pending timeout + margin) to the heartbeat's time to live, so a host that dies right
-   * after taking them leaves the capacity with them, within its heartbeat's time to live.
+   * Sessions taken since the last heartbeat: the heartbeat on the tick after their claim moves their
+   * holds from the admission's (pending timeout + margin) to the heartbeat's time to live, so a host that
+   * dies after starting them leaves the capacity with them, within its heartbeat's time to live.
    */
   #claimed: string[] = [];
   /** Sessions finished since the last heartbeat that went through: their holds are given back with the next. */
@@ -383,18 +383,18 @@ export class WorkerHost {
       this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'all slots busy; job handed back');
       return handBack(job, token, this.#logger);
     }
-    // A heartbeat on the next tick publishes the slot in use and takes over the session's hold.
+    // The heartbeat on the tick after the claim publishes the slot in use, takes over the session's hold
+    // and registers it under the host lease (one heartbeat for all the sessions started in a tick); a
+    // session not started gives its hold back with the heartbeat after its end.
     this.#busy++;
     this.#running.add(payload.sessionId);
     this.#claimed.push(payload.sessionId);
     if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
-    this.#beatForClaims();
     let started: (() => void) | undefined;
     const running = new Promise<'started'>((resolve) => (started = () => resolve('started')));
     const session = runner
       .run(payload, this.#shutdown.signal, () => {
         started?.();
-        // Registered under the host lease with the next heartbeat (on the next tick).
         this.#toRegister.push({ sessionId: payload.sessionId, userId: payload.userId });
         this.#beatForClaims();
       })

@@ -52,7 +52,11 @@
   it started in, never later than now); a process whose INFO replication has a second_repl_offset (a
   promoted replica, or one started from a snapshot that carried replication state) from now, the
   earliest it can be sure of. A guard that does not exist yet (a
-  slot never used, or one whose first use was itself lost) is started as it is, without a wait.
+  slot never used, or one whose first use was itself lost: nothing tells the two apart) is started the
+  same way on a process that may have lost writes, one promoted or started from data on disk: a wait from
+  its takeover (a promoted one's: now) while it can still matter, and a fence floor in any case. Only a
+  process that started from nothing on disk (a new deployment, or one whose every write is gone, which a
+  setup with persistence does not allow) starts a guard as it is.
 ]]
 -- Few functions and few upvalues: a script makes each of its local functions anew on every call, with
 -- an upvalue for each outer local it uses, on every path, the refusals' too. So the numbers are written
@@ -104,7 +108,33 @@ local function lossGuard(guardKey, now, want)
       floor = math.max(floor, now)
       rcall('HSET', guardKey, 'run', run, 'since', since, 'until', untilMs, 'floor', string.format('%.0f', floor))
     elseif not g[1] then
-      rcall('HSET', guardKey, 'run', run)
+      -- No guard: a slot never used, or one whose first use was itself lost. The two look the same, so a
+      -- process that may have lost writes (it was promoted, or it started from data on disk) waits as
+      -- after a change of process, from its takeover, while sessions admitted in the lost writes may
+      -- still run; and its fences start above the Redis clock either way, as the counter may be gone.
+      -- A process that started from nothing (no data on disk) lost nothing it could tell: it is new.
+      replication = rcall('INFO', 'replication')
+      local tookOver
+      if string.match(replication, 'second_repl_offset:(%-?%d+)') ~= '-1' then
+        tookOver = now
+      else
+        local persistence = rcall('INFO', 'persistence')
+        local keysLoaded = tonumber(string.match(persistence, 'rdb_last_load_keys_loaded:(%d+)'))
+        local aofLoaded = tonumber(string.match(persistence, 'aof_base_size:(%d+)')) or 0
+        -- (A Redis older than 7.0 does not say what it loaded: taken as one that did.)
+        if keysLoaded == nil or keysLoaded > 0 or aofLoaded > 0 then
+          local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+          tookOver = math.min(now, (math.floor(now / 1000) - uptime + 1) * 1000)
+        end
+      end
+      if tookOver then
+        since = tookOver
+        untilMs = tookOver + 15000 + 250
+        floor = now
+        rcall('HSET', guardKey, 'run', run, 'since', since, 'until', untilMs, 'floor', string.format('%.0f', floor))
+      else
+        rcall('HSET', guardKey, 'run', run)
+      end
     end
     -- The mark, when this process's can be told from any other's (see above).
     local saved = rcall('LASTSAVE')

@@ -328,10 +328,65 @@ describe('a clean restart (SHUTDOWN SAVE: nothing lost)', () => {
   });
 });
 
-describe('a fresh slot on a Redis that has run for a while', () => {
-  it('admits at once: a guard is started without a wait', async () => {
-    const { c } = await started();
-    expect((await c.sessions.admit(await tokenFor(c, 'fresh'))).outcome).toBe('admitted');
+describe('a slot never used, on a Redis that started from nothing on disk', () => {
+  it('admits at once, from fence 1: a guard is started without a wait', async () => {
+    const { client, c } = await started();
+    expect(await admitted(c, await tokenFor(c, 'fresh'))).toMatchObject({ fence: 1 });
+    expect(await client.hget(c.keys.user('fresh').guard, 'until')).toBeNull();
+  });
+});
+
+/** The default lease a slot waits out when no claim told it the lease in use (LEASE_MS's default). */
+const DEFAULT_WAIT_MS = 15_000 + 250;
+
+describe('a user whose first ever token and session were in the writes a restart lost (no guard survives)', () => {
+  it('waits out the default lease from the restart, the lost session is refused its renewal, and the next fence is above the lost one', async () => {
+    const { server, client, c } = await started();
+    await oneSessionCycle(c, 'someone-else'); // the snapshot holds data: this Redis starts from disk
+    const kept = await snapshot(server, client);
+    const lost = await runningClaim(c, await tokenFor(c, 'brand-new'));
+    expect(lost.fence).toBe(1);
+    await restartFrom(server, client, kept);
+    const backAt = Date.now();
+    expect(await client.exists(c.keys.user('brand-new').guard)).toBe(0);
+
+    const waiting = await c.sessions.admit(await tokenFor(c, 'brand-new'));
+    expect(waiting).toMatchObject({ outcome: 'state_uncertain' });
+    const { retryAfterMs } = waiting as Extract<AdmitOutcome, { outcome: 'state_uncertain' }>;
+    expect(retryAfterMs).toBeGreaterThan(DEFAULT_WAIT_MS - 2000);
+    expect(retryAfterMs).toBeLessThanOrEqual(DEFAULT_WAIT_MS);
+    expect(await c.claims.renew(lost.claim)).toMatchObject({ ok: false });
+    let next: AdmitOutcome | undefined;
+    const token = await tokenFor(c, 'brand-new');
+    await until(
+      async () => (next = await c.sessions.admit(token)).outcome !== 'state_uncertain',
+      DEFAULT_WAIT_MS + 5000,
+      'the wait over',
+    );
+    expect(Date.now()).toBeGreaterThanOrEqual(backAt + retryAfterMs - 100);
+    expect(next).toMatchObject({ outcome: 'admitted' });
+    expect((next as Extract<AdmitOutcome, { outcome: 'admitted' }>).fence).toBeGreaterThan(lost.fence);
+  }, 30_000);
+});
+
+describe('a user whose first ever session was in the writes a promoted replica lacked', () => {
+  it('waits out the default lease from the promotion, and the fence floor is set', async () => {
+    const master = await started(['--repl-diskless-sync-delay', '0']);
+    const replica = await started(['--replicaof', '127.0.0.1', String(master.server.port)]);
+    await until(async () => (await master.client.wait(1, 100)) === 1, 10_000, 'the replica in sync');
+    await replica.client.replicaof('127.0.0.1', '1'); // cut off: it gets none of what follows
+    const lost = await runningClaim(master.c, await tokenFor(master.c, 'first-timer'));
+    await master.server.halt('SIGKILL');
+    await replica.client.replicaof('NO', 'ONE');
+
+    const waiting = await replica.c.sessions.admit(await tokenFor(replica.c, 'first-timer'));
+    expect(waiting).toMatchObject({ outcome: 'state_uncertain' });
+    const { retryAfterMs } = waiting as Extract<AdmitOutcome, { outcome: 'state_uncertain' }>;
+    expect(retryAfterMs).toBeGreaterThan(DEFAULT_WAIT_MS - 1000);
+    expect(retryAfterMs).toBeLessThanOrEqual(DEFAULT_WAIT_MS);
+    const floor = Number(await replica.client.hget(replica.c.keys.user('first-timer').guard, 'floor'));
+    expect(floor).toBeGreaterThan(lost.fence);
+    expect(floor).toBeGreaterThan((await redisMs(replica.client)) - 60_000);
   });
 });
 

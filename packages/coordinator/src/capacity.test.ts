@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { connectionPool, coordinatorsOn, elapse, testCoordinator } from './test-support/setup.js';
+import { connectionPool, coordinatorsOn, elapse, issueAndAdmit, testCoordinator } from './test-support/setup.js';
 
 const HOLD_MS = 60_000;
 
@@ -30,6 +30,39 @@ describe('worker capacity', () => {
     expect(await coordinator.workers.reserve('b', HOLD_MS, true)).toEqual({ outcome: 'no_capacity', total: 1 });
     expect(await coordinator.workers.reserve('b', HOLD_MS, false)).toMatchObject({ outcome: 'reserved', free: 0 });
     expect(await coordinator.workers.capacity()).toEqual({ total: 1, held: 2, free: 0 });
+  });
+
+  it("a pending session stopped through the coordinator gives its slot back at once; a running one's stays its host's", async () => {
+    const coordinator = testCoordinator({ policy: { spawnIntervalMs: 1, spawnBurst: 100, tokenLimit: 10_000 } });
+    await coordinator.workers.heartbeat({ workerId: 'stops', slots: 3, busy: 0, startedAt: 1 }, 60_000);
+    const held = async (userId: string) => {
+      const admitted = await issueAndAdmit(coordinator, userId);
+      expect(await coordinator.workers.reserve(admitted.sessionId, HOLD_MS, true)).toMatchObject({
+        outcome: 'reserved',
+      });
+      return admitted;
+    };
+    const one = await held('stop-one');
+    await held('stop-bulk');
+    const running = await held('stop-running');
+    const claimed = await coordinator.claims.claim(running, { workerId: 'stops', leaseMs: 60_000, graceMs: 500 });
+    expect(claimed.claimed).toBe(true);
+    expect(await coordinator.workers.capacity()).toEqual({ total: 3, held: 3, free: 0 });
+
+    // No HTTP route in between: the coordinator's own stop gives the hold back.
+    expect(await coordinator.sessions.requestStop('stop-one')).toMatchObject({
+      outcome: 'stopped',
+      sessionId: one.sessionId,
+    });
+    expect(await coordinator.workers.capacity()).toEqual({ total: 3, held: 2, free: 1 });
+    expect(await coordinator.sessions.stopMatching({ userId: 'stop-bulk' })).toMatchObject({
+      matched: 1,
+      stopping: 1,
+    });
+    expect(await coordinator.workers.capacity()).toEqual({ total: 3, held: 1, free: 2 });
+    // A running session is only asked to stop: its slot is its host's until the host reports it ended.
+    expect(await coordinator.sessions.requestStop('stop-running')).toMatchObject({ outcome: 'stopping' });
+    expect(await coordinator.workers.capacity()).toEqual({ total: 3, held: 1, free: 2 });
   });
 
   it('with no live host nothing can be held', async () => {

@@ -245,21 +245,17 @@ export interface BulkStop {
   readonly stopping: number;
   /** True when more may match: call again. */
   readonly more: boolean;
-  /** The pending sessions it ended at once (stopped), with their pools: their worker slots can be given back. */
-  readonly ended: ReadonlyArray<{ readonly sessionId: string; readonly pool: string }>;
 }
 
 /** What stops a user's session, as `DELETE` does: {@link SessionStore.requestStop}. */
 export interface SessionStopper extends LiveSessionReader {
-  requestStop(
-    userId: string,
-    match: { sessionId?: string },
-  ): Promise<{ outcome: string; sessionId?: string; pool?: string }>;
+  requestStop(userId: string, match: { sessionId?: string }): Promise<{ outcome: string }>;
 }
 
 /**
  * Stops every live session matching `filter` (at least one filter), as `DELETE` does, each only while it
- * is the session found (its id named), at most `max` per call: walks the list from its start and stops
+ * is the session found (its id named; a pending one gives its worker slot back at once, as
+ * {@link SessionStopper.requestStop} does), at most `max` per call: walks the list from its start and stops
  * what each page holds, 100 at a time. `more` when the walk did not reach its end within `max` matches
  * or `maxExamined` sessions read.
  */
@@ -274,7 +270,6 @@ export async function stopMatching(
   let matched = 0;
   let stopping = 0;
   let examined = 0;
-  const ended: Array<{ sessionId: string; pool: string }> = [];
   let from: ListPosition | undefined;
   for (;;) {
     const page = await listSessions(context, store, filter, {
@@ -287,11 +282,8 @@ export async function stopMatching(
       page.sessions.map((s) => store.requestStop(s.userId, { sessionId: s.sessionId })),
     );
     stopping += outcomes.filter((o) => o.outcome === 'stopped' || o.outcome === 'stopping').length;
-    for (const o of outcomes)
-      if (o.outcome === 'stopped' && o.sessionId !== undefined)
-        ended.push({ sessionId: o.sessionId, pool: o.pool ?? 'default' });
-    if (page.next === undefined) return { matched, stopping, more: false, ended };
-    if (matched >= max || examined >= maxExamined) return { matched, stopping, more: true, ended };
+    if (page.next === undefined) return { matched, stopping, more: false };
+    if (matched >= max || examined >= maxExamined) return { matched, stopping, more: true };
     from = page.next;
   }
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { MAX_LABELS } from '@cq/contract';
+import { DEFAULT_POOL, MAX_LABELS } from '@cq/contract';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { parseRateReply } from './limiters/rate-limit.js';
@@ -19,7 +19,7 @@ import {
 } from './session-list.js';
 import { slotOf } from './slots.js';
 import type { Policy } from './options.js';
-import { wrapRedisError } from './redis-errors.js';
+import { isUnavailable, wrapRedisError } from './redis-errors.js';
 import {
   type ActivityOutcome,
   type AdmitOutcome,
@@ -35,6 +35,7 @@ import {
 } from './session-types.js';
 import { parseToken } from './tokens.js';
 import { assertInteger, assertName } from './validate.js';
+import { WorkerRegistry } from './workers.js';
 
 /** The script argument of a {@link SessionMatch}: the session meant, or '' for whichever is live. */
 function expectedSessionArg(match: SessionMatch): string {
@@ -59,11 +60,15 @@ export const CANCELLED_ADMISSION_TTL_MS = 10 * 60_000;
 /**
  * Session records, the API's half: admission (and its rollback), stop requests, reads and the per-user
  * history; the worker host's half is {@link Claims}. Every operation is one script: one round trip,
- * atomic, on one cluster slot.
+ * atomic, on one cluster slot (a stop that ends a pending session then gives its worker slot back: a
+ * second script, on the {workers} slot).
  */
 export class SessionStore {
   readonly #context: Context;
   readonly #policy: Policy;
+
+  /** Where a stopped pending session's slot is given back (made at its first use). */
+  #workers: WorkerRegistry | undefined;
 
   constructor(context: Context, policy: Policy) {
     this.#context = context;
@@ -188,9 +193,12 @@ export class SessionStore {
   }
 
   /**
-   * Asks for the user's live session to stop: a pending one ends at once as `stopped`; a running one
-   * moves to `stopping` and its host stops it. With `match.sessionId`, only when that is the live
-   * session (else `session_mismatch`, nothing changed). One round trip.
+   * Asks for the user's live session to stop: a pending one ends at once as `stopped` and its worker
+   * slot is given back at once (whoever stops it: the HTTP routes, a bulk stop, any other caller); a
+   * running one moves to `stopping` and its host stops it, then gives its slot back. With
+   * `match.sessionId`, only when that is the live session (else `session_mismatch`, nothing changed).
+   * One round trip; two for a pending session (its hold is on the {workers} slot, another cluster slot
+   * than the user's). A hold that cannot be given back (Redis away just after the stop) runs out by itself.
    */
   async requestStop(userId: string, match: SessionMatch = {}): Promise<StopOutcome> {
     const keys = this.#context.keys.user(userId);
@@ -200,12 +208,19 @@ export class SessionStore {
       expectedSessionArg(match),
     ]);
     switch (replyCode(reply)) {
-      case ScriptCode.Ok:
-        return {
-          outcome: String(reply[2]) as 'stopped' | 'stopping',
-          sessionId: String(reply[1]),
-          pool: String(reply[3] ?? 'default'),
-        };
+      case ScriptCode.Ok: {
+        const outcome = String(reply[2]) as 'stopped' | 'stopping';
+        const sessionId = String(reply[1]);
+        const pool = String(reply[3] ?? DEFAULT_POOL);
+        // The stop is done: an outage now only leaves the hold to run out (PENDING_TIMEOUT_MS and a margin).
+        if (outcome === 'stopped')
+          await (this.#workers ??= new WorkerRegistry(this.#context))
+            .release([sessionId], pool)
+            .catch((err: unknown) => {
+              if (!isUnavailable(err)) throw err;
+            });
+        return { outcome, sessionId, pool };
+      }
       case ScriptCode.NoSession:
         return { outcome: 'no_session' };
       case ScriptCode.SessionMismatch:

@@ -181,17 +181,8 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
         ...filterOf(rest),
         ...(labels === undefined || Object.keys(labels).length === 0 ? {} : { labels }),
       };
-      const { ended, ...outcome } = await app.coordinator.sessions.stopMatching(filter, { max: 1000 });
-      // The pending ones ended at once: their worker slots back now (the running ones', through their hosts).
-      const byPool = new Map<string, string[]>();
-      for (const { sessionId, pool } of ended) byPool.set(pool, [...(byPool.get(pool) ?? []), sessionId]);
-      await Promise.all(
-        [...byPool].map(([pool, ids]) =>
-          app.coordinator.workers
-            .release(ids, pool)
-            .catch((err: unknown) => request.log.debug({ err }, 'slots not given back; their holds run out')),
-        ),
-      );
+      // The pending ones it ends give their worker slots back at once (the coordinator's stop does).
+      const outcome = await app.coordinator.sessions.stopMatching(filter, { max: 1000 });
       audit(request, 'sessions.stop', JSON.stringify(filter), { filter, ...outcome });
       return reply.code(202).send(outcome);
     },
@@ -323,11 +314,6 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       const outcome = await app.coordinator.sessions.requestStop(userId, request.query);
       if (outcome.outcome === 'no_session') throw new HttpError('no_session', `User ${userId} has no live session.`);
       if (outcome.outcome === 'session_mismatch') throw sessionMismatch(userId, outcome);
-      // A pending session stopped here gives its worker slot back now (a running one, through its host).
-      if (outcome.outcome === 'stopped')
-        await app.coordinator.workers
-          .release([outcome.sessionId], outcome.pool)
-          .catch((err: unknown) => request.log.debug({ err }, 'slot not given back; its hold runs out'));
       audit(request, 'session.stop', userId, { userId, sessionId: outcome.sessionId, state: outcome.outcome });
       return reply.code(202).send({ sessionId: outcome.sessionId, userId, state: outcome.outcome });
     },

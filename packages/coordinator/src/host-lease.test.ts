@@ -104,6 +104,41 @@ describe('host leases', () => {
     expect(await c.claims.finish(dead, 'lost')).toBe(false);
   });
 
+  it('the sweep of a lease that ran out leaves a session registered under it that another, live host claimed', async () => {
+    const c = testCoordinator();
+    const admission = await issueAndAdmit(c, 'u-other-host');
+    const outcome = await c.claims.claim(admission, { ...worker, workerId: 'h2' });
+    if (!outcome.claimed) throw new Error('not claimed');
+    // h1 registers the session all the same (a heartbeat registers whatever pairs its host sends), then dies.
+    await c.workers.publish(
+      {
+        workerId: 'h1',
+        slots: 1,
+        busy: 1,
+        startedAt: 1,
+        lease: {
+          token: 'h1/gone',
+          ttlMs: LEASE_MS,
+          fresh: true,
+          register: [{ sessionId: admission.sessionId, userId: 'u-other-host' }],
+        },
+      },
+      3000,
+    );
+    await elapse(LEASE_MS + 50);
+    expect(await c.workers.expiredLeases()).toEqual(['h1/gone']);
+    expect(await c.sweeper({ takeTurns: false }).sweepHosts()).toBe(0);
+    expect(await c.sessions.settleAndRead('u-other-host')).toMatchObject({
+      sessionId: admission.sessionId,
+      state: 'running',
+      workerId: 'h2',
+    });
+    expect(await c.sessions.history('u-other-host')).toEqual([]);
+    // The lease is forgotten all the same, and h2 goes on with its session.
+    expect(await c.workers.expiredLeases()).toEqual([]);
+    expect(await c.claims.finish(outcome.claim, 'completed', 0)).toBe(true);
+  });
+
   it('a clean withdrawal gives the lease and its registrations back', async () => {
     const c = testCoordinator();
     await c.workers.publish(

@@ -81,6 +81,6 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   slidingWindow: { keys: 1, args: 2, replies: [] },
   renewSweepTurn: { keys: 1, args: 2, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },
   sweepHosts: { keys: 2, args: 1, replies: [ScriptCode.Ok] },
-  sweepSession: { keys: 7, args: 3, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
+  sweepSession: { keys: 7, args: 4, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
   unlistSlot: { keys: 2, args: 1, replies: [ScriptCode.Ok, ScriptCode.Stale] },
 };

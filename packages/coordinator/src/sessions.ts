@@ -319,15 +319,18 @@ export class SessionStore {
 
   /**
    * Sweeps one user: ends the live session as `lost` if it is overdue (pending past its deadline, or
-   * running without a lease), or, given `sessionId` (a session of a host whose host lease ran out), if
-   * that session is the live one and was claimed. Answers whether it did. One round trip.
+   * running without a lease), or, given `ofHost` (a session registered under a host lease that ran
+   * out), if that session is the live one, was claimed, and was claimed by that host (`workerId`, from
+   * the lease's token; `undefined` when the token does not name it: not checked). A session another
+   * host claimed is left as it is. Answers whether it ended the session. One round trip.
    */
-  async sweepUser(userId: string, sessionId?: string): Promise<boolean> {
+  async sweepUser(userId: string, ofHost?: { sessionId: string; workerId: string | undefined }): Promise<boolean> {
     const keys = this.#context.keys.user(userId);
     const reply = await this.#context.scripts.run('sweepSession', keys.ending, [
       userId,
       this.#policy.historyLength,
-      sessionId ?? '',
+      ofHost?.sessionId ?? '',
+      ofHost?.workerId ?? '',
     ]);
     return replyCode(reply) === ScriptCode.Ok;
   }

@@ -10,6 +10,16 @@ import { wrapRedisError } from './redis-errors.js';
 import { SLOT_COUNT } from './slots.js';
 import { WorkerRegistry } from './workers.js';
 
+/**
+ * The id of the host whose lease `token` is: a host lease's token is `<workerId>/<unique>` (see
+ * `HostLeaseBeat.token`), and a host id has no '/'. Undefined for a token of another shape: its
+ * sessions are then swept without the host check.
+ */
+function hostOfLeaseToken(token: string): string | undefined {
+  const at = token.indexOf('/');
+  return at > 0 ? token.slice(0, at) : undefined;
+}
+
 /** Options of {@link Sweeper}. */
 export interface SweeperOptions {
   /**
@@ -173,7 +183,7 @@ export class Sweeper {
 
   /**
    * Ends, as `lost`, the sessions registered under host leases that ran out (their hosts stopped them
-   * by then), then forgets those leases. Answers how many sessions it ended.
+   * by then) that those hosts claimed, then forgets those leases. Answers how many sessions it ended.
    */
   async sweepHosts(): Promise<number> {
     const registry = (this.#registry ??= new WorkerRegistry(this.#context));
@@ -181,11 +191,14 @@ export class Sweeper {
     for (const token of await registry.expiredLeases()) {
       if (this.#stopping) break;
       const registered = Object.entries(await registry.leaseSessions(token));
+      // Only the lease's own host's sessions: one claimed by another host (a session id claimed twice,
+      // or a registration of something the host never ran) is that host's to end.
+      const workerId = hostOfLeaseToken(token);
       const outcomes = await settleBounded(
         registered,
         this.#options.concurrency,
         () => this.#stopping,
-        ([sessionId, userId]) => this.#sessions.sweepUser(userId, sessionId),
+        ([sessionId, userId]) => this.#sessions.sweepUser(userId, { sessionId, workerId }),
       );
       const failed = outcomes.find((outcome) => outcome.status === 'rejected');
       if (failed !== undefined) throw failed.reason;

@@ -34,7 +34,11 @@ export interface WorkerHeartbeat {
 
 /** A host lease's part of a heartbeat. */
 export interface HostLeaseBeat {
-  /** The lease's token: one per host process and lease (a lease that was lost is never renewed). */
+  /**
+   * The lease's token, `<workerId>/<unique>`: one per host process and lease (a lease that was lost is
+   * never renewed). The sweep reads the host's id from it: of the sessions registered under a lease
+   * that ran out, it ends only those this host claimed.
+   */
   readonly token: string;
   /** How long the lease lasts from the heartbeat, ms (`LEASE_MS`). */
   readonly ttlMs: number;

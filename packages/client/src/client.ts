@@ -1,5 +1,13 @@
-import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { ApiError, NoSessionError, UnavailableError, toApiError } from './errors.js';
+import {
+  resolveOptions,
+  type ClientOptions,
+  type EventsOptions,
+  type ResolvedOptions,
+  type SessionListFilter,
+  type SessionMatchOptions,
+} from './options.js';
+import { follow, type SseMessage } from './sse.js';
 import { Session, startSession, type StartOptions } from './session.js';
 import type {
   Admission,
@@ -27,99 +35,11 @@ import type {
   Whoami,
   SessionEventType,
 } from './types.js';
+import { FINAL_TYPES, UserEventFilter } from './user-events.js';
 
 /** One item of an event stream: a session event (with its id), or the stream's error event. */
 export type StreamedEvent =
   (SessionEventData & { readonly id?: string }) | ({ readonly type: 'error' } & StreamErrorData);
-
-/** Options of {@link CoordinatorClient.events}. */
-export interface EventsOptions {
-  /** Only this user's current or next session (`/v1/users/{userId}/session/events`); the stream ends with it. */
-  userId?: string;
-  /** Resume after this event id (an `id` of an event this stream gave): the events after it, once. */
-  lastEventId?: string;
-  /** Ends the stream when it aborts. */
-  signal?: AbortSignal;
-  /** Called once the stream is first open (the server has subscribed it): from then on no change is missed. */
-  onOpen?: () => void;
-}
-
-/** Options of the calls that change a user's session: `stopSession`, `extend`, `recordActivity`. */
-export interface SessionMatchOptions {
-  /**
-   * The session meant: the call acts only when the user's live session is this one, else it throws
-   * {@link SessionMismatchError} and nothing changes. Absent: whichever session is live.
-   */
-  sessionId?: string;
-}
-
-/** The filters of {@link CoordinatorClient.listSessions}: every one given must match. */
-export interface SessionListFilter {
-  state?: 'pending' | 'running' | 'stopping';
-  pool?: string;
-  workerId?: string;
-  userId?: string;
-  /** Labels the session must carry, each with this value. */
-  labels?: Readonly<Record<string, string>>;
-}
-
-/** Options of {@link CoordinatorClient}. */
-export interface ClientOptions {
-  /**
-   * Where the API listens, e.g. `http://127.0.0.1:3000`.
-   * @defaultValue `CQ_API_URL` from the environment, else `http://127.0.0.1:3000`
-   */
-  baseUrl?: string;
-  /**
-   * A service key (needed for everything but `spawn`).
-   * @defaultValue `CQ_API_KEY` from the environment
-   */
-  apiKey?: string;
-  /**
-   * Longest wait for one answer, or for a stream to open, ms.
-   * @defaultValue 10000
-   */
-  timeoutMs?: number;
-  /**
-   * How long a broken stream (the API process restarted, a proxy cut it) keeps reconnecting before it
-   * throws {@link UnavailableError} `stream_closed`, ms; each reconnection resumes after the last event.
-   * @defaultValue 60000
-   */
-  reconnectForMs?: number;
-}
-
-/** The process's environment where there is one (Node), else nothing (a browser). */
-function environment(name: string): string | undefined {
-  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
-  return value === undefined || value === '' ? undefined : value;
-}
-
-/** Waits `ms`, or less when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-    function done(): void {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-  });
-}
-
-/** An SSE message as the parser gives it. */
-interface Message {
-  event?: string | undefined;
-  id?: string | undefined;
-  data: string;
-}
-
-/** Order of a session's states in a user's stream: an event that does not move past what was seen is not news. */
-function rankOf(type: SessionEventData['type']): number {
-  return type === 'pending' ? 0 : type === 'running' ? 1 : type === 'ready' ? 2 : type === 'stopping' ? 3 : 4;
-}
-
-const FINAL_TYPES: ReadonlySet<string> = new Set(['completed', 'failed', 'expired', 'stopped', 'lost']);
 
 /**
  * A typed client of the HTTP API. Error answers are thrown as typed errors, one class per error code
@@ -127,59 +47,40 @@ const FINAL_TYPES: ReadonlySet<string> = new Set(['completed', 'failed', 'expire
  * subclasses of {@link ApiError}. Streams reconnect by themselves and resume after their last event.
  */
 export class CoordinatorClient {
-  readonly #baseUrl: string;
-  readonly #apiKey: string | undefined;
-  readonly #timeoutMs: number;
-  readonly #reconnectForMs: number;
+  readonly #options: ResolvedOptions;
 
   constructor(options: ClientOptions = {}) {
-    this.#baseUrl = (options.baseUrl ?? environment('CQ_API_URL') ?? 'http://127.0.0.1:3000').replace(/\/+$/, '');
-    this.#apiKey = options.apiKey ?? environment('CQ_API_KEY');
-    this.#timeoutMs = options.timeoutMs ?? 10_000;
-    this.#reconnectForMs = options.reconnectForMs ?? 60_000;
+    this.#options = resolveOptions(options);
   }
 
   /** Where this client sends its requests. */
   get baseUrl(): string {
-    return this.#baseUrl;
+    return this.#options.baseUrl;
   }
 
   /**
    * Server-sent session events as an async iterator: every session's (`GET /v1/events`), or, with
    * `userId`, the user's current state and then each change until the session ends (a `withdrawn`
    * admission is followed by the user's next session). A stream that breaks (the API restarted, a proxy
-   * cut it) reconnects by itself with `Last-Event-ID` and goes on after its last event, each event
-   * once; it throws {@link UnavailableError} `stream_closed` when it could not reconnect within
-   * `reconnectForMs`. The iterator ends when the user's session ends, or when `signal` aborts.
+   * cut it) or goes silent (no event nor heartbeat for twice `heartbeatMs`) reconnects by itself with
+   * `Last-Event-ID` and goes on after its last event, each event once; it throws {@link UnavailableError}
+   * `stream_closed` when it could not reconnect within `reconnectForMs`, or when 5 connections in a row
+   * closed before sending anything. The iterator ends when the user's session ends, or when `signal` aborts.
    */
   async *events(options: EventsOptions = {}): AsyncGenerator<StreamedEvent> {
     const { userId } = options;
     const path = userId === undefined ? '/v1/events' : `/v1/users/${encodeURIComponent(userId)}/session/events`;
-    // A user's stream resumed after its first event (the state read when it opened) may send again a
-    // change that state already showed: what does not move the session past what was seen is left out.
-    let seen: { fence: number; rank: number; endpoint: string | undefined } | undefined;
-    for await (const message of this.#follow(
-      path,
-      options,
-      (m) => userId !== undefined && FINAL_TYPES.has(m.event ?? ''),
-    )) {
+    // Each event of a user's stream once, though a resumed stream may send again what its first event showed.
+    const news = userId === undefined ? undefined : new UserEventFilter();
+    const isEnd = (m: SseMessage): boolean => userId !== undefined && FINAL_TYPES.has(m.event ?? '');
+    for await (const message of follow(this.#options, path, options, isEnd)) {
       const data = JSON.parse(message.data) as Record<string, unknown>;
       if (message.event === 'error') {
         yield { ...(data as unknown as StreamErrorData), type: 'error' };
         continue;
       }
       const event = data as unknown as SessionEventData;
-      if (userId !== undefined) {
-        const rank = rankOf(event.type);
-        const endpoint = event.type === 'ready' ? event.endpoint : undefined;
-        if (
-          seen !== undefined &&
-          (event.fence < seen.fence ||
-            (event.fence === seen.fence && (rank < seen.rank || (rank === seen.rank && endpoint === seen.endpoint))))
-        )
-          continue;
-        seen = event.type === 'withdrawn' ? undefined : { fence: event.fence, rank, endpoint };
-      }
+      if (news !== undefined && !news.isNews(event)) continue;
       yield { ...event, ...(message.id === undefined ? {} : { id: message.id }) };
     }
   }
@@ -196,138 +97,37 @@ export class CoordinatorClient {
   /**
    * A session's output followed as server-sent events: every kept line (after `lastEventId`, a line's
    * `id`), then each new one; the iterator ends after the session has ended and its last line was sent
-   * (or when `signal` aborts). A stream that breaks reconnects by itself after its last line, each line
-   * once; it throws {@link UnavailableError} `stream_closed` when it could not within `reconnectForMs`.
+   * (or when `signal` aborts). A stream that breaks or goes silent reconnects by itself after its last
+   * line, each line once; it gives up with {@link UnavailableError} `stream_closed` as {@link events} does.
    */
   async *followLogs(
     userId: string,
     sessionId: string,
     options: Pick<EventsOptions, 'lastEventId' | 'signal' | 'onOpen'> = {},
   ): AsyncGenerator<OutputLineData> {
-    for await (const message of this.#follow(logsPath(userId, sessionId), options, (m) => m.event === 'end')) {
+    const path = logsPath(userId, sessionId);
+    for await (const message of follow(this.#options, path, options, (m) => m.event === 'end')) {
       if (message.event === 'line') yield JSON.parse(message.data) as OutputLineData;
-    }
-  }
-
-  /**
-   * A stream that survives its connection: reconnects (backing off from 100 ms to 2 s) with the last id
-   * it got as `Last-Event-ID` whenever the stream breaks or ends before `isEnd` says so, until `signal`
-   * aborts; gives up with `stream_closed` after `reconnectForMs` without an open stream. An error answer
-   * of the API that a retry cannot change (4xx) is thrown at once.
-   */
-  async *#follow(
-    path: string,
-    options: Pick<EventsOptions, 'lastEventId' | 'signal' | 'onOpen'>,
-    isEnd: (message: Message) => boolean,
-  ): AsyncGenerator<Message> {
-    let lastEventId = options.lastEventId;
-    let brokenSince: number | undefined;
-    let delay = 100;
-    let opened = false;
-    let why = 'it ended';
-    for (;;) {
-      try {
-        const stream = this.#stream(path, {
-          ...(lastEventId === undefined ? {} : { lastEventId }),
-          ...(options.signal === undefined ? {} : { signal: options.signal }),
-          onOpen: () => {
-            brokenSince = undefined;
-            delay = 100;
-            if (!opened) options.onOpen?.();
-            opened = true;
-          },
-        });
-        for await (const message of stream) {
-          if (message.id !== undefined && message.id !== '') lastEventId = message.id;
-          yield message;
-          if (isEnd(message)) return;
-        }
-        why = 'it ended before its end was sent';
-      } catch (err) {
-        if (options.signal?.aborted === true) return;
-        if (err instanceof ApiError && err.status >= 400 && err.status < 500) throw err;
-        why = err instanceof Error ? err.message : String(err);
-      }
-      if (options.signal?.aborted === true) return;
-      brokenSince ??= Date.now();
-      if (Date.now() - brokenSince > this.#reconnectForMs)
-        throw new UnavailableError(
-          0,
-          'stream_closed',
-          `The stream ${path} broke (${why}) and could not be reopened within ${this.#reconnectForMs} ms` +
-            `${lastEventId === undefined ? '' : `; resume with lastEventId ${lastEventId}`}.`,
-          undefined,
-        );
-      await pause(delay, options.signal);
-      delay = Math.min(2000, delay * 2);
-    }
-  }
-
-  /** Opens a server-sent event stream and yields its messages until it ends or `signal` aborts. */
-  async *#stream(
-    path: string,
-    options: Pick<EventsOptions, 'lastEventId' | 'signal' | 'onOpen'>,
-  ): AsyncGenerator<Message> {
-    const headers: Record<string, string> = { accept: 'text/event-stream' };
-    if (this.#apiKey !== undefined) headers['authorization'] = `Bearer ${this.#apiKey}`;
-    if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
-    const controller = new AbortController();
-    const abort = (): void => controller.abort(options.signal?.reason);
-    options.signal?.addEventListener('abort', abort, { once: true });
-    const opening = setTimeout(() => controller.abort(new Error('the stream did not open in time')), this.#timeoutMs);
-    let response: Response;
-    try {
-      response = await fetch(`${this.#baseUrl}${path}`, { headers, signal: controller.signal });
-    } catch (err) {
-      options.signal?.removeEventListener('abort', abort);
-      if (options.signal?.aborted) return;
-      throw new UnavailableError(
-        0,
-        'unreachable',
-        `The API at ${this.#baseUrl} could not be reached: ${(err as Error).message}`,
-        undefined,
-      );
-    } finally {
-      clearTimeout(opening);
-    }
-    try {
-      if (!response.ok || response.body === null) {
-        const text = await response.text();
-        let parsed: unknown = text;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          // not JSON: passed on as text
-        }
-        throw toApiError(response.status, parsed, response.headers);
-      }
-      options.onOpen?.();
-      yield* response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
-    } catch (err) {
-      if (!options.signal?.aborted) throw err;
-    } finally {
-      options.signal?.removeEventListener('abort', abort);
-      controller.abort();
     }
   }
 
   async #request<T>(method: string, path: string, body?: unknown, auth = true): Promise<T> {
     const headers: Record<string, string> = {};
     if (body !== undefined) headers['content-type'] = 'application/json';
-    if (auth && this.#apiKey !== undefined) headers['authorization'] = `Bearer ${this.#apiKey}`;
+    if (auth && this.#options.apiKey !== undefined) headers['authorization'] = `Bearer ${this.#options.apiKey}`;
     let response: Response;
     try {
-      response = await fetch(`${this.#baseUrl}${path}`, {
+      response = await fetch(`${this.#options.baseUrl}${path}`, {
         method,
         headers,
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(this.#timeoutMs),
+        signal: AbortSignal.timeout(this.#options.timeoutMs),
       });
     } catch (err) {
       throw new UnavailableError(
         0,
         'unreachable',
-        `The API at ${this.#baseUrl} could not be reached: ${(err as Error).message}`,
+        `The API at ${this.#options.baseUrl} could not be reached: ${(err as Error).message}`,
         undefined,
       );
     }

@@ -2,8 +2,9 @@ import type { ApiErrorCode, EndState, SessionEventData, TerminalReason } from '.
 
 /**
  * What an {@link ApiError} may say: one of the API's codes, or the client's own: `unreachable` (no
- * answer at all), `stream_closed` (a stream ended before its end and could not be resumed in time),
- * `timeout` (a wait of the client's own ran out), `http_<status>` (an answer without the API's error body).
+ * answer at all), `stream_closed` (a stream ended before its end and could not be resumed: not reopened
+ * in time, or closed again and again before sending anything), `timeout` (a wait of the client's own ran
+ * out), `http_<status>` (an answer without the API's error body).
  */
 export type ClientErrorCode = ApiErrorCode | 'unreachable' | 'stream_closed' | 'timeout' | `http_${number}`;
 

@@ -1,4 +1,5 @@
-import type { CoordinatorClient, EventsOptions, StreamedEvent } from './client.js';
+import type { CoordinatorClient, StreamedEvent } from './client.js';
+import type { EventsOptions } from './options.js';
 import { ApiError, NoSessionError, SessionEndedError, TimeoutError } from './errors.js';
 import type {
   EndedSession,

@@ -18,7 +18,8 @@
     ARGV[3] the session meant ('' for whichever is live): act only when the live session is this one
 
   Output:
-    {1, sessionId, state after the request ('stopped' | 'stopping'), pool} accepted
+    {1, sessionId, state after the request ('stopped' | 'stopping'), pool, worker host id (when stopping)}
+      accepted
     {-10} no_session: the user has no live session
     {-17, the live session's id ('' when there is none)} session_mismatch: ARGV[3] names a session and the
       user's live session is another one, or there is none; nothing was changed
@@ -40,10 +41,10 @@ if state == 'pending' then
   endSession(K, userId, historyLength, 'stopped', nil, now)
   return { 1, sessionId, 'stopped', pool }
 end
-if state == 'stopping' then return { 1, sessionId, 'stopping', pool } end
+if state == 'stopping' then return { 1, sessionId, 'stopping', pool, rcall('HGET', K.session, 'worker') or '' } end
 rcall('HSET', K.session, 'state', 'stopping', 'stop', 'requested')
 local s = rcall('HMGET', K.session, 'fence', 'worker', 'lab', 'pool')
 emitEvent(K.events, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),
   workerId = s[2], pool = s[4] or 'default' }, now, s[3] or '{}')
 nudgeHost(K.events, s[2], userId)
-return { 1, sessionId, 'stopping', pool }
+return { 1, sessionId, 'stopping', pool, s[2] or '' }

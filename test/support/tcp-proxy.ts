@@ -12,6 +12,11 @@ export interface TcpProxy {
   cut(): void;
   /** Forwards again: whatever waited is delivered. */
   heal(): void;
+  /**
+   * From now on, whatever Redis sends on a connection that has subscribed to a channel is dropped, the
+   * connection staying open: a subscription that looks alive while its messages are lost.
+   */
+  dropSubscriptionMessages(): void;
   close(): Promise<void>;
 }
 
@@ -19,6 +24,7 @@ export interface TcpProxy {
 export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let cut = false;
+  let dropping = false;
   const track = (socket: Socket): void => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
@@ -29,9 +35,15 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     const upstream = createConnection({ host: '127.0.0.1', port: targetPort });
     track(client);
     track(upstream);
+    let subscriber = false;
     // By hand rather than pipe(): pipe() resumes a paused source when the destination drains.
-    client.on('data', (chunk) => upstream.write(chunk));
-    upstream.on('data', (chunk) => client.write(chunk));
+    client.on('data', (chunk: Buffer) => {
+      if (/subscribe/i.test(chunk.toString('latin1'))) subscriber = true;
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      if (!(dropping && subscriber)) client.write(chunk);
+    });
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
   });
@@ -46,6 +58,9 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     heal() {
       cut = false;
       for (const socket of sockets) socket.resume();
+    },
+    dropSubscriptionMessages() {
+      dropping = true;
     },
     async close() {
       for (const socket of sockets) socket.destroy();

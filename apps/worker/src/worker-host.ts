@@ -254,7 +254,9 @@ export class WorkerHost {
           this.#heartbeatMs * 3,
         )
         .then(
-          ({ state, lease: held }) => {
+          ({ state, lease: held, nudged }) => {
+            // Stops posted beside the channel's messages: one lost on the channel arrives here.
+            for (const userId of nudged) runner.nudge(userId);
             if (held === 'held') {
               if (lease === this.#lease) lease.fresh = false;
               const holds = this.#leaseHolds.get(lease.token);

@@ -27,6 +27,7 @@ describe('host leases', () => {
     expect(await c.workers.publish({ workerId: 'h1', slots: 1, busy: 0, startedAt: 1 }, 3000)).toEqual({
       state: 'active',
       lease: undefined,
+      nudged: [],
     });
   });
 

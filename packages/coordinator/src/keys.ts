@@ -234,6 +234,16 @@ export class Keys {
     return `${this.prefix}:{workers}:host-sessions:${token}`;
   }
 
+  /**
+   * A worker host's nudges (set of user ids whose session changed): posted beside the message on the
+   * host's channel, taken by the host's next heartbeat, so that a message lost on the channel still
+   * arrives within a heartbeat.
+   */
+  hostNudges(workerId: string): string {
+    assertName(workerId, 'WORKER_ID');
+    return `${this.prefix}:{workers}:host-nudges:${workerId}`;
+  }
+
   /** The loss guard of the {workers} slot (hash: see lua/includes/lossGuard.lua). */
   workersGuard(): string {
     return `${this.prefix}:{workers}:guard`;

@@ -219,6 +219,14 @@ export class SessionStore {
             .catch((err: unknown) => {
               if (!isUnavailable(err)) throw err;
             });
+        // Beside the host channel's message (the script published it): a nudge the host's next heartbeat
+        // takes, should the message be lost while the host's subscription stays open. Best effort: the
+        // session's next renewal brings the stop anyway.
+        const workerId = String(reply[4] ?? '');
+        if (outcome === 'stopping' && workerId !== '')
+          await (this.#workers ??= new WorkerRegistry(this.#context)).nudge(workerId, userId).catch((err: unknown) => {
+            if (!isUnavailable(err)) throw err;
+          });
         return { outcome, sessionId, pool };
       }
       case ScriptCode.NoSession:

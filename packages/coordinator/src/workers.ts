@@ -5,6 +5,9 @@ import { wrapRedisError } from './redis-errors.js';
 import { assertInteger, assertName, assertPool } from './validate.js';
 
 /** A worker host's state: taking sessions, or draining (taking none, exiting when its last one ends). */
+
+/** How long a host's nudges wait for its heartbeat: a host gone for longer has lost its sessions anyway. */
+const NUDGE_TTL_MS = 60_000;
 export type WorkerState = 'active' | 'draining';
 
 export { containments };
@@ -53,6 +56,11 @@ export interface HeartbeatAnswer {
   readonly state: WorkerState;
   /** `held`: renewed (or taken) for its time to live, and the sessions registered; `lost`: it ran out. */
   readonly lease: 'held' | 'lost' | undefined;
+  /**
+   * The users whose session changed (a stop) since the host's last heartbeat, posted beside the host
+   * channel's message: the host renews their sessions now, as on the channel's nudge.
+   */
+  readonly nudged: readonly string[];
 }
 
 /** A worker host as seen in the registry. */
@@ -141,7 +149,12 @@ export class WorkerRegistry {
     const { keys, scripts } = this.#context;
     const reply = await scripts.run(
       'heartbeatWorker',
-      [keys.worker(beat.workerId), ...this.#capacityKeys(pool), ...this.#leaseKeys(beat.lease?.token)],
+      [
+        keys.worker(beat.workerId),
+        ...this.#capacityKeys(pool),
+        ...this.#leaseKeys(beat.lease?.token),
+        keys.hostNudges(beat.workerId),
+      ],
       [
         beat.workerId,
         beat.slots,
@@ -161,7 +174,8 @@ export class WorkerRegistry {
     );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
     const lease = reply[3] === 'held' ? 'held' : reply[3] === 'lost' ? 'lost' : undefined;
-    return { state: reply[2] === 'draining' ? 'draining' : 'active', lease };
+    const nudged = Array.isArray(reply[4]) ? reply[4].map(String) : [];
+    return { state: reply[2] === 'draining' ? 'draining' : 'active', lease, nudged };
   }
 
   /** The keys of a host lease (those of an unused token when the host keeps none: they stay untouched). */
@@ -190,6 +204,21 @@ export class WorkerRegistry {
     }
   }
 
+  /**
+   * Posts a nudge for the user's session to its host, beside the host channel's message: the host takes
+   * it with its next heartbeat, so a message lost on the channel (a subscription that stays open while
+   * messages do not arrive) delays the change by a heartbeat, not until the session's next renewal. The
+   * nudges of a host that never takes them go after a minute. One round trip (MULTI).
+   */
+  async nudge(workerId: string, userId: string): Promise<void> {
+    const key = this.#context.keys.hostNudges(workerId);
+    try {
+      await this.#context.redis.multi().sadd(key, userId).pexpire(key, NUDGE_TTL_MS).exec();
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+  }
+
   /** Forgets a host lease that ran out, with its registrations (false: it holds). One round trip. */
   async forgetLease(token: string): Promise<boolean> {
     const { keys, scripts } = this.#context;
@@ -210,7 +239,12 @@ export class WorkerRegistry {
     const { scripts } = this.#context;
     await scripts.run(
       'heartbeatWorker',
-      [this.#context.keys.worker(workerId), ...this.#capacityKeys(pool), ...this.#leaseKeys(leaseToken)],
+      [
+        this.#context.keys.worker(workerId),
+        ...this.#capacityKeys(pool),
+        ...this.#leaseKeys(leaseToken),
+        this.#context.keys.hostNudges(workerId),
+      ],
       [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, leaseToken ?? '', 0, '', ''],
     );
   }

@@ -21,6 +21,8 @@
     KEYS[6] the sessions registered under this host's lease (hash: session id → user id)
     KEYS[7] the loss guard of the {workers} slot (hash, see includes/lossGuard): a new lease records its
             time to live there when longer than any before (the wait after a loss)
+    KEYS[8] the host's nudges (set of user ids whose session changed, e.g. a stop: posted beside the host
+            channel's message, so that one lost on the channel still arrives with the next heartbeat)
 
     ARGV[1] worker host id
     ARGV[2] slots, sessions the host runs at once
@@ -39,9 +41,10 @@
     ARGV[14] sessions to register under the lease (`<session id>=<user id>`, comma-separated; may be empty)
 
   Output:
-    {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn'), lease ('held' | 'lost' | '')}
+    {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn'), lease ('held' | 'lost' | ''), nudged}
       published or withdrawn; `held`: the lease holds ARGV[12] from now and ARGV[14] are registered under
-      it; `lost`: it ran out (or was ended), nothing was registered, and the token is not to be used again
+      it; `lost`: it ran out (or was ended), nothing was registered, and the token is not to be used again;
+      `nudged`: the user ids of the host's nudges, taken (an empty list when withdrawn)
 ]]
 local rcall = redis.call
 local recordKey = KEYS[1]
@@ -81,7 +84,8 @@ if not publish then
   setContribution(capacityKey, workerId, 0, pool)
   rcall('DEL', recordKey)
   rcall('ZREM', indexKey, workerId)
-  return { 1, now, 'withdrawn', '' }
+  rcall('DEL', KEYS[8])
+  return { 1, now, 'withdrawn', '', {} }
 end
 local previous = rcall('HMGET', recordKey, 'state', 'startedAt')
 local state = 'active'
@@ -129,4 +133,6 @@ if token ~= '' then
     lease = 'lost'
   end
 end
-return { 1, now, state, lease }
+local nudged = rcall('SMEMBERS', KEYS[8])
+if #nudged > 0 then rcall('DEL', KEYS[8]) end
+return { 1, now, state, lease, nudged }

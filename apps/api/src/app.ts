@@ -118,6 +118,11 @@ export interface BuildAppOptions {
    * @defaultValue `resolveHost` (c-ares, bounded in time: `webhooks/host-resolver.ts`)
    */
   webhookResolve?: Resolver;
+  /**
+   * Live sessions the dashboard's stop-matching confirmation examines at most (tests lower it).
+   * @defaultValue `MATCHING_MAX_EXAMINED` (10,000: `dashboard/actions.ts`)
+   */
+  matchingMaxExamined?: number;
 }
 
 // From ESM the default import is the package's module.exports: the plugin wrapped by fastify-plugin, so
@@ -204,7 +209,10 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(logRoutes);
   await app.register(webhookRoutes);
   await app.register(accessRoutes);
-  await app.register(dashboardPlugin, { prefix: DASHBOARD_PATH });
+  await app.register(dashboardPlugin, {
+    prefix: DASHBOARD_PATH,
+    ...(options.matchingMaxExamined === undefined ? {} : { matchingMaxExamined: options.matchingMaxExamined }),
+  });
   return app;
 }
 

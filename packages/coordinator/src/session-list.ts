@@ -20,6 +20,7 @@ import { parseHistoryEntry } from './records.js';
 import { wrapRedisError } from './redis-errors.js';
 import type { HistoryEntry, LiveState, SessionView } from './session-types.js';
 import { SLOT_COUNT } from './slots.js';
+import { assertInteger } from './validate.js';
 
 /** What {@link SessionStore.list} keeps: every given filter must match. */
 export interface SessionFilter {
@@ -40,6 +41,11 @@ export interface ListPosition {
 export interface ListOptions {
   /** Sessions a page holds at most (1 to 1000). @defaultValue 100 */
   readonly limit?: number;
+  /**
+   * Live sessions the page reads at most (at least 1): with selective filters a page ends here, short
+   * of `limit`, with a `next`. @defaultValue 4 × `limit`
+   */
+  readonly maxExamined?: number;
   /** The previous page's `next`; absent: from the start. */
   readonly from?: ListPosition;
 }
@@ -133,8 +139,9 @@ function matches(session: SessionView, filter: SessionFilter): boolean {
  * users by id within a slot), from `options.from` on. Exactly-once for a session live for the whole
  * walk (see the top of this file). What a page costs Redis: the directory entries and slot indexes it
  * reads (at most about `2 × limit + 64` slots) and one read of each session it examines (at most
- * `4 × limit`): in proportion to `limit`, whatever the number of users, sessions or slots. With
- * selective filters a page may hold fewer than `limit` sessions and still have a `next`.
+ * `options.maxExamined`, `4 × limit` by default): in proportion to `limit`, whatever the number of
+ * users, sessions or slots. With selective filters a page may hold fewer than `limit` sessions and still
+ * have a `next`.
  * Slots it finds empty leave the directory.
  */
 export async function listSessions(
@@ -150,7 +157,8 @@ export async function listSessions(
     const session = await reader.settleAndRead(filter.userId);
     return { sessions: session !== undefined && matches(session, filter) ? [session] : [], examined: 1 };
   }
-  const maxExamined = 4 * limit;
+  if (options.maxExamined !== undefined) assertInteger(options.maxExamined, 'maxExamined', 1);
+  const maxExamined = options.maxExamined ?? 4 * limit;
   const maxSlots = 2 * limit + DIRECTORY_BATCH;
   const { slots: directoryKey } = context.keys.directory();
   const sessions: SessionView[] = [];

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { claimAs, send, startTestApi, writeKeysFile } from '../test-support/app.js';
 
 const KEYS = {
@@ -69,7 +69,7 @@ describe("the dashboard's actions", async () => {
     const counted = await send(api.baseUrl, 'GET', '/dashboard/api/matching?label=team%3Ddash&state=running', {
       headers: basic(KEYS.ops),
     });
-    expect(counted.body).toEqual({ count: 3, more: false });
+    expect(counted.body).toMatchObject({ count: 3, more: false });
     const bulk = await act(ops, 'stop-matching', { label: 'team=dash', state: 'running' });
     expect(bulk.status).toBe(202);
     expect(bulk.body).toEqual({ matched: 3, stopping: 3, more: false });
@@ -136,5 +136,43 @@ describe("the dashboard's actions", async () => {
     expect(form.status).toBe(403);
     expect((await api.client.getSession('dash-act-forged')).state).toBe('running');
     expect(api.logs.some((l) => l.action === 'session.stop' && l.target === 'dash-act-forged')).toBe(false);
+  });
+});
+
+describe("the stop-matching preview's bound", async () => {
+  const BOUND = 20;
+  const keysFile = writeKeysFile([
+    { name: 'ops', key: KEYS.ops, scopes: ['dashboard', 'dashboard:act', 'sessions:write', 'hosts:write'] },
+  ]);
+  const api = await startTestApi({ API_KEYS_FILE: keysFile }, { matchingMaxExamined: BOUND });
+  const matching = (query: string) =>
+    send(api.baseUrl, 'GET', `/dashboard/api/matching?${query}`, { headers: basic(KEYS.ops) });
+
+  it('with more live sessions than it may examine, it reads at most that many and says it stopped early', async () => {
+    // 60 live sessions (pending), admitted straight through the coordinator: 5 labelled team=few.
+    await Promise.all(
+      Array.from({ length: 60 }, async (_, i) => {
+        const issued = await api.coordinator.tokens.issue(`bound-${i}`, { labels: { team: i < 5 ? 'few' : 'many' } });
+        if (issued.outcome !== 'issued') throw new Error(issued.outcome);
+        expect(await api.coordinator.sessions.admit(issued.token)).toMatchObject({ outcome: 'admitted' });
+      }),
+    );
+    const reads = vi.spyOn(api.app.coordinator.sessions, 'settleAndRead');
+
+    // A filter matching nothing no longer reads every live session.
+    const none = await matching('label=team%3Dnobody');
+    expect(none.status).toBe(200);
+    expect(none.body).toEqual({ count: 0, more: true, examined: BOUND });
+    expect(reads.mock.calls.length).toBeLessThanOrEqual(BOUND);
+
+    // One matching some: what it found among those it examined, and that more may match.
+    reads.mockClear();
+    const few = await matching('label=team%3Dfew');
+    expect(few.body).toMatchObject({ more: true, examined: BOUND });
+    expect(few.body.count).toBeLessThanOrEqual(5);
+    expect(reads.mock.calls.length).toBeLessThanOrEqual(BOUND);
+
+    // A user id reads one session, whatever the bound: the whole answer.
+    expect((await matching('userId=bound-7')).body).toEqual({ count: 1, more: false, examined: 1 });
   });
 });

@@ -65,8 +65,18 @@ function stateFilter(query: z.infer<typeof filterQuery>): Omit<StateQuery, 'limi
   return { ...rest, ...(state === undefined || state === '' ? {} : { state }) };
 }
 
-/** Sessions the confirmation of a bulk stop counts at most (it then says "more than"). */
-const MAX_COUNTED = 10_000;
+/**
+ * Live sessions the confirmation of a bulk stop examines at most, whatever its filter matches: its cost
+ * is at most this many session reads (and the directory and index reads of the pages that hold them),
+ * not one read per live session. When the list goes on past them, the answer says so (`more`).
+ */
+export const MATCHING_MAX_EXAMINED = 10_000;
+
+/** Options of {@link dashboardActions}. */
+export interface DashboardActionsOptions {
+  /** Live sessions `matching` examines at most. @defaultValue {@link MATCHING_MAX_EXAMINED} */
+  readonly matchingMaxExamined?: number;
+}
 
 /** What each action needs besides `dashboard:act`: the scope of the route it goes through. */
 export const ACTION_SCOPES = {
@@ -89,13 +99,19 @@ export function actionsOf(caller: Caller): Record<keyof typeof ACTION_SCOPES, bo
 
 /**
  * The dashboard's actions, under `/dashboard/api/`: who signed in (`me`), how many sessions a filter
- * matches (`matching`, for a bulk stop's confirmation), and `actions/stop`, `actions/lifetime`,
+ * matches (`matching`, for a bulk stop's confirmation: among at most `matchingMaxExamined` live
+ * sessions), and `actions/stop`, `actions/lifetime`,
  * `actions/drain`, `actions/stop-matching`, each through the API route that does it
  * (`DELETE`/`PATCH /v1/users/{userId}/session`, `POST /v1/hosts/{workerId}/drain`,
  * `POST /v1/sessions/stop`) with the operator's key. The dashboard's hook has already checked
  * `dashboard:act` and that the request is the page's own (origin and anti-forgery token).
  */
-export async function dashboardActions(app: FastifyInstance, antiForgery: (key: string) => string): Promise<void> {
+export async function dashboardActions(
+  app: FastifyInstance,
+  antiForgery: (key: string) => string,
+  options: DashboardActionsOptions = {},
+): Promise<void> {
+  const maxExamined = options.matchingMaxExamined ?? MATCHING_MAX_EXAMINED;
   const scope = app.withTypeProvider<ZodTypeProvider>();
   const keyOf = (request: Parameters<typeof dashboardKeyOf>[0]): string => dashboardKeyOf(request) ?? '';
 
@@ -109,18 +125,24 @@ export async function dashboardActions(app: FastifyInstance, antiForgery: (key: 
     };
   });
 
+  // How many live sessions a filter matches, for the confirmation: `count` among the `examined` first
+  // of the list's walk; `more` when the walk stopped early, at `maxExamined`, before the list's end, so
+  // sessions it did not examine may match too.
   scope.get('/api/matching', { schema: { hide: true, querystring: filterQuery } }, async (request) => {
     const filter = filterOf(stateFilter(request.query));
     let count = 0;
+    let examined = 0;
     let from;
     for (;;) {
+      if (examined >= maxExamined) return { count, more: true, examined };
       const page = await app.coordinator.sessions.list(filter, {
         limit: 1000,
+        maxExamined: maxExamined - examined,
         ...(from === undefined ? {} : { from }),
       });
       count += page.sessions.length;
-      if (page.next === undefined) return { count, more: false };
-      if (count >= MAX_COUNTED) return { count, more: true };
+      examined += page.examined;
+      if (page.next === undefined) return { count, more: false, examined };
       from = page.next;
     }
   });

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { poolSchema, userIdSchema } from '@cq/contract';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { dashboardActions } from './actions.js';
+import { dashboardActions, type DashboardActionsOptions } from './actions.js';
 import { antiForgeryToken, dashboardKeyOf, requireDashboardKey } from './auth.js';
 import { outputQuery, readOutputTail } from './output.js';
 import { lastEventIdHeader, openStream, resumePosition, streamEvents } from '../routes/events.js';
@@ -62,7 +62,7 @@ const stateQuery = z
  * route under it, assets included, needs HTTP Basic auth with a key holding `dashboard` as password;
  * every state-changing one also `dashboard:act` and the page's origin and anti-forgery token (auth.ts).
  */
-export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
+export async function dashboardPlugin(app: FastifyInstance, options: DashboardActionsOptions = {}): Promise<void> {
   const scope = app.withTypeProvider<ZodTypeProvider>();
   scope.addHook('onRequest', requireDashboardKey(app.keys));
   // Security headers on every page, asset and data answer under the dashboard. bull-board's page
@@ -127,7 +127,7 @@ export async function dashboardPlugin(app: FastifyInstance): Promise<void> {
   );
 
   // Who signed in, and the actions (each through the API route that does it, with the operator's key).
-  await dashboardActions(scope, antiForgeryToken);
+  await dashboardActions(scope, antiForgeryToken, options);
 
   const readOnlyMode = !app.config.dashboardActions;
   const serverAdapter = new FastifyAdapter();

@@ -37,6 +37,7 @@ export async function startTestApi(
     eventFeed?: EventFeedOptions;
     webhookResolve?: Resolver;
     requestTimeoutMs?: number;
+    matchingMaxExamined?: number;
   } = {},
 ): Promise<TestApi> {
   const redisUrl = options.redisUrl ?? inject('redisUrl');
@@ -67,6 +68,7 @@ export async function startTestApi(
     ...(options.eventFeed === undefined ? {} : { eventFeed: options.eventFeed }),
     ...(options.webhookResolve === undefined ? {} : { webhookResolve: options.webhookResolve }),
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
+    ...(options.matchingMaxExamined === undefined ? {} : { matchingMaxExamined: options.matchingMaxExamined }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

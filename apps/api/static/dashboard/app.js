@@ -393,19 +393,25 @@
       return;
     }
     const what = given.map(([k, v]) => k + ' ' + v).join(', ');
-    if (counted.count === 0) {
+    if (counted.count === 0 && !counted.more) {
       actionState('No live session matches ' + what + '.', 'done');
       return;
     }
+    // The count examines a bounded number of live sessions: when it stopped early (`more`), it says so.
+    const early = counted.more
+      ? ' The count stopped early, after the first ' + counted.examined + ' live sessions: more may match.'
+      : '';
     runAction(
-      'Stop ' +
-        (counted.more ? 'more than ' : '') +
-        counted.count +
-        ' session' +
-        (counted.count === 1 ? '' : 's') +
-        ' matching ' +
-        what +
-        '?',
+      (counted.count === 0
+        ? 'Stop the sessions matching ' + what + '? None of those counted matches.'
+        : 'Stop ' +
+          (counted.more ? 'at least ' : '') +
+          counted.count +
+          ' session' +
+          (counted.count === 1 ? '' : 's') +
+          ' matching ' +
+          what +
+          '?') + early,
       'stop-matching',
       f,
       (a) =>

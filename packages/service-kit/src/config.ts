@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { REDIS_RISKS, type RedisRisk } from './redis-setup/findings.js';
 
 /** A configuration value was refused; the message is one line naming the variable and the fix. */
 export class ConfigError extends Error {
@@ -95,6 +96,31 @@ export function nodeListVar() {
     });
 }
 
+/**
+ * `REDIS_ACCEPT_RISKS`: a comma-separated list of {@link REDIS_RISKS}, the Redis setups that may lose
+ * writes and are to be accepted rather than refused at start; empty when unset.
+ */
+export function redisRisksVar() {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx): ReadonlySet<RedisRisk> => {
+      const words = (raw ?? '')
+        .split(',')
+        .map((w) => w.trim())
+        .filter((w) => w !== '');
+      const unknown = words.find((w) => !(REDIS_RISKS as readonly string[]).includes(w));
+      if (unknown !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be a comma-separated list of ${REDIS_RISKS.join(', ')} (got "${unknown}")`,
+        });
+        return z.NEVER;
+      }
+      return new Set(words as RedisRisk[]);
+    });
+}
+
 /** The log levels pino knows. */
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -107,6 +133,7 @@ export const commonEnvShape = {
   REDIS_WAIT_REPLICAS: intVar(0, 0, 16),
   REDIS_WAIT_TIMEOUT_MS: intVar(100, 1, 500),
   SPAWN_QUEUE_SHARDS: intVar(1, 1, 64),
+  REDIS_ACCEPT_RISKS: redisRisksVar(),
 };
 
 /** The parsed common variables. */
@@ -120,6 +147,11 @@ export type CommonConfig = {
   redisWaitTimeoutMs: number;
   /** Number of spawn-queue shards (BullMQ queues); users are mapped to them by hash slot. */
   spawnQueueShards: number;
+  /**
+   * `REDIS_ACCEPT_RISKS`: the ways Redis may be set up to lose writes that the process is to start with
+   * anyway (each logged as a warning at every start) rather than refuse. @defaultValue none
+   */
+  redisAcceptRisks: ReadonlySet<RedisRisk>;
 };
 
 /**
@@ -144,5 +176,6 @@ export function commonConfig(parsed: z.output<z.ZodObject<typeof commonEnvShape>
     redisWaitReplicas: parsed.REDIS_WAIT_REPLICAS,
     redisWaitTimeoutMs: parsed.REDIS_WAIT_TIMEOUT_MS,
     spawnQueueShards: parsed.SPAWN_QUEUE_SHARDS,
+    redisAcceptRisks: parsed.REDIS_ACCEPT_RISKS,
   };
 }

@@ -7,6 +7,7 @@ export {
   logLevels,
   nodeListVar,
   parseEnv,
+  redisRisksVar,
   redisUrlVar,
   stringVar,
   type CommonConfig,
@@ -24,3 +25,4 @@ export { replicaWaitOf } from './replica-wait.js';
 export { runUntilSignal } from './shutdown.js';
 export { loadConfigOrExit } from './startup.js';
 export { BUDGET, attempt, retryWhile, settleWithin } from './time.js';
+export * from './redis-setup/index.js';

@@ -104,6 +104,11 @@ export interface BuildAppOptions {
   sweep?: boolean;
   /** Collect Node's default process metrics. @defaultValue true */
   defaultMetrics?: boolean;
+  /**
+   * Least time between two reads of Redis for the `/metrics` gauges, ms (tests lengthen it).
+   * @defaultValue `METRICS_READ_EVERY_MS` (5000: `redis-gauges.ts`)
+   */
+  metricsReadEveryMs?: number;
   /** Options of the event feed behind the SSE routes (tests bound its reader queue). */
   eventFeed?: EventFeedOptions;
   /**
@@ -178,7 +183,10 @@ export async function buildApp(options: BuildAppOptions) {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', jsonBodyParser({ bodyLimit: BODY_LIMIT }));
 
-  await app.register(metricsPlugin, { defaultMetrics: options.defaultMetrics ?? true });
+  await app.register(metricsPlugin, {
+    defaultMetrics: options.defaultMetrics ?? true,
+    ...(options.metricsReadEveryMs === undefined ? {} : { redisReadEveryMs: options.metricsReadEveryMs }),
+  });
   await app.register(connectionsPlugin, {
     maxConnections: options.config.maxConnections,
     keepAliveTimeoutMs: options.config.keepAliveTimeoutMs,

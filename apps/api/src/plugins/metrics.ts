@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { RedisGauges } from '../redis-gauges.js';
 
 /** The API's Prometheus metrics, on a registry of the app's own. */
 export interface ApiMetrics {
@@ -13,9 +14,14 @@ export interface ApiMetrics {
   readonly redisErrors: Counter<'operation'>;
   readonly replicaWaitShortfalls: Counter<'script'>;
   readonly requestDuration: Histogram<'method' | 'route' | 'status'>;
-  /** Worker slots by pool: `free` (what admission may still hold), `total` and `held`; set at each scrape. */
+  /**
+   * The reads of Redis behind every Redis-backed gauge, run together at most once per interval however
+   * often `/metrics` is scraped: a plugin whose gauge lives in Redis adds its read here.
+   */
+  readonly redisGauges: RedisGauges;
+  /** Worker slots by pool: `free` (what admission may still hold), `total` and `held`; read through `redisGauges`. */
   readonly slots: Gauge<'pool' | 'kind'>;
-  /** Live worker hosts by state; set at each scrape. */
+  /** Live worker hosts by state; read through `redisGauges`. */
   readonly hosts: Gauge<'state'>;
   /** Readers of this process's event streams (SSE); set at each scrape. */
   readonly eventReaders: Gauge;
@@ -27,13 +33,26 @@ declare module 'fastify' {
   }
 }
 
+/** Options of {@link metricsPlugin}. */
+export interface MetricsPluginOptions {
+  /** Collect Node's default process metrics. @defaultValue true */
+  defaultMetrics?: boolean;
+  /** Least time between two reads of Redis for the gauges, ms. @defaultValue `METRICS_READ_EVERY_MS` (5000) */
+  redisReadEveryMs?: number;
+}
+
 /** Registers the metrics and times every request by route template (never by raw URL). */
 export const metricsPlugin = fp(
-  async (app: FastifyInstance, options: { defaultMetrics?: boolean }) => {
+  async (app: FastifyInstance, options: MetricsPluginOptions) => {
     const registry = new Registry();
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
     const metrics: ApiMetrics = {
       registry,
+      redisGauges: new RedisGauges({
+        ...(options.redisReadEveryMs === undefined ? {} : { everyMs: options.redisReadEveryMs }),
+        onError: (gauges, err) =>
+          app.log.debug({ err, gauges }, 'a metrics read of Redis failed; its gauges keep their last values'),
+      }),
       admissions: new Counter({
         name: 'cq_admissions_total',
         help: "Spawn admissions by outcome and pool (pool empty where the refusal came before the token's pool was known)",

@@ -1,6 +1,48 @@
+import { cleanUp, startRedisServer } from '@cq/test-harness';
+import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import { send, startTestApi } from '../test-support/app.js';
-import { METRICS_READ_EVERY_MS } from './operations.js';
+import { METRICS_READ_EVERY_MS } from '../redis-gauges.js';
+
+/**
+ * Every command a Redis server runs (those inside scripts too), as MONITOR reports it: `during(work)`
+ * answers those run while `work` ran. The stream is asynchronous, so an ECHO of a marker, once seen,
+ * says every command before it has been seen.
+ */
+async function commandsOf(url: string) {
+  const watcher = new Redis(url);
+  const marker = new Redis(url);
+  cleanUp(() => {
+    watcher.disconnect();
+    marker.disconnect();
+  });
+  const monitor = await watcher.monitor();
+  cleanUp(() => monitor.disconnect());
+  monitor.on('error', () => {});
+  const seen: string[][] = [];
+  const markers = new Map<string, () => void>();
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    const arrived = args[0]?.toLowerCase() === 'echo' ? markers.get(args[1] ?? '') : undefined;
+    if (arrived !== undefined) arrived();
+    else seen.push(args);
+  });
+  let n = 0;
+  const settle = async (): Promise<void> => {
+    const id = `commands-marker-${n++}`;
+    const arrived = new Promise<void>((resolve) => markers.set(id, resolve));
+    await marker.echo(id);
+    await arrived;
+  };
+  return {
+    async during(work: () => Promise<unknown>): Promise<string[][]> {
+      await settle();
+      const from = seen.length;
+      await work();
+      await settle();
+      return seen.slice(from);
+    },
+  };
+}
 
 describe('GET /metrics', () => {
   it(`reads Redis at most once per ${METRICS_READ_EVERY_MS} ms however often it is scraped, together or one after another`, async () => {
@@ -16,6 +58,54 @@ describe('GET /metrics', () => {
     ).toBe(true);
     expect(pools.mock.calls.length).toBeGreaterThanOrEqual(1);
     expect(pools.mock.calls.length).toBeLessThanOrEqual(periods);
+  });
+});
+
+describe('GET /metrics on a Redis of its own', async () => {
+  // Kept on disk, as a deployment's Redis must be (the API checks at start).
+  const server = await startRedisServer({ args: ['--appendonly', 'yes'] });
+  cleanUp(() => server.stop());
+  // One interval longer than the test: every scrape after the first falls within it.
+  const api = await startTestApi({}, { redisUrl: server.url, metricsReadEveryMs: 3_600_000 });
+  const redis = await commandsOf(server.url);
+  const scrape = async (): Promise<string> => {
+    const answer = await send(api.baseUrl, 'GET', '/metrics');
+    expect(answer.status).toBe(200);
+    return String(answer.body);
+  };
+  /** The one command this API sends by itself, whoever scrapes: the webhook dispatcher's poll (a GET each 10 s). */
+  const dispatcherPoll = (args: string[]): boolean =>
+    args[0]?.toLowerCase() === 'get' && args[1] === api.app.coordinator.keys.webhooks().version;
+
+  it('every Redis-backed gauge is read once per interval: 40 more scrapes, together and one after another, send Redis no command', async () => {
+    // Something for each Redis-backed gauge to show: a host's slots, a webhook delivery waiting.
+    await api.coordinator.workers.heartbeat({ workerId: 'metrics-host', slots: 4, busy: 0, startedAt: 1 }, 3_600_000);
+    await api.app.webhooks.queue.add('completed', {
+      webhookId: 'wh_metrics',
+      eventId: '1-0-0',
+      type: 'completed',
+      body: '{}',
+    } as never);
+
+    let first = '';
+    const read = await redis.during(async () => (first = await scrape()));
+    expect(read.filter((args) => !dispatcherPoll(args)).length).toBeGreaterThan(0);
+    expect(first).toContain('cq_worker_slots{pool="default",kind="total"} 4');
+    expect(first).toContain('cq_worker_hosts{state="active"} 1');
+    expect(first).toContain('cq_webhook_queue_jobs{state="waiting"} 1');
+    expect(first).toMatch(/^cq_webhook_oldest_undelivered_seconds [0-9.e-]+$/m);
+
+    const bodies: string[] = [];
+    const after = await redis.during(async () => {
+      bodies.push(...(await Promise.all(Array.from({ length: 20 }, () => scrape()))));
+      for (let i = 0; i < 20; i++) bodies.push(await scrape());
+    });
+    expect(after.filter((args) => !dispatcherPoll(args))).toEqual([]);
+    // The same values, from this process's last read.
+    for (const body of bodies) {
+      expect(body).toContain('cq_worker_slots{pool="default",kind="total"} 4');
+      expect(body).toContain('cq_webhook_queue_jobs{state="waiting"} 1');
+    }
   });
 });
 

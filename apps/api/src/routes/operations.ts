@@ -5,9 +5,6 @@ import { DEFAULT_POOL } from '@cq/coordinator';
 import { errorSchema } from '@cq/contract';
 import { errorBody } from '../http-errors.js';
 
-/** Least time between two reads of Redis for `/metrics` (its slot and host gauges), ms. */
-export const METRICS_READ_EVERY_MS = 5000;
-
 /** What `GET /` points to: where to go from the API's root. */
 export const rootLinks = {
   service: 'worker-coordinator',
@@ -97,15 +94,12 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
     },
   );
 
-  // Capacity and hosts are read from Redis at most once per METRICS_READ_EVERY_MS, however often and by
-  // however many the endpoint is scraped (it takes no key); with Redis away they keep their last values.
+  // The slot and host gauges: read with the other Redis-backed gauges (app.metrics.redisGauges), at most
+  // once per interval however often and by however many the endpoint is scraped (it takes no key); with
+  // Redis away they keep their last values.
   const { workers } = app.coordinator;
-  let lastRead: { at: number; done: Promise<void> } | undefined;
-  const readRedisGauges = async (): Promise<void> => {
-    const read = Promise.all([workers.pools([DEFAULT_POOL]), workers.list()]).catch(() => undefined);
-    const seen = (await settleWithin(read, BUDGET.readyMs)) ? await read : undefined;
-    if (seen === undefined) return;
-    const [pools, hosts] = seen;
+  app.metrics.redisGauges.add('slots and hosts', async () => {
+    const [pools, hosts] = await Promise.all([workers.pools([DEFAULT_POOL]), workers.list()]);
     // A pool that went away keeps no stale gauge.
     app.metrics.slots.reset();
     for (const p of pools) {
@@ -115,12 +109,9 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
     }
     for (const state of ['active', 'draining'] as const)
       app.metrics.hosts.set({ state }, hosts.filter((h) => h.state === state).length);
-  };
+  });
   app.get('/metrics', { schema: { summary: 'Prometheus metrics', hide: true } }, async (_request, reply) => {
-    const now = performance.now();
-    if (lastRead === undefined || now - lastRead.at >= METRICS_READ_EVERY_MS)
-      lastRead = { at: now, done: readRedisGauges() };
-    await lastRead.done;
+    await app.metrics.redisGauges.refresh();
     reply.header('Content-Type', app.metrics.registry.contentType);
     return app.metrics.registry.metrics();
   });

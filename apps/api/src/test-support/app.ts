@@ -38,6 +38,7 @@ export async function startTestApi(
     webhookResolve?: Resolver;
     requestTimeoutMs?: number;
     matchingMaxExamined?: number;
+    metricsReadEveryMs?: number;
   } = {},
 ): Promise<TestApi> {
   const redisUrl = options.redisUrl ?? inject('redisUrl');
@@ -69,6 +70,7 @@ export async function startTestApi(
     ...(options.webhookResolve === undefined ? {} : { webhookResolve: options.webhookResolve }),
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
     ...(options.matchingMaxExamined === undefined ? {} : { matchingMaxExamined: options.matchingMaxExamined }),
+    ...(options.metricsReadEveryMs === undefined ? {} : { metricsReadEveryMs: options.metricsReadEveryMs }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { closeRedis, withTimeout } from '@cq/coordinator';
+import { closeRedis } from '@cq/coordinator';
 import { createRedis } from '@cq/service-kit';
 import { Queue, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
@@ -70,35 +70,28 @@ export const webhooksPlugin = fp(
       registers: [app.metrics.registry],
     });
     const count = (outcome: DeliveryOutcome): void => outcomes.inc({ outcome });
-    new Gauge({
+    const queueJobs = new Gauge({
       name: 'cq_webhook_queue_jobs',
       help: 'Webhook deliveries in the queue by state (waiting, delayed for a retry, active)',
       labelNames: ['state'],
       registers: [app.metrics.registry],
-      async collect() {
-        // A scrape never waits on Redis for long: the queue's connection holds commands while Redis is away.
-        const counts = await withTimeout(
-          queue.getJobCounts('waiting', 'delayed', 'active'),
-          500,
-          'webhook queue counts',
-        ).catch(() => undefined);
-        if (counts !== undefined) for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
-      },
     });
-    new Gauge({
+    const oldestUndelivered = new Gauge({
       name: 'cq_webhook_oldest_undelivered_seconds',
       help: 'Age of the oldest webhook delivery not yet made (waiting or delayed for a retry); 0 when none',
       registers: [app.metrics.registry],
-      async collect() {
-        const jobs = await withTimeout(
-          queue.getJobs(['waiting', 'delayed'], 0, 99, true),
-          500,
-          'webhook queue jobs',
-        ).catch(() => undefined);
-        if (jobs === undefined) return;
-        const oldest = Math.min(...jobs.map((job) => job.timestamp));
-        this.set(Number.isFinite(oldest) ? Math.max(0, (Date.now() - oldest) / 1000) : 0);
-      },
+    });
+    // Read with the other Redis-backed gauges, at most once per interval however often /metrics is
+    // scraped; a scrape never waits on Redis for long (the queue's connection holds commands while Redis
+    // is away): a read not answered within the scrape's budget leaves the last values.
+    app.metrics.redisGauges.add('webhook queue', async () => {
+      const [counts, jobs] = await Promise.all([
+        queue.getJobCounts('waiting', 'delayed', 'active'),
+        queue.getJobs(['waiting', 'delayed'], 0, 99, true),
+      ]);
+      for (const [state, n] of Object.entries(counts)) queueJobs.set({ state }, n);
+      const oldest = Math.min(...jobs.map((job) => job.timestamp));
+      oldestUndelivered.set(Number.isFinite(oldest) ? Math.max(0, (Date.now() - oldest) / 1000) : 0);
     });
     const workerRedis = createRedis(config, 'blocking', { logger: app.log, name: 'cq-api-webhook-worker' });
     const log = app.log.child({ component: 'webhooks' });

@@ -60,7 +60,9 @@ export function startNode(script: string, env: Record<string, string>, options: 
       : ['prlimit', [`--nofile=${options.nofile}:${options.nofile}`, '--', process.execPath, script]];
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { PATH: process.env['PATH'] ?? '', ...env },
+    // The harness's Redis servers keep nothing on disk (throwaways): the processes are told to accept
+    // that, as they refuse it otherwise. A test of that refusal sets REDIS_ACCEPT_RISKS itself.
+    env: { PATH: process.env['PATH'] ?? '', REDIS_ACCEPT_RISKS: 'no-persistence', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.ownGroup ?? false,
   });

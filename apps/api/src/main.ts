@@ -1,4 +1,4 @@
-import { createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
+import { ConfigError, createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
 import { buildApp } from './app.js';
 import { loadApiConfig } from './config.js';
 
@@ -11,6 +11,8 @@ runUntilSignal(logger, () => app.close());
 try {
   await app.listen({ host: config.host, port: config.port });
 } catch (err) {
-  logger.fatal({ err }, 'could not listen');
+  // Redis refused the credentials, or is set up to lose writes: one line, as for a bad variable.
+  if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
+  else logger.fatal({ err }, 'could not listen');
   process.exit(1);
 }

@@ -45,6 +45,7 @@ describe('a worker host on a sharded spawn queue', () => {
         SPAWN_QUEUE_SHARDS: String(SHARDS),
         LOG_LEVEL: 'silent',
         WORKER_ID: 'sharded',
+        REDIS_ACCEPT_RISKS: 'no-persistence',
       }),
       logger: pino(
         { level: 'debug' },
@@ -109,6 +110,7 @@ describe('a worker host on a sharded spawn queue', () => {
         KEY_PREFIX: keyPrefix,
         LOG_LEVEL: 'silent',
         WORKER_ID: 'mismatched',
+        REDIS_ACCEPT_RISKS: 'no-persistence',
       }),
       logger: pino({ level: 'silent' }),
     });

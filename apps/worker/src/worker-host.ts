@@ -1,14 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Coordinator, HostChannel, closeRedis, type RedisClient } from '@cq/coordinator';
-import {
-  ConfigError,
-  REQUEST_TIMEOUT_MS,
-  createRedis,
-  replicaWaitOf,
-  settleWithin,
-  waitUntilReady,
-} from '@cq/service-kit';
+import { ConfigError, REQUEST_TIMEOUT_MS, RedisSetup, createRedis, replicaWaitOf, settleWithin } from '@cq/service-kit';
 import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
 import type { Job, Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -57,6 +50,8 @@ export class WorkerHost {
   readonly #config: WorkerConfig;
   readonly #logger: Logger;
   readonly #coordinatorRedis: RedisClient;
+  /** The checks of the Redis behind `#coordinatorRedis`, at start and after each reconnect. */
+  readonly #redisSetup: RedisSetup;
   readonly #coordinator: Coordinator;
   readonly #options: WorkerHostOptions;
   /** Set by {@link WorkerHost.start}, with the launcher and the sessions' cgroups. */
@@ -125,6 +120,12 @@ export class WorkerHost {
       name: `cq-worker:${this.#config.workerId}`,
       lazyConnect: true,
     });
+    this.#redisSetup = new RedisSetup({
+      client: this.#coordinatorRedis,
+      keyPrefix: this.#config.keyPrefix,
+      accept: this.#config.redisAcceptRisks,
+      logger: this.#logger,
+    });
     const replicaWait = replicaWaitOf(this.#config, this.#logger);
     this.#coordinator = new Coordinator({
       redis: this.#coordinatorRedis,
@@ -162,7 +163,8 @@ export class WorkerHost {
    * taking spawn jobs and publishing the heartbeat. Throws a {@link ConfigError} where the containment
    * asked for cannot be had (a cap that cannot be enforced here), and when the API on this `KEY_PREFIX`
    * runs with another `SPAWN_QUEUE_SHARDS`: this host would wait on queues that get no jobs, and the
-   * sessions would end as lost.
+   * sessions would end as lost; and when Redis refuses the credentials of `REDIS_URL` or is set up to lose
+   * writes that `REDIS_ACCEPT_RISKS` does not accept (see {@link RedisSetup}).
    */
   async start(): Promise<void> {
     const containment = (this.#containment ??= probeContainment(containmentRequest(this.#config)));
@@ -192,9 +194,11 @@ export class WorkerHost {
       onError: (err) => this.#logger.debug({ err }, "the host's channel is down; reopening it"),
     });
     this.#channel.open();
-    // A first connection that fails is retried like any lost one (the retry strategy); start goes on.
+    // A first connection that fails is retried like any lost one (the retry strategy); start goes on
+    // (the Redis is checked when it comes), unless Redis refuses the credentials or is set up to lose
+    // writes: a ConfigError, one line.
     if (this.#coordinatorRedis.status === 'wait') this.#coordinatorRedis.connect().catch(() => {});
-    await waitUntilReady(this.#coordinatorRedis).catch(() => {});
+    await this.#redisSetup.start();
     const apiShards = await this.#coordinatorRedis.get(this.#coordinator.keys.queueShards()).catch(() => null);
     if (apiShards !== null && Number(apiShards) !== this.#config.spawnQueueShards) {
       throw new ConfigError(

@@ -525,6 +525,8 @@ try {
         SLOTS: String(SLOTS),
         LOG_LEVEL: 'silent',
         WORKER_ID: `bench-${prefix}`,
+        // The bench's Redis keeps nothing on disk (a throwaway).
+        REDIS_ACCEPT_RISKS: 'no-persistence',
       };
       if (sessionCommand !== undefined) env['SESSION_COMMAND'] = sessionCommand;
       const host = new WorkerHost({

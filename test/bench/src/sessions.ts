@@ -44,7 +44,8 @@ process.on('exit', () => {
 
 export function startProc(script: string, env: Record<string, string>): Proc {
   const child = spawn(process.execPath, [`${ROOT}${script}`], {
-    env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'warn', ...env },
+    // The bench's Redis keeps nothing on disk (a throwaway): accepted, as the processes refuse it otherwise.
+    env: { PATH: process.env['PATH'] ?? '', LOG_LEVEL: 'warn', REDIS_ACCEPT_RISKS: 'no-persistence', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);

@@ -79,7 +79,7 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
     '/readyz',
     {
       schema: {
-        summary: 'Redis answers',
+        summary: 'Redis answers, and was last found set up to keep what the coordinator writes',
         response: { 200: z.object({ status: z.literal('ready') }), 503: errorSchema },
       },
     },
@@ -89,8 +89,12 @@ export const operationRoutes: FastifyPluginAsyncZod = async (app) => {
         () => true,
         () => false,
       );
-      if ((await settleWithin(pong, BUDGET.readyMs)) && (await pong)) return reply.send({ status: 'ready' });
-      return reply.code(503).send(errorBody('unavailable', 'Redis does not answer.'));
+      if (!((await settleWithin(pong, BUDGET.readyMs)) && (await pong)))
+        return reply.code(503).send(errorBody('unavailable', app.redisSetup.problem ?? 'Redis does not answer.'));
+      // Redis answers, but a reconnect found it set up to lose writes (or refusing our credentials).
+      const problem = app.redisSetup.problem;
+      if (problem !== undefined) return reply.code(503).send(errorBody('unavailable', problem));
+      return reply.send({ status: 'ready' });
     },
   );
 

@@ -50,6 +50,8 @@ export async function startTestApi(
     PORT: '0',
     // No worker host runs in these tests: admit beyond capacity unless a test publishes hosts and turns the check on.
     CAPACITY_CHECK: 'false',
+    // The tests' Redis keeps nothing on disk (a throwaway): accepted, as the API would refuse it otherwise.
+    REDIS_ACCEPT_RISKS: 'no-persistence',
     ...env,
   });
   const logs: Array<Record<string, unknown>> = [];

@@ -71,9 +71,7 @@ function replayRisk(facts: NodeFacts): Finding | undefined {
     return {
       risk: 'aof-acl-replay',
       node: facts.node,
-      message:
-        `${server(facts)}: whether its AOF replay keeps the scripts' writes cannot be checked ` +
-        `(INFO is refused to ${userName(facts)})`,
+      message: `${server(facts)}: whether its AOF replay keeps the scripts' writes is not known without INFO`,
     };
   if (info?.aofEnabled !== true || !aofReplayChecksDefaultUser(info.version)) return undefined;
   // The processes run as `default` and may run every command (the refused ones are reported apart):
@@ -131,7 +129,7 @@ export function judgeNode(facts: NodeFacts): Finding[] {
     findings.push({
       risk: 'eviction',
       node: facts.node,
-      message: `${server(facts)}: its eviction policy cannot be checked (INFO is refused to ${userName(facts)})`,
+      message: `${server(facts)}: its eviction policy is not known without INFO`,
     });
   } else if (info.maxmemoryPolicy !== undefined && info.maxmemoryPolicy !== 'noeviction') {
     findings.push({
@@ -146,7 +144,7 @@ export function judgeNode(facts: NodeFacts): Finding[] {
     findings.push({
       risk: 'no-persistence',
       node: facts.node,
-      message: `${server(facts)}: its persistence cannot be checked (INFO is refused to ${userName(facts)})`,
+      message: `${server(facts)}: its persistence is not known without INFO`,
     });
   } else if (info.aofEnabled !== true && facts.rdbSavePoints !== true) {
     findings.push({

@@ -58,10 +58,10 @@ describe('a Redis that would lose writes stops the API and the worker hosts at s
       line: /^Redis 7\.\d+\.\d+ at 127\.0\.0\.1:\d+ evicts keys under memory pressure \(maxmemory-policy allkeys-lru\): a lease, a token or a fence counter could vanish; set maxmemory-policy noeviction \(to start anyway, knowing what it costs: REDIS_ACCEPT_RISKS=eviction\)$/,
     },
     {
-      name: 'AOF with `user default off` on Redis 7.0 (redis/redis#14541)',
+      name: 'AOF with `user default off` on Redis 7.0 to 8.4.3 (redis/redis#14541)',
       args: ['--appendonly', 'yes', '--user', 'default', 'off', '--user', 'cq', 'on', '>pw', '~*', '&*', '+@all'],
       credentials: 'cq:pw',
-      line: /^Redis 7\.0\.\d+ at 127\.0\.0\.1:\d+ replays its append-only file as the default user, which may not run set, incr, .*, xadd, xtrim, xdel \(redis\/redis#14541, fixed in Redis 8\.4\.4 and 8\.6\.0\): every script's writes would be lost at the next restart; give the default user every permission back .*\(to start anyway, knowing what it costs: REDIS_ACCEPT_RISKS=aof-acl-replay\)$/,
+      line: /^Redis 7\.\d+\.\d+ at 127\.0\.0\.1:\d+ replays its append-only file as the default user, which may not run set, incr, .*, xadd, xtrim, xdel \(redis\/redis#14541, fixed in Redis 8\.4\.4 and 8\.6\.0\): every script's writes would be lost at the next restart; give the default user every permission back .*\(to start anyway, knowing what it costs: REDIS_ACCEPT_RISKS=aof-acl-replay\)$/,
     },
     {
       name: 'a user without @dangerous (the scripts call INFO and LASTSAVE)',

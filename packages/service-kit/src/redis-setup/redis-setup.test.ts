@@ -23,7 +23,7 @@ async function server(...args: string[]): Promise<RedisServer> {
 }
 
 function connect(url: string): Redis {
-  const client = new Redis(url, { maxRetriesPerRequest: 1 });
+  const client = new Redis(url, { maxRetriesPerRequest: 1, disableClientInfo: true });
   client.on('error', () => {});
   clients.push(client);
   return client;

@@ -67,6 +67,8 @@ function checkConnection(node: Redis): Redis {
     commandTimeout: BUDGET.connectMs,
     connectionName: 'cq-setup-check',
     readOnly: false,
+    // No CLIENT SETINFO, which the ACL the docs give cannot name (Redis 7.0 has no such command).
+    disableClientInfo: true,
   });
   connection.on('error', () => {});
   return connection;

@@ -105,4 +105,15 @@ describe('the commands the processes run', () => {
       /no permissions/,
     );
   });
+
+  it('is what docs/redis-setup.md gives: the ACL line, and each command in its table once', () => {
+    const doc = readFileSync(join(ROOT, 'docs/redis-setup.md'), 'utf8');
+    expect(doc).toContain(`user cq on >CHANGE-ME-a-long-random-password ${aclRules('cq')}\n`);
+    const section = doc.slice(
+      doc.indexOf('## The ACL, command by command'),
+      doc.indexOf('## What the processes check'),
+    );
+    const listed = [...section.matchAll(/^\| `([^`]+)` \|/gm)].flatMap((m) => m[1]!.replaceAll('\\|', '|').split(' '));
+    expect([...listed].sort()).toEqual(REDIS_COMMANDS.map((c) => c.name).sort());
+  });
 });

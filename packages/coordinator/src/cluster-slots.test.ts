@@ -48,7 +48,8 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>, numb
     ],
     ['sessions.settleAndRead', () => c.sessions.settleAndRead('slot-user')],
     ['sessions.setLifetime', () => c.sessions.setLifetime('slot-user', 60_000)],
-    ['sessions.requestStop', () => c.sessions.requestStop('slot-user')],
+    // A running session's stop: the script, then the nudge posted to its host ({workers} slot).
+    ['sessions.requestStop', () => c.sessions.requestStop('slot-user'), 2],
     ['sessions.sweepUser', () => c.sessions.sweepUser('slot-user')],
     ['sessions.finish', () => c.claims.finish(state['c'].claim, 'stopped', 0)],
     ['sessions.history', () => c.sessions.history('slot-user')],

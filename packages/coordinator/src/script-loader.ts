@@ -29,6 +29,7 @@ export const scriptNames = [
   'recordActivity',
   'releaseLease',
   'releaseSlots',
+  'nudgeHost',
   'renewLease',
   'renewSession',
   'requestStop',

@@ -74,6 +74,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   recordActivity: { keys: 7, args: 3, replies: [ScriptCode.Ok, ScriptCode.NoSession, ScriptCode.SessionMismatch] },
   releaseLease: { keys: 1, args: 1, replies: [ScriptCode.Ok, ScriptCode.LeaseLost] },
   releaseSlots: { keys: 1, args: 1, replies: [ScriptCode.Ok] },
+  nudgeHost: { keys: 1, args: 2, replies: [ScriptCode.Ok] },
   renewLease: { keys: 1, args: 2, replies: [ScriptCode.Ok, ScriptCode.LeaseLost, ScriptCode.DeadlineReached] },
   renewSession: { keys: 5, args: 5, replies: [ScriptCode.Ok, ScriptCode.LeaseLost, ScriptCode.DeadlineReached] },
   requestStop: { keys: 7, args: 3, replies: [ScriptCode.Ok, ScriptCode.NoSession, ScriptCode.SessionMismatch] },

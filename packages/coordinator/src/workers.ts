@@ -208,15 +208,11 @@ export class WorkerRegistry {
    * Posts a nudge for the user's session to its host, beside the host channel's message: the host takes
    * it with its next heartbeat, so a message lost on the channel (a subscription that stays open while
    * messages do not arrive) delays the change by a heartbeat, not until the session's next renewal. The
-   * nudges of a host that never takes them go after a minute. One round trip (MULTI).
+   * nudges of a host that never takes them go after a minute. One round trip.
    */
   async nudge(workerId: string, userId: string): Promise<void> {
-    const key = this.#context.keys.hostNudges(workerId);
-    try {
-      await this.#context.redis.multi().sadd(key, userId).pexpire(key, NUDGE_TTL_MS).exec();
-    } catch (err) {
-      throw wrapRedisError(err);
-    }
+    const { keys, scripts } = this.#context;
+    await scripts.run('nudgeHost', [keys.hostNudges(workerId)], [userId, NUDGE_TTL_MS]);
   }
 
   /** Forgets a host lease that ran out, with its registrations (false: it holds). One round trip. */

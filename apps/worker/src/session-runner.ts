@@ -172,9 +172,10 @@ export class SessionRunner {
   /**
    * Asks each Redis master that keeps held sessions which process it runs (one `probeSlot` per master,
    * through one of its sessions' slots), and moves those sessions' instants with the answer; a session
-   * whose process was replaced is renewed at once instead. A probe that fails moves nothing.
+   * whose process was replaced is renewed at once instead. A probe that fails moves nothing. Answers
+   * whether every master answered.
    */
-  async probe(): Promise<void> {
+  async probe(): Promise<boolean> {
     const { coordinator } = this.#options;
     const groups = new Map<string, SessionLifecycle[]>();
     for (const lifecycle of this.#held.keys()) {
@@ -184,14 +185,16 @@ export class SessionRunner {
       if (group === undefined) groups.set(master, [lifecycle]);
       else group.push(lifecycle);
     }
-    await Promise.all(
+    const answers = await Promise.all(
       [...groups.values()].map(async (group) => {
         const sentAt = performance.now();
         const run = await coordinator.claims.probe(group[0]!.userId).catch(() => undefined);
-        if (run === undefined) return;
+        if (run === undefined) return false;
         for (const lifecycle of group) lifecycle.covered(run, sentAt);
+        return true;
       }),
     );
+    return answers.every(Boolean);
   }
 
   async #runClaimed(

@@ -46,6 +46,13 @@ export interface WorkerHostOptions {
  * lease, at most `SLOTS` at once over all shards, publishing a heartbeat, and stopping its sessions on
  * shutdown.
  */
+/**
+ * How soon a periodic heartbeat or probe that failed is tried again, ms: a hold is moved by the send
+ * instant of the last one that went through, so after an outage every moment until the next try is taken
+ * off the outage a running session survives.
+ */
+export const RETRY_MS = 250;
+
 export class WorkerHost {
   readonly #config: WorkerConfig;
   readonly #logger: Logger;
@@ -73,8 +80,9 @@ export class WorkerHost {
   #busy = 0;
   /** Periodic heartbeats sent. */
   #beats = 0;
-  /** Every how many periodic heartbeats the host probes the Redis processes that keep its held sessions. */
-  readonly #probeEvery: number;
+  /** A heartbeat, or a probe, tried again soon after one failed (see {@link RETRY_MS}). */
+  #retryBeat: NodeJS.Timeout | undefined;
+  #retryProbe: NodeJS.Timeout | undefined;
   /** The sessions this host started, each followed to its end (the spawn job ends at the start). */
   readonly #sessions = new Set<Promise<void>>();
   /** Sessions taken from the queue and not finished: their slots' holds are renewed with each heartbeat. */
@@ -109,7 +117,6 @@ export class WorkerHost {
     this.#config = options.config;
     this.#logger = options.logger.child({ workerId: options.config.workerId });
     this.#heartbeatMs = Math.max(1, Math.min(options.heartbeatMs ?? 2000, Math.floor(options.config.leaseMs / 3)));
-    this.#probeEvery = Math.max(1, Math.floor(options.config.leaseMs / 3 / this.#heartbeatMs));
     this.#lease = { token: `${options.config.workerId}/${randomUUID()}`, fresh: true };
     // Every running session listens for the shutdown: as many listeners as slots is expected.
     setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
@@ -229,6 +236,9 @@ export class WorkerHost {
     // Each renews the host lease too, registering the sessions started since the last one under it (every
     // tenth periodic one registers every held session again: registrations lost with writes Redis forgot
     // come back), and the periodic one asks each Redis master that keeps held sessions which process it runs.
+    // A periodic heartbeat or probe that fails is tried again RETRY_MS later, not a heartbeat later: after
+    // a Redis outage the holds move again as soon as Redis answers (docs/failure-modes.md, "Redis is
+    // unreachable", has the outage a running session survives).
     const beat = (this.#beat = (all: boolean): void => {
       const ended = this.#ended;
       this.#ended = [];
@@ -274,7 +284,7 @@ export class WorkerHost {
               runner.covered();
               // The Redis processes keeping held sessions are asked about every third of the lease (as
               // often as a session's own lease was renewed before host leases), not every heartbeat.
-              if (all && beatNo % this.#probeEvery === 0) void runner.probe();
+              if (all) this.#probe(runner);
             } else if (held === 'lost') this.#leaseLost(lease, runner, fresh);
             if (state === 'draining') void this.drain('asked through the API');
           },
@@ -282,6 +292,11 @@ export class WorkerHost {
             this.#ended.push(...ended); // given back with the next heartbeat
             this.#toRegister.push(...fresh); // registered with the next
             this.#logger.debug({ err }, 'heartbeat failed');
+            if (all && !this.#shutdown.signal.aborted)
+              this.#retryBeat ??= setTimeout(() => {
+                this.#retryBeat = undefined;
+                beat(true);
+              }, RETRY_MS);
           },
         );
     });
@@ -292,6 +307,20 @@ export class WorkerHost {
       { slots: this.#config.slots, leaseMs: this.#config.leaseMs, pool: this.#config.pool },
       'worker host started',
     );
+  }
+
+  /**
+   * Asks the Redis masters keeping held sessions which process each runs (moving the sessions' holds);
+   * when one did not answer, asks again RETRY_MS later rather than with the next heartbeat.
+   */
+  #probe(runner: SessionRunner): void {
+    void runner.probe().then((answered) => {
+      if (answered || this.#shutdown.signal.aborted) return;
+      this.#retryProbe ??= setTimeout(() => {
+        this.#retryProbe = undefined;
+        this.#probe(runner);
+      }, RETRY_MS);
+    });
   }
 
   /** The sessions held under the current lease: registered again with every tenth periodic heartbeat. */
@@ -444,6 +473,8 @@ export class WorkerHost {
   async stop(): Promise<void> {
     clearInterval(this.#heartbeat);
     clearTimeout(this.#soon);
+    clearTimeout(this.#retryBeat);
+    clearTimeout(this.#retryProbe);
     if (this.#claimBeat !== undefined) clearImmediate(this.#claimBeat);
     const workers = this.#workers;
     const closing = Promise.all([...workers.map((worker) => worker.close()), this.#sessionsEnded()]);

@@ -45,7 +45,7 @@ function roleOptions(role: ConnectionRole, options: CreateRedisOptions): RedisOp
   const common: RedisOptions = {
     connectTimeout: BUDGET.connectMs,
     // Reconnect forever, quickly: the service recovers by itself when Redis is back.
-    retryStrategy: (times) => Math.min(50 * times, 1000),
+    retryStrategy: (times) => Math.min(50 * times, 250),
     ...(options.name === undefined ? {} : { connectionName: options.name }),
     ...(options.lazyConnect === true ? { lazyConnect: true } : {}),
     // No CLIENT SETINFO: Redis 7.0 has no such command, so the ACL the docs give cannot name it, and on

@@ -123,4 +123,21 @@ describe('judging what a check read', () => {
     const [refused] = judgeNode(facts({ user: undefined, refused: new Map([['get', 'command']]) }));
     expect(refused!.message).toContain('the user in REDIS_URL may not run get');
   });
+
+  it('tells the same problem on several nodes once, naming them all', () => {
+    const nodes = ['127.0.0.1:7000', '127.0.0.1:7001', '127.0.0.1:7002'].map((node) =>
+      facts({ node, rdbSavePoints: false }, { aofEnabled: false }),
+    );
+    nodes[2] = facts(
+      { node: '127.0.0.1:7002', rdbSavePoints: false },
+      { aofEnabled: false, maxmemoryPolicy: 'allkeys-lru' },
+    );
+    const { refusing } = judge(nodes, new Set());
+    expect(oneLine(refusing)).toBe(
+      'Redis 7.0.15 at 127.0.0.1:7000, 127.0.0.1:7001, 127.0.0.1:7002 keeps nothing on disk (appendonly no, no save points): ' +
+        'a restart of Redis loses every session, token and fence; set appendonly yes (docs/redis-setup.md); ' +
+        'also: Redis 7.0.15 at 127.0.0.1:7002 evicts keys under memory pressure (maxmemory-policy allkeys-lru): ' +
+        'a lease, a token or a fence counter could vanish; set maxmemory-policy noeviction',
+    );
+  });
 });

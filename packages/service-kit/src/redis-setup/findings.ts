@@ -176,9 +176,21 @@ export function judge(
   };
 }
 
-/** One line for all of `findings` (each already one line), for a log line or `/readyz`. */
+/**
+ * One line for all of `findings` (each already one line), for a log line or `/readyz`. The same problem
+ * on several processes (a Cluster's nodes set up alike) is told once, naming them all.
+ */
 export function oneLine(findings: readonly Finding[]): string {
-  return findings.map((f) => f.message).join('; also: ');
+  const groups = new Map<string, { risk: RedisRisk; nodes: string[] }>();
+  for (const f of findings) {
+    const template = `${f.risk}\u0000${f.message.replace(f.node, '\u0000')}`;
+    const group = groups.get(template);
+    if (group === undefined) groups.set(template, { risk: f.risk, nodes: [f.node] });
+    else group.nodes.push(f.node);
+  }
+  return [...groups]
+    .map(([template, { nodes }]) => template.slice(template.indexOf('\u0000') + 1).replace('\u0000', nodes.join(', ')))
+    .join('; also: ');
 }
 
 /** The line a process exits with when `findings` refuse its start: they, and how to start anyway. */

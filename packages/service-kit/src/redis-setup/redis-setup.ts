@@ -87,7 +87,8 @@ async function probe(node: Redis, keyPrefix: string): Promise<NodeFacts> {
 
 /**
  * Checks that the Redis the process uses keeps what the coordinator writes, when the process connects
- * and after each reconnect (for a Cluster, each node as it joins the connection pool): no eviction,
+ * and after each reconnect (for a Cluster, each node as it joins the connection pool, a replica promoted
+ * by a failover among them): no eviction,
  * persistence, no AOF replay that drops the scripts' writes (redis/redis#14541), every command the
  * scripts and processes run allowed to the user; and the user and password accepted.
  *
@@ -184,7 +185,7 @@ export class RedisSetup {
     });
   }
 
-  /** Every node now (a Cluster's masters and replicas, or the one process). */
+  /** Every node now: the one process, or a Cluster's nodes in the pool (masters, and replicas CLUSTER SLOTS lists). */
   #nodes(): Redis[] {
     const { client } = this.#options;
     return isCluster(client) ? client.nodes('all') : [client];

@@ -117,7 +117,7 @@ export const REDIS_COMMANDS: readonly RedisCommand[] = [
   row('lindex', false, B, (k) => [k, '0']),
   row('lpos', false, B, (k) => [k, 'v']),
   // Sets
-  row('sadd', true, ['bullmq', 'processes'], (k) => [k, 'm']),
+  row('sadd', true, SB, (k) => [k, 'm']),
   row('srem', true, B, (k) => [k, 'm']),
   row('scard', false, B, (k) => [k]),
   row('smembers', false, SB, (k) => [k]),

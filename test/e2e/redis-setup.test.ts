@@ -116,9 +116,9 @@ describe('REDIS_ACCEPT_RISKS', () => {
     const server = await redisWith(['--appendonly', 'yes', '--maxmemory-policy', 'volatile-lru']);
     const env = { REDIS_ACCEPT_RISKS: 'eviction' };
     const api = await startApi(envFor('api', server.url, env));
-    onTestFinished(() => api.stop());
+    onTestFinished(async () => void (await api.stop()));
     const worker = await startWorker(envFor('worker', server.url, env));
-    onTestFinished(() => worker.stop());
+    onTestFinished(async () => void (await worker.stop()));
     for (const started of [api, worker]) {
       const warnings = started.logs.filter((l) => l['level'] === 40).map((l) => String(l['msg']));
       expect(warnings).toContain(
@@ -136,9 +136,9 @@ describe('after a reconnect', () => {
   it('a Redis now set up to lose writes is logged as an error by both, and the API is not ready until it is fixed; neither exits', async () => {
     const server = await redisWith(['--appendonly', 'yes']);
     const api = await startApi(envFor('api', server.url));
-    onTestFinished(() => api.stop());
+    onTestFinished(async () => void (await api.stop()));
     const worker = await startWorker(envFor('worker', server.url));
-    onTestFinished(() => worker.stop());
+    onTestFinished(async () => void (await worker.stop()));
     expect((await fetch(`${api.baseUrl}/readyz`)).status).toBe(200);
 
     const admin = new Redis(server.url);

@@ -191,6 +191,11 @@ describe('RedisSetup', () => {
         /^accepted by REDIS_ACCEPT_RISKS=no-persistence: Redis 7\.\d+\.\d+ at .* keeps nothing on disk/,
       ),
     ]);
+    // A reconnect finds it again: not told again.
+    const checks = accepted.setup.checks;
+    await connect(redis.url).client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    await until(() => accepted.setup.checks > checks, 10_000, 'the check after the reconnect');
+    expect(accepted.logger.lines.filter((l) => l.level === 'warn')).toHaveLength(2);
     accepted.setup.close();
   });
 
@@ -213,6 +218,23 @@ describe('RedisSetup', () => {
     await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
     await until(() => setup.problem === undefined, 10_000, 'the problem gone after the next reconnect');
     expect(logger.lines.at(-1)).toEqual({ level: 'info', msg: 'Redis setup checked again: the problem is gone' });
+    setup.close();
+  });
+
+  it('after a reconnect refused for its password, keeps and logs that as the problem until a reconnect gets through', async () => {
+    const redis = await server('--appendonly', 'yes', '--requirepass', 'first-password');
+    const { setup, logger, start } = await started(withUser(redis.url, '', 'first-password'));
+    await start();
+    const admin = connect(withUser(redis.url, '', 'first-password'));
+    await admin.config('SET', 'requirepass', 'second-password');
+    await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    await until(() => setup.problem !== undefined, 10_000, 'the refused password found');
+    expect(setup.problem).toMatch(
+      /^REDIS_URL: Redis at 127\.0\.0\.1:\d+ refused the user name or password \(WRONGPASS/,
+    );
+    expect(logger.lines.filter((l) => l.level === 'error').map((l) => l.msg)).toEqual([setup.problem]);
+    await admin.config('SET', 'requirepass', 'first-password');
+    await until(() => setup.problem === undefined, 10_000, 'the problem gone once a reconnect gets through');
     setup.close();
   });
 

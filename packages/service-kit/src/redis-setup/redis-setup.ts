@@ -101,9 +101,12 @@ export class RedisSetup {
   readonly #options: RedisSetupOptions;
   /** Refusing findings of the latest check of each node, by node. */
   readonly #found = new Map<string, Finding[]>();
+  /** Accepted findings already warned of, by node: told once, not at every reconnect. */
+  readonly #told = new Map<string, Set<string>>();
   /** The credentials' refusal since the last successful connect, if any. */
   #credentials: string | undefined;
   #started = false;
+  #checks = 0;
   #closed = false;
   readonly #unwatch: Array<() => void> = [];
 
@@ -119,6 +122,11 @@ export class RedisSetup {
     if (this.#credentials !== undefined) return this.#credentials;
     const findings = [...this.#found.values()].flat();
     return findings.length === 0 ? undefined : oneLine(findings);
+  }
+
+  /** How many checks of a node have been made (or given up on), for whoever waits for the next one. */
+  get checks(): number {
+    return this.#checks;
   }
 
   /**
@@ -210,13 +218,20 @@ export class RedisSetup {
     } catch (err) {
       logger.warn({ err, node: address }, "could not check Redis's setup; it is checked again at the next reconnect");
       return undefined;
+    } finally {
+      this.#checks++;
     }
     const findings = judge([facts], accept);
-    for (const finding of findings.accepted)
+    const told = this.#told.get(address) ?? new Set<string>();
+    this.#told.set(address, told);
+    for (const finding of findings.accepted) {
+      if (told.has(finding.message)) continue;
+      told.add(finding.message);
       logger.warn(
         { risk: finding.risk, node: finding.node },
         `accepted by REDIS_ACCEPT_RISKS=${finding.risk}: ${finding.message}`,
       );
+    }
     const before = this.#found.get(address) ?? [];
     this.#found.set(address, findings.refusing);
     if (this.#started) {

@@ -39,12 +39,16 @@
     ARGV[12] the lease's time to live, milliseconds
     ARGV[13] '1' when the token is new (the host's first heartbeat with it), '' otherwise
     ARGV[14] sessions to register under the lease (`<session id>=<user id>`, comma-separated; may be empty)
+    ARGV[15] '1' when ARGV[7] names every session the host runs (a periodic heartbeat), '' otherwise
 
   Output:
     {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn'), lease ('held' | 'lost' | ''), nudged}
       published or withdrawn; `held`: the lease holds ARGV[12] from now and ARGV[14] are registered under
       it; `lost`: it ran out (or was ended), nothing was registered, and the token is not to be used again;
-      `nudged`: the user ids of the host's nudges, taken (an empty list when withdrawn)
+      `nudged`: the user ids of the host's nudges, taken (an empty list when withdrawn);
+    gone: while the slot's loss guard waits after Redis may have lost or replayed writes, and ARGV[15] is
+      '1': the sessions registered under the lease that the host does not run (`<session id>=<user id>`):
+      their registrations and holds are dropped, and the host ends their records (sweepSession)
 ]]
 local rcall = redis.call
 local recordKey = KEYS[1]
@@ -85,7 +89,7 @@ if not publish then
   rcall('DEL', recordKey)
   rcall('ZREM', indexKey, workerId)
   rcall('DEL', KEYS[8])
-  return { 1, now, 'withdrawn', '', {} }
+  return { 1, now, 'withdrawn', '', {}, {} }
 end
 local previous = rcall('HMGET', recordKey, 'state', 'startedAt')
 local state = 'active'
@@ -101,6 +105,7 @@ else
   setContribution(capacityKey, workerId, busy, pool)
 end
 local lease = ''
+local gone = {}
 if token ~= '' then
   local expiresAt = tonumber(rcall('ZSCORE', leasesKey, token))
   local holds
@@ -128,6 +133,26 @@ if token ~= '' then
       end
       if #args > 0 then rcall('HSET', registeredKey, unpack(args)) end
     end)
+    -- After Redis may have lost or replayed writes (the guard waits), what it says the host runs is put
+    -- right from the host's own full list: a session registered here that the host does not run (its end
+    -- was in the lost writes) gives its hold back now, not when the hold runs out.
+    if ARGV[15] == '1' and now < lossGuard(KEYS[7], now).untilMs then
+      local runs = {}
+      for id in string.gmatch(running, '[^,]+') do runs[id] = true end
+      local registered = rcall('HGETALL', registeredKey)
+      local ids = {}
+      for i = 1, #registered, 2 do
+        if not runs[registered[i]] then
+          ids[#ids + 1] = registered[i]
+          gone[#gone + 1] = registered[i] .. '=' .. registered[i + 1]
+        end
+      end
+      if #ids > 0 then
+        local list = table.concat(ids, ',')
+        removeAll(heldKey, list)
+        eachChunk(list, function(chunk) rcall('HDEL', registeredKey, unpack(chunk)) end)
+      end
+    end
     lease = 'held'
   else
     lease = 'lost'
@@ -135,4 +160,4 @@ if token ~= '' then
 end
 local nudged = rcall('SMEMBERS', KEYS[8])
 if #nudged > 0 then rcall('DEL', KEYS[8]) end
-return { 1, now, state, lease, nudged }
+return { 1, now, state, lease, nudged, gone }

@@ -263,14 +263,22 @@ export class WorkerHost {
             pool: this.#config.pool,
             running,
             ended,
+            full: all,
             lease: { token: lease.token, ttlMs: this.#config.leaseMs, fresh: lease.fresh, register },
           },
           this.#heartbeatMs * 3,
         )
         .then(
-          ({ state, lease: held, nudged }) => {
+          ({ state, lease: held, nudged, gone }) => {
             // Stops posted beside the channel's messages: one lost on the channel arrives here.
             for (const userId of nudged) runner.nudge(userId);
+            // Sessions Redis still has running here after it lost their ends: ended (lost) now.
+            for (const { sessionId, userId } of gone)
+              void this.#coordinator.sessions
+                .sweepUser(userId, { sessionId, workerId: this.#config.workerId })
+                .catch((err: unknown) =>
+                  this.#logger.debug({ err, sessionId }, 'ending a session whose end was lost failed'),
+                );
             if (held === 'held') {
               if (lease === this.#lease) lease.fresh = false;
               const holds = this.#leaseHolds.get(lease.token);

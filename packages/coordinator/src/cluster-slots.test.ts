@@ -93,6 +93,7 @@ function operations(c: Coordinator): Array<[string, () => Promise<unknown>, numb
         ),
     ],
     ['workers.expiredLeases', () => c.workers.expiredLeases()],
+    ['workers.recountCapacity', () => c.workers.recountCapacity()],
     ['workers.leaseSessions', () => c.workers.leaseSessions('w1/t')],
     ['workers.forgetLease', () => c.workers.forgetLease('w1/t')],
     ['workers.withdraw', () => c.workers.withdraw('w1', [], 'default', 'w1/t')],

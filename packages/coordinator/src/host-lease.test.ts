@@ -28,6 +28,7 @@ describe('host leases', () => {
       state: 'active',
       lease: undefined,
       nudged: [],
+      gone: [],
     });
   });
 

@@ -30,6 +30,7 @@ export const scriptNames = [
   'releaseLease',
   'releaseSlots',
   'nudgeHost',
+  'recountCapacity',
   'renewLease',
   'renewSession',
   'requestStop',

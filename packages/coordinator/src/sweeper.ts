@@ -71,6 +71,11 @@ export interface SweeperOptions {
   onSwept?: (result: SweepResult) => void;
   /** Called after each sweep that read every slot (the turn taken, or the event subscription lost). */
   onFullScan?: (scan: FullScan) => void;
+  /**
+   * Called when the capacity recount (every `hostIntervalMs`, with the look for host leases) corrected
+   * pools' totals that had drifted from their hosts' shares: Redis replayed or dropped some writes.
+   */
+  onRecounted?: (corrected: number) => void;
 }
 
 /** A sweep that read every slot. */
@@ -120,8 +125,8 @@ interface SlotReading {
 export class Sweeper {
   readonly #context: Context;
   readonly #sessions: SessionStore;
-  readonly #options: Required<Omit<SweeperOptions, 'onError' | 'onSwept' | 'onFullScan'>> &
-    Pick<SweeperOptions, 'onError' | 'onSwept' | 'onFullScan'>;
+  readonly #options: Required<Omit<SweeperOptions, 'onError' | 'onSwept' | 'onFullScan' | 'onRecounted'>> &
+    Pick<SweeperOptions, 'onError' | 'onSwept' | 'onFullScan' | 'onRecounted'>;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
   #hostTimer: NodeJS.Timeout | undefined;
@@ -210,6 +215,14 @@ export class Sweeper {
     return lost;
   }
 
+  /** {@link Sweeper.sweepHosts}, then the pools' totals recounted from their hosts' shares. */
+  async #sweepHostsAndRecount(): Promise<void> {
+    await this.sweepHosts();
+    const registry = (this.#registry ??= new WorkerRegistry(this.#context));
+    const corrected = await registry.recountCapacity();
+    if (corrected > 0) this.#options.onRecounted?.(corrected);
+  }
+
   /** This sweeper's id: the value of the turn key while it holds the turn. */
   get id(): string {
     return this.#id;
@@ -247,7 +260,7 @@ export class Sweeper {
     this.#timer = setTimeout(loop, this.#options.intervalMs);
     const hostLoop = (): void => {
       const mine = !this.#options.takeTurns || this.#holding;
-      this.#hostRunning = (mine ? this.sweepHosts() : Promise.resolve(0))
+      this.#hostRunning = (mine ? this.#sweepHostsAndRecount() : Promise.resolve())
         .catch((err: unknown) => this.#options.onError?.(err))
         .then(() => {
           if (this.#hostTimer !== undefined) this.#hostTimer = setTimeout(hostLoop, this.#options.hostIntervalMs);

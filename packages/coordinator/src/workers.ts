@@ -27,6 +27,11 @@ export interface WorkerHeartbeat {
   readonly running?: readonly string[];
   /** The sessions it ended since its last heartbeat (their holds are given back). */
   readonly ended?: readonly string[];
+  /**
+   * `running` names every session the host runs (a periodic heartbeat): while Redis may have lost or
+   * replayed writes, what is registered under the lease beyond them is put right ({@link HeartbeatAnswer.gone}).
+   */
+  readonly full?: boolean;
   /** How it keeps a session's processes inside it. @defaultValue `'group'` */
   readonly containment?: Containment;
   /** The pool it serves: it runs only that pool's sessions, and its slots count in that pool. @defaultValue `'default'` */
@@ -61,6 +66,12 @@ export interface HeartbeatAnswer {
    * channel's message: the host renews their sessions now, as on the channel's nudge.
    */
   readonly nudged: readonly string[];
+  /**
+   * With {@link WorkerHeartbeat.full}, while Redis may have lost or replayed writes: the sessions
+   * registered under the lease that the host does not run (their ends were lost). Their holds and
+   * registrations are gone; their records are the host's to end (`SessionStore.sweepUser`).
+   */
+  readonly gone: ReadonlyArray<{ sessionId: string; userId: string }>;
 }
 
 /** A worker host as seen in the registry. */
@@ -170,12 +181,17 @@ export class WorkerRegistry {
         beat.lease?.ttlMs ?? 0,
         beat.lease?.fresh === true ? 1 : '',
         (beat.lease?.register ?? []).map((r) => `${r.sessionId}=${r.userId}`).join(','),
+        beat.full === true ? 1 : '',
       ],
     );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
     const lease = reply[3] === 'held' ? 'held' : reply[3] === 'lost' ? 'lost' : undefined;
     const nudged = Array.isArray(reply[4]) ? reply[4].map(String) : [];
-    return { state: reply[2] === 'draining' ? 'draining' : 'active', lease, nudged };
+    const gone = (Array.isArray(reply[5]) ? reply[5].map(String) : []).map((entry) => {
+      const at = entry.indexOf('=');
+      return { sessionId: entry.slice(0, at), userId: entry.slice(at + 1) };
+    });
+    return { state: reply[2] === 'draining' ? 'draining' : 'active', lease, nudged, gone };
   }
 
   /** The keys of a host lease (those of an unused token when the host keeps none: they stay untouched). */
@@ -215,6 +231,18 @@ export class WorkerRegistry {
     await scripts.run('nudgeHost', [keys.hostNudges(workerId)], [userId, NUDGE_TTL_MS]);
   }
 
+  /**
+   * Recounts every pool's total slots from its hosts' shares, correcting a total that drifted from them
+   * (Redis replayed or dropped some writes and not others). Answers how many totals it corrected. One
+   * round trip; the sweep runs it every second.
+   */
+  async recountCapacity(): Promise<number> {
+    const { keys, scripts } = this.#context;
+    const reply = await scripts.run('recountCapacity', [keys.capacity()], []);
+    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('recountCapacity', reply);
+    return Number(reply[1]);
+  }
+
   /** Forgets a host lease that ran out, with its registrations (false: it holds). One round trip. */
   async forgetLease(token: string): Promise<boolean> {
     const { keys, scripts } = this.#context;
@@ -241,7 +269,7 @@ export class WorkerRegistry {
         ...this.#leaseKeys(leaseToken),
         this.#context.keys.hostNudges(workerId),
       ],
-      [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, leaseToken ?? '', 0, '', ''],
+      [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, leaseToken ?? '', 0, '', '', ''],
     );
   }
 

@@ -21,6 +21,11 @@ export const sweeperPlugin = fp(
       intervalMs: app.config.sweepIntervalMs,
       onError: (err) => app.log.debug({ err }, 'sweep failed; retrying at the next interval'),
       onSwept: (result) => app.log.info(result, 'sessions ended as lost'),
+      onRecounted: (corrected) =>
+        app.log.warn(
+          { corrected },
+          "pools' slot totals had drifted from their hosts' shares (Redis replayed or lost some writes): recounted",
+        ),
       onFullScan: (scan) =>
         app.log.info(
           { sweeperId: sweeper.id, ms: scan.ms, liveSlots: scan.liveSlots, fullScans: scan.count },

@@ -44,6 +44,8 @@ describe('host-channel messages lost while the subscription stays open', () => {
       ...system.observed().flatMap((o) => (o.userId === userId && o.fence === session.fence ? [o.at] : [])),
     );
     expect(lastBeat - sentAt).toBeLessThan(STOP_WITHIN_MS);
+    // The stop's message did reach the host's subscriber connection, and was dropped there.
+    expect(proxy.dropped).toBeGreaterThan(0);
     // The subscription stayed open all along: the message was lost, not the connection.
     expect(await redis.call('PUBSUB', 'NUMSUB', `${system.keyPrefix}:host:host-1`)).toEqual([
       `${system.keyPrefix}:host:host-1`,

@@ -17,6 +17,8 @@ export interface TcpProxy {
    * connection staying open: a subscription that looks alive while its messages are lost.
    */
   dropSubscriptionMessages(): void;
+  /** Bytes dropped so far by {@link TcpProxy.dropSubscriptionMessages}. */
+  readonly dropped: number;
   close(): Promise<void>;
 }
 
@@ -25,6 +27,7 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let cut = false;
   let dropping = false;
+  let dropped = 0;
   const track = (socket: Socket): void => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
@@ -42,7 +45,8 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
       upstream.write(chunk);
     });
     upstream.on('data', (chunk) => {
-      if (!(dropping && subscriber)) client.write(chunk);
+      if (dropping && subscriber) dropped += chunk.length;
+      else client.write(chunk);
     });
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
@@ -61,6 +65,9 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     },
     dropSubscriptionMessages() {
       dropping = true;
+    },
+    get dropped() {
+      return dropped;
     },
     async close() {
       for (const socket of sockets) socket.destroy();

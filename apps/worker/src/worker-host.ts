@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { Coordinator, HostChannel, closeRedis, type RedisClient } from '@cq/coordinator';
+import { Coordinator, HostChannel, closeRedis, isUnavailable, type RedisClient } from '@cq/coordinator';
 import { ConfigError, REQUEST_TIMEOUT_MS, RedisSetup, createRedis, replicaWaitOf, settleWithin } from '@cq/service-kit';
 import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
 import type { Job, Worker } from 'bullmq';
@@ -272,13 +272,18 @@ export class WorkerHost {
           ({ state, lease: held, nudged, gone }) => {
             // Stops posted beside the channel's messages: one lost on the channel arrives here.
             for (const userId of nudged) runner.nudge(userId);
-            // Sessions Redis still has running here after it lost their ends: ended (lost) now.
+            // Sessions Redis still has running here after it lost their ends: ended (lost) now. One this
+            // host does run (a heartbeat built before its claim, run after the claim's: heartbeats can
+            // reach Redis out of order through the replica-wait pool or a Cluster redirection) is
+            // registered again instead.
             for (const { sessionId, userId } of gone)
-              void this.#coordinator.sessions
-                .sweepUser(userId, { sessionId, workerId: this.#config.workerId })
-                .catch((err: unknown) =>
-                  this.#logger.debug({ err, sessionId }, 'ending a session whose end was lost failed'),
-                );
+              if (this.#running.has(sessionId)) this.#toRegister.push({ sessionId, userId });
+              else
+                void this.#coordinator.sessions
+                  .sweepUser(userId, { sessionId, workerId: this.#config.workerId })
+                  .catch((err: unknown) =>
+                    this.#logger.debug({ err, sessionId }, 'ending a session whose end was lost failed'),
+                  );
             if (held === 'held') {
               if (lease === this.#lease) lease.fresh = false;
               const holds = this.#leaseHolds.get(lease.token);
@@ -290,8 +295,8 @@ export class WorkerHost {
                 () => this.#leaseHolds.get(lease.token) ?? Number.NEGATIVE_INFINITY,
               );
               runner.covered();
-              // The Redis processes keeping held sessions are asked about every third of the lease (as
-              // often as a session's own lease was renewed before host leases), not every heartbeat.
+              // The Redis processes keeping held sessions are asked with every periodic heartbeat: a
+              // session's hold moves with the last answer of each (see RETRY_MS).
               if (all) this.#probe(runner);
             } else if (held === 'lost') this.#leaseLost(lease, runner, fresh);
             if (state === 'draining') void this.drain('asked through the API');
@@ -299,6 +304,12 @@ export class WorkerHost {
           (err: unknown) => {
             this.#ended.push(...ended); // given back with the next heartbeat
             this.#toRegister.push(...fresh); // registered with the next
+            // An outage is tried again soon; anything else (a bug, a refused command) is not worth four
+            // tries a second, and is said louder.
+            if (!isUnavailable(err)) {
+              this.#logger.error({ err }, 'heartbeat failed');
+              return;
+            }
             this.#logger.debug({ err }, 'heartbeat failed');
             if (all && !this.#shutdown.signal.aborted)
               this.#retryBeat ??= setTimeout(() => {

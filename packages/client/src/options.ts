@@ -85,8 +85,15 @@ export function resolveOptions(options: ClientOptions): ResolvedOptions {
     apiKey: options.apiKey ?? environment('CQ_API_KEY'),
     timeoutMs: options.timeoutMs ?? DEFAULT_OPTIONS.timeoutMs,
     reconnectForMs: options.reconnectForMs ?? DEFAULT_OPTIONS.reconnectForMs,
-    heartbeatMs: options.heartbeatMs ?? DEFAULT_OPTIONS.heartbeatMs,
+    heartbeatMs: positive(options.heartbeatMs, 'heartbeatMs') ?? DEFAULT_OPTIONS.heartbeatMs,
   };
+}
+
+/** `value` when it is a positive, finite number of ms; a RangeError naming the option otherwise. */
+function positive(value: number | undefined, name: string): number | undefined {
+  if (value !== undefined && !(Number.isFinite(value) && value > 0))
+    throw new RangeError(`${name} must be a positive number of milliseconds, got ${value}`);
+  return value;
 }
 
 /** The process's environment where there is one (Node), else nothing (a browser). */

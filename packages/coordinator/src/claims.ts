@@ -196,7 +196,7 @@ export class Claims {
 
   /**
    * The run_id of the Redis process serving the user's slot, as its loss guard confirms it: a host
-   * holding sessions under its host lease asks it of one session's slot per Redis master every third of the lease,
+   * holding sessions under its host lease asks it of one session's slot per Redis master with every periodic heartbeat,
    * to learn when the process that keeps their records was replaced. One round trip.
    */
   async probe(userId: string): Promise<string> {

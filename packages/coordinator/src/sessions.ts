@@ -19,7 +19,7 @@ import {
 } from './session-list.js';
 import { slotOf } from './slots.js';
 import type { Policy } from './options.js';
-import { isUnavailable, wrapRedisError } from './redis-errors.js';
+import { wrapRedisError } from './redis-errors.js';
 import {
   type ActivityOutcome,
   type AdmitOutcome,
@@ -212,21 +212,17 @@ export class SessionStore {
         const outcome = String(reply[2]) as 'stopped' | 'stopping';
         const sessionId = String(reply[1]);
         const pool = String(reply[3] ?? DEFAULT_POOL);
-        // The stop is done: an outage now only leaves the hold to run out (PENDING_TIMEOUT_MS and a margin).
+        // The stop is done, whatever follows: the two steps below are best effort, and a failure of
+        // either (an outage, a command refused) must not make a stop that happened answer as failed.
+        // A hold not given back runs out by itself (PENDING_TIMEOUT_MS and a margin).
         if (outcome === 'stopped')
-          await (this.#workers ??= new WorkerRegistry(this.#context))
-            .release([sessionId], pool)
-            .catch((err: unknown) => {
-              if (!isUnavailable(err)) throw err;
-            });
+          await (this.#workers ??= new WorkerRegistry(this.#context)).release([sessionId], pool).catch(() => 0);
         // Beside the host channel's message (the script published it): a nudge the host's next heartbeat
-        // takes, should the message be lost while the host's subscription stays open. Best effort: the
-        // session's next renewal brings the stop anyway.
+        // takes, should the message be lost while the host's subscription stays open; without it the
+        // session's next renewal brings the stop.
         const workerId = String(reply[4] ?? '');
         if (outcome === 'stopping' && workerId !== '')
-          await (this.#workers ??= new WorkerRegistry(this.#context)).nudge(workerId, userId).catch((err: unknown) => {
-            if (!isUnavailable(err)) throw err;
-          });
+          await (this.#workers ??= new WorkerRegistry(this.#context)).nudge(workerId, userId).catch(() => undefined);
         return { outcome, sessionId, pool };
       }
       case ScriptCode.NoSession:

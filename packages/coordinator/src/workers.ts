@@ -4,10 +4,10 @@ import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './
 import { wrapRedisError } from './redis-errors.js';
 import { assertInteger, assertName, assertPool } from './validate.js';
 
-/** A worker host's state: taking sessions, or draining (taking none, exiting when its last one ends). */
-
 /** How long a host's nudges wait for its heartbeat: a host gone for longer has lost its sessions anyway. */
 const NUDGE_TTL_MS = 60_000;
+
+/** A worker host's state: taking sessions, or draining (taking none, exiting when its last one ends). */
 export type WorkerState = 'active' | 'draining';
 
 export { containments };

@@ -257,11 +257,12 @@ export class RedisSetup {
       this.#credentials = undefined;
       // One check at a time: one asked for meanwhile runs after it.
       const previous = checking ?? Promise.resolve();
-      checking = previous
+      const mine: Promise<unknown> = previous
         .then(() => (this.#closed ? undefined : node === undefined ? this.#checkAll() : this.#check(node)))
         .finally(() => {
-          checking = undefined;
+          if (checking === mine) checking = undefined;
         });
+      checking = mine;
     };
     const onRefused = (err: unknown, node: string): void => {
       const line = credentialsRefused(err, node);
@@ -273,8 +274,9 @@ export class RedisSetup {
       // A node joins the pool when it is found (at a slots refresh, after a failover or a restart): the
       // check connects to it on its own, whether or not the pool has used it yet.
       on(client, '+node', (node: Redis) => checkAgain(node));
-      on(client, '-node', (_node: Redis, key: string) => {
-        this.#found.delete(key);
+      // (ioredis passes the node alone: its address is the key the findings are kept by.)
+      on(client, '-node', (node: Redis) => {
+        this.#found.delete(addressOf(node));
       });
       on(client, 'node error', (err: Error, key: string) => onRefused(err, key));
     } else {

@@ -39,15 +39,16 @@
     ARGV[12] the lease's time to live, milliseconds
     ARGV[13] '1' when the token is new (the host's first heartbeat with it), '' otherwise
     ARGV[14] sessions to register under the lease (`<session id>=<user id>`, comma-separated; may be empty)
-    ARGV[15] '1' when ARGV[7] names every session the host runs (a periodic heartbeat), '' otherwise
+    ARGV[15] '1' when ARGV[7] names every session the host runs (a periodic heartbeat), '2' the same and
+             the registrations are to be checked whatever their number (every tenth), '' otherwise
 
   Output:
     {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn'), lease ('held' | 'lost' | ''), nudged}
       published or withdrawn; `held`: the lease holds ARGV[12] from now and ARGV[14] are registered under
       it; `lost`: it ran out (or was ended), nothing was registered, and the token is not to be used again;
       `nudged`: the user ids of the host's nudges, taken (an empty list when withdrawn);
-    gone: while the slot's loss guard waits after Redis may have lost or replayed writes, and ARGV[15] is
-      '1': the sessions registered under the lease that the host does not run (`<session id>=<user id>`):
+    gone: with ARGV[15], the sessions registered under the lease that the host does not run
+      (`<session id>=<user id>`; looked for when more are registered than it runs, or ARGV[15] is '2'):
       their registrations and holds are dropped, and the host ends their records (sweepSession)
 ]]
 local rcall = redis.call
@@ -133,12 +134,19 @@ if token ~= '' then
       end
       if #args > 0 then rcall('HSET', registeredKey, unpack(args)) end
     end)
-    -- After Redis may have lost or replayed writes (the guard waits), what it says the host runs is put
-    -- right from the host's own full list: a session registered here that the host does not run (its end
-    -- was in the lost writes) gives its hold back now, not when the hold runs out.
-    if ARGV[15] == '1' and now < lossGuard(KEYS[7], now).untilMs then
-      local runs = {}
-      for id in string.gmatch(running, '[^,]+') do runs[id] = true end
+    -- What Redis says the host runs is put right from the host's own full list: a session registered
+    -- here that the host does not run (its end was in writes Redis lost, or replayed from before it)
+    -- gives its hold back now, not when the hold runs out. (The sessions it ended are unregistered above,
+    -- and it runs every session it registers until then: registered ones never outnumber those it runs
+    -- but for this; every tenth periodic heartbeat looks whatever the numbers.)
+    local runs, count = {}, 0
+    if ARGV[15] ~= '' then
+      for id in string.gmatch(running, '[^,]+') do
+        runs[id] = true
+        count = count + 1
+      end
+    end
+    if ARGV[15] == '2' or (ARGV[15] == '1' and rcall('HLEN', registeredKey) > count) then
       local registered = rcall('HGETALL', registeredKey)
       local ids = {}
       for i = 1, #registered, 2 do

@@ -2,7 +2,8 @@
   Recounts each pool's total slots from its hosts' shares (see includes/capacity): a total is kept as a
   running sum, which every script moves together with the share it changes, so it only drifts from the
   shares when Redis replays or drops some of those writes and not others (an AOF replayed twice, a
-  restart that lost part of its log). The sweep runs it every second, so such a drift lasts a second.
+  restart that lost part of its log). The sweep runs it with each sweep (SWEEP_INTERVAL_MS, 5 s by
+  default), so such a drift lasts that long at most.
 
   Input:
     KEYS[1] the capacity hash {total, total:<pool>, c:<workerId> = a host's share}

@@ -1,9 +1,19 @@
+import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
 import { ROOT, startNode } from '../support/processes.js';
 
 describe('a Redis Cluster set up to lose writes', () => {
   it('stops the API and a worker host at start, with one line naming every node found (here: none keeps anything on disk)', async () => {
     const seeds = inject('redisClusterNodes');
+    // The cluster's nodes as CLUSTER SLOTS lists them: its masters, and the replicas it lists too once
+    // they are in sync (which, on a cluster other tests have used, they are).
+    const seed = new Redis(`redis://${seeds.split(',')[0]!}`, { maxRetriesPerRequest: 1 });
+    const ranges = (await seed.call('CLUSTER', 'SLOTS')) as Array<[number, number, ...Array<[string, number]>]>;
+    seed.disconnect();
+    const masters = new Set(ranges.map((r) => `${r[2][0]}:${r[2][1]}`));
+    const all = new Set(
+      ranges.flatMap((r) => r.slice(2).map((n) => `${(n as [string, number])[0]}:${(n as [string, number])[1]}`)),
+    );
     const common = { REDIS_CLUSTER_NODES: seeds, SPAWN_QUEUE_SHARDS: '3', REDIS_ACCEPT_RISKS: '' };
     const processes = [
       startNode(`${ROOT}apps/api/dist/main.js`, { ...common, API_KEYS: 'cluster-setup-key-0123456789', PORT: '0' }),
@@ -24,10 +34,14 @@ describe('a Redis Cluster set up to lose writes', () => {
       expect(lines).toHaveLength(1);
       const [line] = lines;
       // Every node the client found, in one finding (the harness's nodes have neither AOF nor save points):
-      // its 3 masters (CLUSTER SLOTS lists no replica of this harness, so neither does ioredis's pool).
+      // the 3 masters at least, and nothing but nodes of the cluster (its replicas, where CLUSTER SLOTS
+      // listed them to the client).
       const named = /^Redis 7\.\d+\.\d+ at ((?:127\.0\.0\.1:\d+(?:, )?)+) keeps nothing on disk/.exec(line!);
       expect(named, line).not.toBeNull();
-      expect(named![1]!.split(', ')).toHaveLength(3);
+      const nodes = named![1]!.split(', ');
+      expect(masters.size).toBe(3);
+      for (const master of masters) expect(nodes).toContain(master);
+      for (const node of nodes) expect(all.has(node), `${node} is a node of the cluster`).toBe(true);
       expect(line).toMatch(/\(to start anyway, knowing what it costs: REDIS_ACCEPT_RISKS=no-persistence\)$/);
     }
   });

@@ -152,17 +152,17 @@ export class SessionLifecycle {
 
   /**
    * The host heard from the Redis process `run` (its probe, sent at `sentAt`) serving this session's
-   * master, or its host lease moved (no `run`): the session's instant moves with it. A process other than
-   * the one that keeps the session may have lost it: the session is renewed now to find out.
+   * master: the instant it was heard moves, and takes effect with the next {@link covered}. A process
+   * other than the one that keeps the session may have lost it: the session is renewed now to find out.
    */
-  covered(run?: string, sentAt?: number): void {
-    if (run !== undefined && sentAt !== undefined && this.#run !== undefined) {
-      if (run !== this.#run) {
-        this.renewNow();
-        return;
-      }
-      this.#heardAt = Math.max(this.#heardAt, sentAt);
-    }
+  heard(run: string, sentAt: number): void {
+    if (this.#run === undefined) return;
+    if (run !== this.#run) this.renewNow();
+    else this.#heardAt = Math.max(this.#heardAt, sentAt);
+  }
+
+  /** The host lease moved, or the session's master was heard from ({@link heard}): its instant moves. */
+  covered(): void {
     const started = this.#started;
     if (started === undefined || this.#phase.name === 'exited') return;
     started.handle.leaseHolds(started.keepalive.refresh());

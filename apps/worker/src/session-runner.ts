@@ -172,8 +172,9 @@ export class SessionRunner {
   /**
    * Asks each Redis master that keeps held sessions which process it runs (one `probeSlot` per master,
    * through one of its sessions' slots), and moves those sessions' instants with the answer; a session
-   * whose process was replaced is renewed at once instead. A probe that fails moves nothing. Answers
-   * whether every master answered.
+   * whose process was replaced is renewed at once instead. A probe that fails moves nothing of its own;
+   * every held session's instant is moved once at the end ({@link SessionRunner.covered}), for the host
+   * lease's move as well. Answers whether every master answered.
    */
   async probe(): Promise<boolean> {
     const { coordinator } = this.#options;
@@ -190,10 +191,12 @@ export class SessionRunner {
         const sentAt = performance.now();
         const run = await coordinator.claims.probe(group[0]!.userId).catch(() => undefined);
         if (run === undefined) return false;
-        for (const lifecycle of group) lifecycle.covered(run, sentAt);
+        for (const lifecycle of group) lifecycle.heard(run, sentAt);
         return true;
       }),
     );
+    // One move of every held session's instant for the whole probe (and the heartbeat before it).
+    this.covered();
     return answers.every(Boolean);
   }
 

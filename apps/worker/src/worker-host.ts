@@ -263,7 +263,7 @@ export class WorkerHost {
             pool: this.#config.pool,
             running,
             ended,
-            full: all,
+            full: again ? 'check' : all,
             lease: { token: lease.token, ttlMs: this.#config.leaseMs, fresh: lease.fresh, register },
           },
           this.#heartbeatMs * 3,
@@ -294,10 +294,11 @@ export class WorkerHost {
                 lease.token,
                 () => this.#leaseHolds.get(lease.token) ?? Number.NEGATIVE_INFINITY,
               );
-              runner.covered();
               // The Redis processes keeping held sessions are asked with every periodic heartbeat: a
-              // session's hold moves with the last answer of each (see RETRY_MS).
+              // session's hold moves with the last answer of each (see RETRY_MS), once the probe is
+              // answered, for the host lease's move too (one move of every instant per heartbeat).
               if (all) this.#probe(runner);
+              else runner.covered();
             } else if (held === 'lost') this.#leaseLost(lease, runner, fresh);
             if (state === 'draining') void this.drain('asked through the API');
           },

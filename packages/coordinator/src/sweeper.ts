@@ -72,8 +72,8 @@ export interface SweeperOptions {
   /** Called after each sweep that read every slot (the turn taken, or the event subscription lost). */
   onFullScan?: (scan: FullScan) => void;
   /**
-   * Called when the capacity recount (every `hostIntervalMs`, with the look for host leases) corrected
-   * pools' totals that had drifted from their hosts' shares: Redis replayed or dropped some writes.
+   * Called when the capacity recount (with each sweep) corrected pools' totals that had drifted from
+   * their hosts' shares: Redis replayed or dropped some writes.
    */
   onRecounted?: (corrected: number) => void;
 }
@@ -215,14 +215,6 @@ export class Sweeper {
     return lost;
   }
 
-  /** {@link Sweeper.sweepHosts}, then the pools' totals recounted from their hosts' shares. */
-  async #sweepHostsAndRecount(): Promise<void> {
-    await this.sweepHosts();
-    const registry = (this.#registry ??= new WorkerRegistry(this.#context));
-    const corrected = await registry.recountCapacity();
-    if (corrected > 0) this.#options.onRecounted?.(corrected);
-  }
-
   /** This sweeper's id: the value of the turn key while it holds the turn. */
   get id(): string {
     return this.#id;
@@ -260,7 +252,7 @@ export class Sweeper {
     this.#timer = setTimeout(loop, this.#options.intervalMs);
     const hostLoop = (): void => {
       const mine = !this.#options.takeTurns || this.#holding;
-      this.#hostRunning = (mine ? this.#sweepHostsAndRecount() : Promise.resolve())
+      this.#hostRunning = (mine ? this.sweepHosts() : Promise.resolve(0))
         .catch((err: unknown) => this.#options.onError?.(err))
         .then(() => {
           if (this.#hostTimer !== undefined) this.#hostTimer = setTimeout(hostLoop, this.#options.hostIntervalMs);
@@ -294,6 +286,10 @@ export class Sweeper {
     const { intervalMs } = this.#options;
     if (this.#options.takeTurns && !(await this.#holdTurn())) return intervalMs;
     await this.#sweepTracked();
+    // The pools' totals recounted from their hosts' shares: a drift (writes Redis replayed or dropped)
+    // lasts a sweep interval at most.
+    const corrected = await (this.#registry ??= new WorkerRegistry(this.#context)).recountCapacity();
+    if (corrected > 0) this.#options.onRecounted?.(corrected);
     this.#sweeps++;
     return intervalMs;
   }

@@ -28,10 +28,11 @@ export interface WorkerHeartbeat {
   /** The sessions it ended since its last heartbeat (their holds are given back). */
   readonly ended?: readonly string[];
   /**
-   * `running` names every session the host runs (a periodic heartbeat): while Redis may have lost or
-   * replayed writes, what is registered under the lease beyond them is put right ({@link HeartbeatAnswer.gone}).
+   * `running` names every session the host runs (a periodic heartbeat): what is registered under the
+   * lease beyond them is put right ({@link HeartbeatAnswer.gone}), looked for when more are registered
+   * than run, or, with `'check'`, whatever the numbers.
    */
-  readonly full?: boolean;
+  readonly full?: boolean | 'check';
   /** How it keeps a session's processes inside it. @defaultValue `'group'` */
   readonly containment?: Containment;
   /** The pool it serves: it runs only that pool's sessions, and its slots count in that pool. @defaultValue `'default'` */
@@ -67,9 +68,9 @@ export interface HeartbeatAnswer {
    */
   readonly nudged: readonly string[];
   /**
-   * With {@link WorkerHeartbeat.full}, while Redis may have lost or replayed writes: the sessions
-   * registered under the lease that the host does not run (their ends were lost). Their holds and
-   * registrations are gone; their records are the host's to end (`SessionStore.sweepUser`).
+   * With {@link WorkerHeartbeat.full}: the sessions registered under the lease that the host does not
+   * run (their ends were in writes Redis lost or replayed). Their holds and registrations are gone; their
+   * records are the host's to end (`SessionStore.sweepUser`).
    */
   readonly gone: ReadonlyArray<{ sessionId: string; userId: string }>;
 }
@@ -181,7 +182,7 @@ export class WorkerRegistry {
         beat.lease?.ttlMs ?? 0,
         beat.lease?.fresh === true ? 1 : '',
         (beat.lease?.register ?? []).map((r) => `${r.sessionId}=${r.userId}`).join(','),
-        beat.full === true ? 1 : '',
+        beat.full === 'check' ? 2 : beat.full === true ? 1 : '',
       ],
     );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
@@ -234,7 +235,7 @@ export class WorkerRegistry {
   /**
    * Recounts every pool's total slots from its hosts' shares, correcting a total that drifted from them
    * (Redis replayed or dropped some writes and not others). Answers how many totals it corrected. One
-   * round trip; the sweep runs it every second.
+   * round trip; the sweep runs it with each sweep.
    */
   async recountCapacity(): Promise<number> {
     const { keys, scripts } = this.#context;

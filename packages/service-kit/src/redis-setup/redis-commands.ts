@@ -85,7 +85,7 @@ export const REDIS_COMMANDS: readonly RedisCommand[] = [
   row('hdel', true, SB, (k) => [k, 'f']),
   row('hexists', false, SB, (k) => [k, 'f']),
   row('hincrby', true, SBP, (k) => [k, 'f', '1']),
-  row('hlen', false, B, (k) => [k]),
+  row('hlen', false, SB, (k) => [k]),
   row('hscan', false, B, (k) => [k, '0']),
   // Sorted sets
   row('zadd', true, SB, (k) => [k, '1', 'm']),

@@ -8,12 +8,16 @@ describe('a Redis Cluster set up to lose writes', () => {
     // The cluster's nodes as CLUSTER SLOTS lists them: its masters, and the replicas it lists too once
     // they are in sync (which, on a cluster other tests have used, they are).
     const seed = new Redis(`redis://${seeds.split(',')[0]!}`, { maxRetriesPerRequest: 1 });
-    const ranges = (await seed.call('CLUSTER', 'SLOTS')) as Array<[number, number, ...Array<[string, number]>]>;
+    // Each range: its first and last slot, then its nodes, the master first, each [host, port, ...].
+    const ranges = (await seed.call('CLUSTER', 'SLOTS')) as unknown[][];
     seed.disconnect();
-    const masters = new Set(ranges.map((r) => `${r[2][0]}:${r[2][1]}`));
-    const all = new Set(
-      ranges.flatMap((r) => r.slice(2).map((n) => `${(n as [string, number])[0]}:${(n as [string, number])[1]}`)),
-    );
+    const nodesOf = (range: unknown[]): string[] =>
+      range.slice(2).map((node) => {
+        const [host, port] = node as [string, number];
+        return `${host}:${port}`;
+      });
+    const masters = new Set(ranges.map((range) => nodesOf(range)[0]!));
+    const all = new Set(ranges.flatMap(nodesOf));
     const common = { REDIS_CLUSTER_NODES: seeds, SPAWN_QUEUE_SHARDS: '3', REDIS_ACCEPT_RISKS: '' };
     const processes = [
       startNode(`${ROOT}apps/api/dist/main.js`, { ...common, API_KEYS: 'cluster-setup-key-0123456789', PORT: '0' }),

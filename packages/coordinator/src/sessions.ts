@@ -192,6 +192,11 @@ export class SessionStore {
     return { cancelled: true, tokenRestored: reply[1] === 1 };
   }
 
+  /** The worker registry, for what a stop does on the `{workers}` slot (made on first use). */
+  get #registry(): WorkerRegistry {
+    return (this.#workers ??= new WorkerRegistry(this.#context));
+  }
+
   /**
    * Asks for the user's live session to stop: a pending one ends at once as `stopped` and its worker
    * slot is given back at once (whoever stops it: the HTTP routes, a bulk stop, any other caller); a
@@ -215,14 +220,13 @@ export class SessionStore {
         // The stop is done, whatever follows: the two steps below are best effort, and a failure of
         // either (an outage, a command refused) must not make a stop that happened answer as failed.
         // A hold not given back runs out by itself (PENDING_TIMEOUT_MS and a margin).
-        if (outcome === 'stopped')
-          await (this.#workers ??= new WorkerRegistry(this.#context)).release([sessionId], pool).catch(() => 0);
+        if (outcome === 'stopped') await this.#registry.release([sessionId], pool).catch(() => 0);
         // Beside the host channel's message (the script published it): a nudge the host's next heartbeat
         // takes, should the message be lost while the host's subscription stays open; without it the
         // session's next renewal brings the stop.
         const workerId = String(reply[4] ?? '');
         if (outcome === 'stopping' && workerId !== '')
-          await (this.#workers ??= new WorkerRegistry(this.#context)).nudge(workerId, userId).catch(() => undefined);
+          await this.#registry.nudge(workerId, userId).catch(() => undefined);
         return { outcome, sessionId, pool };
       }
       case ScriptCode.NoSession:

@@ -15,7 +15,7 @@ export {
 } from './cluster/index.js';
 export { randomPrefix, deletePrefix, isolatedRedis } from './prefix.js';
 export type { HarnessProvided } from './provided.js';
-export { watchClient, type Seen } from './monitor.js';
+export { watchClient, watchServer, parseMonitorLine, type CommandWatch, type Seen } from './monitor.js';
 export { until } from './until.js';
 export { cleanUp } from './clean-up.js';
 export { commandsDuring, midSweepInterval, topCalls, totalCalls, windowOf } from './commandstats.js';

@@ -1,48 +1,7 @@
-import { cleanUp, startRedisServer } from '@cq/test-harness';
-import { Redis } from 'ioredis';
+import { cleanUp, startRedisServer, watchServer, type Seen } from '@cq/test-harness';
 import { describe, expect, it, vi } from 'vitest';
 import { send, startTestApi } from '../test-support/app.js';
 import { METRICS_READ_EVERY_MS } from '../redis-gauges.js';
-
-/**
- * Every command a Redis server runs (those inside scripts too), as MONITOR reports it: `during(work)`
- * answers those run while `work` ran. The stream is asynchronous, so an ECHO of a marker, once seen,
- * says every command before it has been seen.
- */
-async function commandsOf(url: string) {
-  const watcher = new Redis(url);
-  const marker = new Redis(url);
-  cleanUp(() => {
-    watcher.disconnect();
-    marker.disconnect();
-  });
-  const monitor = await watcher.monitor();
-  cleanUp(() => monitor.disconnect());
-  monitor.on('error', () => {});
-  const seen: string[][] = [];
-  const markers = new Map<string, () => void>();
-  monitor.on('monitor', (_time: string, args: string[]) => {
-    const arrived = args[0]?.toLowerCase() === 'echo' ? markers.get(args[1] ?? '') : undefined;
-    if (arrived !== undefined) arrived();
-    else seen.push(args);
-  });
-  let n = 0;
-  const settle = async (): Promise<void> => {
-    const id = `commands-marker-${n++}`;
-    const arrived = new Promise<void>((resolve) => markers.set(id, resolve));
-    await marker.echo(id);
-    await arrived;
-  };
-  return {
-    async during(work: () => Promise<unknown>): Promise<string[][]> {
-      await settle();
-      const from = seen.length;
-      await work();
-      await settle();
-      return seen.slice(from);
-    },
-  };
-}
 
 describe('GET /metrics', () => {
   it(`reads Redis at most once per ${METRICS_READ_EVERY_MS} ms however often it is scraped, together or one after another`, async () => {
@@ -67,14 +26,15 @@ describe('GET /metrics on a Redis of its own', async () => {
   cleanUp(() => server.stop());
   // One interval longer than the test: every scrape after the first falls within it.
   const api = await startTestApi({}, { redisUrl: server.url, metricsReadEveryMs: 3_600_000 });
-  const redis = await commandsOf(server.url);
+  const redis = await watchServer(server.url);
+  cleanUp(() => redis.stop());
   const scrape = async (): Promise<string> => {
     const answer = await send(api.baseUrl, 'GET', '/metrics');
     expect(answer.status).toBe(200);
     return String(answer.body);
   };
   /** The one command this API sends by itself, whoever scrapes: the webhook dispatcher's poll (a GET each 10 s). */
-  const dispatcherPoll = (args: string[]): boolean =>
+  const dispatcherPoll = ({ args }: Seen): boolean =>
     args[0]?.toLowerCase() === 'get' && args[1] === api.app.coordinator.keys.webhooks().version;
 
   it('every Redis-backed gauge is read once per interval: 40 more scrapes, together and one after another, send Redis no command', async () => {

@@ -1,10 +1,14 @@
-import { hostname } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
+  choiceVar,
   commonConfig,
   commonEnvShape,
   intVar,
+  optionalDecimalVar,
   optionalIntVar,
   parseEnv,
+  pathVar,
   stringVar,
   type CommonConfig,
 } from '@cq/service-kit';
@@ -39,6 +43,18 @@ export interface WorkerConfig extends CommonConfig {
   sessionPidsMax: number | undefined;
   /** Run sessions as this system user (name or uid; the host must run as root); undefined: the host's user. */
   sessionUser: string | undefined;
+  /**
+   * What a session reaches on the network: `none` (a network namespace with only loopback), `egress`
+   * (that plus outbound connections to public addresses), `host` (the host's network), `auto` (`none`
+   * where the host can make it, else `host` with a warning). @defaultValue 'auto'
+   */
+  sessionNetwork: 'auto' | 'none' | 'egress' | 'host';
+  /** CPU time one session may use, in CPUs, all its processes together (cgroups); undefined: no cap. */
+  sessionCpus: number | undefined;
+  /** Size of a session's private /tmp and /dev/shm, MiB. @defaultValue 256 */
+  sessionTmpMb: number;
+  /** Where the host makes each session's SESSION_DIR. @defaultValue `<os tmpdir>/cq-sessions` */
+  sessionsDir: string;
   /** Output one session may send per second on average, bytes (bursts up to 1 MiB). @defaultValue 65536 */
   logRateBytes: number;
   /** Newest output lines kept per session. @defaultValue 10000 */
@@ -62,17 +78,7 @@ const workerEnvShape = {
     '1 to 128 characters of A-Z a-z 0-9 . _ : @ -',
   ),
   POOL: stringVar('default', /^[a-z0-9-]{1,64}$/, '1 to 64 characters of a-z 0-9 -'),
-  SESSION_CONTAINMENT: z
-    .string()
-    .optional()
-    .transform((raw, ctx) => {
-      const value = raw === undefined || raw.trim() === '' ? 'auto' : raw.trim();
-      if (value !== 'auto' && value !== 'namespace' && value !== 'group') {
-        ctx.addIssue({ code: 'custom', message: `must be auto, namespace or group (got "${raw}")` });
-        return z.NEVER;
-      }
-      return value;
-    }),
+  SESSION_CONTAINMENT: choiceVar('auto', ['auto', 'namespace', 'group']),
   // At least 16 MiB: below that not even a shell starts.
   SESSION_MEMORY_MB: optionalIntVar(16, 1_048_576),
   // At least 4: the session's init, its shell and a command or two.
@@ -88,6 +94,11 @@ const workerEnvShape = {
       }
       return raw.trim();
     }),
+  SESSION_NETWORK: choiceVar('auto', ['auto', 'none', 'egress', 'host']),
+  // A hundredth of a CPU at least (a cgroup v1 quota of 1 ms per 100 ms period), 1024 at most.
+  SESSION_CPUS: optionalDecimalVar(0.01, 1024, 2),
+  SESSION_TMP_MB: intVar(256, 1, 1_048_576),
+  SESSIONS_DIR: pathVar(join(tmpdir(), 'cq-sessions')),
   LOG_RATE_BYTES: intVar(65_536, 1, 1_073_741_824),
   LOG_KEEP_LINES: intVar(10_000, 1, 1_000_000),
   // At least a second, at most a year.
@@ -109,6 +120,10 @@ export function loadWorkerConfig(env: Readonly<Record<string, string | undefined
     sessionMemoryMb: parsed.SESSION_MEMORY_MB,
     sessionPidsMax: parsed.SESSION_PIDS_MAX,
     sessionUser: parsed.SESSION_USER,
+    sessionNetwork: parsed.SESSION_NETWORK,
+    sessionCpus: parsed.SESSION_CPUS,
+    sessionTmpMb: parsed.SESSION_TMP_MB,
+    sessionsDir: parsed.SESSIONS_DIR,
     logRateBytes: parsed.LOG_RATE_BYTES,
     logKeepLines: parsed.LOG_KEEP_LINES,
     logRetentionMs: parsed.LOG_RETENTION_MS,

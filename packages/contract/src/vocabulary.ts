@@ -31,6 +31,19 @@ export const terminalReasons = ['host_lost', 'not_claimed', 'state_lost', ...end
  */
 export const containments = ['namespace', 'group'] as const;
 
+/**
+ * What a session reaches on the network (`SESSION_NETWORK`, as the host resolved it; `GET /v1/hosts`):
+ * `none`, a network namespace of its own with only loopback; `egress`, that plus outbound connections
+ * to public addresses; `host`, the host's network.
+ */
+export const sessionNetworks = ['none', 'egress', 'host'] as const;
+
+/**
+ * What a session sees of the host's files (`GET /v1/hosts`): `private`, its own `/tmp`, `/dev/shm` and
+ * `SESSION_DIR`, the rest read-only; `shared`, the host's filesystem as its user may use it.
+ */
+export const sessionFilesystems = ['private', 'shared'] as const;
+
 /** What a user id may be: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`. */
 export const USER_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
 

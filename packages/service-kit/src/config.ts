@@ -34,6 +34,57 @@ function integer(min: number, max: number, unset: string) {
     });
 }
 
+/** One of `values`, with a default. */
+export function choiceVar<const T extends string>(defaultValue: T, values: readonly T[]) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx): T => {
+      const value = raw === undefined || raw.trim() === '' ? defaultValue : raw.trim();
+      if (!(values as readonly string[]).includes(value)) {
+        const list = `${values.slice(0, -1).join(', ')} or ${values.at(-1)!}`;
+        ctx.addIssue({ code: 'custom', message: `must be ${list} (got "${raw}")` });
+        return z.NEVER;
+      }
+      return value as T;
+    });
+}
+
+/** A decimal number in [min, max] with at most `places` decimal places that may be left unset. */
+export function optionalDecimalVar(min: number, max: number, places: number) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx): number | undefined => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      const value = Number(raw.trim());
+      if (!new RegExp(`^\\d+(\\.\\d{1,${places}})?$`).test(raw.trim()) || value < min || value > max) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be a number from ${min} to ${max} with at most ${places} decimals, or unset (got "${raw}")`,
+        });
+        return z.NEVER;
+      }
+      return value;
+    });
+}
+
+/** An absolute path, with a default. */
+export function pathVar(defaultValue: string) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx): string => {
+      if (raw === undefined || raw.trim() === '') return defaultValue;
+      const value = raw.trim().replace(/(.)\/+$/, '$1');
+      if (!value.startsWith('/') || value.includes('\0')) {
+        ctx.addIssue({ code: 'custom', message: `must be an absolute path (got "${raw}")` });
+        return z.NEVER;
+      }
+      return value;
+    });
+}
+
 /** A string variable matching `pattern`, with a default. */
 export function stringVar(defaultValue: string, pattern: RegExp, what: string) {
   return z

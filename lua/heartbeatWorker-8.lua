@@ -13,7 +13,8 @@
   again as it was.
 
   Input:
-    KEYS[1] the host's record key (hash {id, state, slots, busy, startedAt, seenAt, containment, pool}; expires)
+    KEYS[1] the host's record key (hash {id, state, slots, busy, startedAt, seenAt, containment, pool,
+            network, filesystem, cpus}; expires)
     KEYS[2] the worker registry index (sorted set: host id by when its heartbeat runs out, epoch ms)
     KEYS[3] the capacity hash {total, c:<workerId> = the host's share}
     KEYS[4] the held set of the host's pool (sorted set: session id by when its hold runs out, epoch ms)
@@ -41,6 +42,11 @@
     ARGV[14] sessions to register under the lease (`<session id>=<user id>`, comma-separated; may be empty)
     ARGV[15] '1' when ARGV[7] names every session the host runs (a periodic heartbeat), '2' the same and
              the registrations are to be checked whatever their number (every tenth), '' otherwise
+    ARGV[16] what the host's sessions reach on the network: 'none', 'egress' or 'host' (anything else,
+             e.g. '', is recorded as 'host')
+    ARGV[17] what they see of the host's files: 'private' or 'shared' (anything else is recorded as 'shared')
+    ARGV[18] the CPUs one session may use at most, a number above 0 ('' or anything else: no cap,
+             recorded as '')
 
   Output:
     {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn'), lease ('held' | 'lost' | ''), nudged}
@@ -67,6 +73,12 @@ local ended = ARGV[8]
 local containment = ARGV[9]
 if containment ~= 'namespace' then containment = 'group' end
 local pool = ARGV[10]
+local network = ARGV[16]
+if network ~= 'none' and network ~= 'egress' then network = 'host' end
+local filesystem = ARGV[17]
+if filesystem ~= 'private' then filesystem = 'shared' end
+local cpus = ARGV[18]
+if not (tonumber(cpus) and tonumber(cpus) > 0) then cpus = '' end
 local leasesKey = KEYS[5]
 local registeredKey = KEYS[6]
 local token = ARGV[11]
@@ -96,7 +108,7 @@ local previous = rcall('HMGET', recordKey, 'state', 'startedAt')
 local state = 'active'
 if previous[1] == 'draining' and previous[2] == startedAt then state = 'draining' end
 rcall('HSET', recordKey, 'id', workerId, 'state', state, 'slots', slots, 'busy', busy, 'startedAt', startedAt,
-  'seenAt', now, 'containment', containment, 'pool', pool)
+  'seenAt', now, 'containment', containment, 'pool', pool, 'network', network, 'filesystem', filesystem, 'cpus', cpus)
 rcall('PEXPIRE', recordKey, ttlMs)
 rcall('ZADD', indexKey, now + ttlMs, workerId)
 scoreAll(heldKey, now + ttlMs, running)

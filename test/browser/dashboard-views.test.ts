@@ -2,6 +2,7 @@
 /// <reference lib="dom" />
 import { mkdirSync } from 'node:fs';
 import type { StreamedEvent } from '@cq/client';
+import { Coordinator } from '@cq/coordinator';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
@@ -304,6 +305,68 @@ describe('the dashboard: events on opening, the chart, a session output, the web
     await page.screenshot({ path, fullPage: true });
     console.info(`screenshot: ${path}`);
     for (const id of [hook.id, down.id]) await system.client.deleteWebhook(id);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it("the hosts table words each host's isolation, and marks a host that leaves its network or files open", async () => {
+    // Heartbeats as hosts with these settings publish them (in a pool of their own, taken away after).
+    const redis = system.connect();
+    onTestFinished(() => void redis.disconnect());
+    const coordinator = new Coordinator({ redis, keyPrefix: system.keyPrefix });
+    const hosts = {
+      'iso-closed': { network: 'none', filesystem: 'private', cpus: 0.5 },
+      'iso-egress': { network: 'egress', filesystem: 'private', cpus: 2 },
+      'iso-files': { network: 'none', filesystem: 'shared', cpus: null },
+      'iso-open': { network: 'host', filesystem: 'shared', cpus: null },
+    } as const;
+    for (const [workerId, isolation] of Object.entries(hosts))
+      await coordinator.workers.heartbeat(
+        { workerId, slots: 1, busy: 0, startedAt: Date.now(), pool: 'iso', isolation },
+        60_000,
+      );
+    onTestFinished(async () => {
+      for (const workerId of Object.keys(hosts)) await coordinator.workers.withdraw(workerId, [], 'iso');
+    });
+    const { context, page, errors } = await openPage();
+    const cell = (workerId: string) => page.locator(`#workers tbody tr[data-worker="${workerId}"] td.isolation`);
+    await cell('iso-open').waitFor({ timeout: 10_000 });
+    const shown = async (workerId: string) => ({
+      text: await cell(workerId).textContent(),
+      marked: await cell(workerId).evaluate((td) => td.classList.contains('not-isolated')),
+      // What the eye sees besides the words: the mark before them, and the colour.
+      mark: await cell(workerId).evaluate((td) => getComputedStyle(td, '::before').content),
+      colour: await cell(workerId).evaluate((td) => getComputedStyle(td).color),
+      title: await cell(workerId).getAttribute('title'),
+    });
+    const closed = await shown('iso-closed');
+    expect(closed).toMatchObject({ text: 'network none · files private · 0.5 CPU', marked: false, title: null });
+    expect(closed.mark).toMatch(/^(none|normal)$/);
+    expect(await shown('iso-egress')).toMatchObject({
+      text: 'network egress · files private · 2 CPUs',
+      marked: false,
+    });
+    const files = await shown('iso-files');
+    expect(files).toMatchObject({
+      text: 'network none · files shared · no CPU cap (not isolated: files)',
+      marked: true,
+      title: "This host's sessions are not kept apart from it: they see the host's files.",
+    });
+    const open = await shown('iso-open');
+    expect(open).toMatchObject({
+      text: 'network host · files shared · no CPU cap (not isolated: network, files)',
+      marked: true,
+      title: "This host's sessions are not kept apart from it: they use the host's network and see the host's files.",
+    });
+    expect(open.mark).toContain('\u26a0');
+    expect(open.colour).not.toBe(closed.colour);
+    // The column sits under its heading.
+    const headings = await page.locator('#workers thead th').allTextContents();
+    const cells = await page.locator('#workers tbody tr[data-worker="iso-open"] td').allTextContents();
+    expect(cells[headings.indexOf('Isolation')]).toBe(open.text);
+    const path = `${ARTIFACTS}/dashboard-views-isolation.png`;
+    await page.locator('#workers').screenshot({ path });
+    console.info(`screenshot: ${path}`);
     expect(errors).toEqual([]);
     await context.close();
   });

@@ -59,6 +59,15 @@ describe('the dashboard in a real browser', async () => {
     expect(await page.locator('#workers tbody tr[data-worker="host-1"] td.containment').textContent()).toMatch(
       /^(namespace|group)$/,
     );
+    // Its isolation in words, as it gave it: marked where it leaves the network or the files open.
+    const isolation = page.locator('#workers tbody tr[data-worker="host-1"] td.isolation');
+    const words = (await isolation.textContent()) ?? '';
+    expect(words).toMatch(
+      /^network (none|egress|host) · files (private|shared) · (no CPU cap|[\d.]+ CPUs?)( \(not isolated: .+\))?$/,
+    );
+    expect(await isolation.evaluate((td) => td.classList.contains('not-isolated'))).toBe(
+      words.includes('not isolated'),
+    );
     // Session events as they happen, in the page's live list (over the event stream, not the poll).
     await page.locator('#events-state', { hasText: 'live' }).waitFor({ timeout: 10_000 });
     await system.client.spawn(

@@ -116,6 +116,8 @@ export async function callEveryOperation(baseUrl: string, apiKey: string, worker
   const drained = await client.POST('/v1/hosts/{workerId}/drain', { params: { path: { workerId } } });
   out.drainHost = outcome(drained);
   const containment: 'namespace' | 'group' | undefined = drained.data?.containment;
+  const network: 'none' | 'egress' | 'host' | undefined = drained.data?.isolation.network;
+  const cpus: number | null | undefined = drained.data?.isolation.cpus;
 
   const hook = await client.POST('/v1/webhooks', { body: { url: webhookUrl, events: ['withdrawn'] } });
   out.createWebhook = outcome(hook);
@@ -125,7 +127,7 @@ export async function callEveryOperation(baseUrl: string, apiKey: string, worker
   out.listDeliveries = outcome(await client.GET('/v1/webhooks/{id}/deliveries', { params: { path: { id } } }));
   out.deleteWebhook = outcome(await client.DELETE('/v1/webhooks/{id}', { params: { path: { id } } }));
 
-  void [scopes, state, listed, ended, containment, secret];
+  void [scopes, state, listed, ended, containment, network, cpus, secret];
   return out;
 }
 

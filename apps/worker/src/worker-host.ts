@@ -1,6 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { Coordinator, HostChannel, closeRedis, isUnavailable, type RedisClient } from '@cq/coordinator';
+import {
+  Coordinator,
+  HostChannel,
+  NO_ISOLATION,
+  closeRedis,
+  isUnavailable,
+  type Isolation,
+  type RedisClient,
+} from '@cq/coordinator';
 import { ConfigError, REQUEST_TIMEOUT_MS, RedisSetup, createRedis, replicaWaitOf, settleWithin } from '@cq/service-kit';
 import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
 import type { Job, Worker } from 'bullmq';
@@ -28,6 +36,11 @@ export interface WorkerHostOptions {
    * @defaultValue probed from the configuration at {@link WorkerHost.start} (throws when it cannot be had)
    */
   containment?: PlannedContainment;
+  /**
+   * How the host keeps its sessions apart, as its heartbeat tells (`GET /v1/hosts`).
+   * @defaultValue `{network: 'host', filesystem: 'shared', cpus: null}`: not isolated
+   */
+  isolation?: Isolation;
   /**
    * How often the host publishes its heartbeat (which renews its host lease), ms; the record lives three
    * times as long. Never more than a third of `LEASE_MS`.
@@ -260,6 +273,7 @@ export class WorkerHost {
             busy: this.#busy,
             startedAt: this.#startedAt,
             containment: containment.plan.mode,
+            isolation: this.#options.isolation ?? NO_ISOLATION,
             pool: this.#config.pool,
             running,
             ended,

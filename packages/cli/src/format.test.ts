@@ -2,7 +2,7 @@ import { ApiError, SessionExistsError, ThrottledError, UnavailableError } from '
 import type { ClientErrorCode } from '@cq/client';
 import { describe, expect, it } from 'vitest';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
-import { describeError, duration, eventWords, sessionOpening, stateWords, table } from './format.js';
+import { describeError, duration, eventWords, isolationWords, sessionOpening, stateWords, table } from './format.js';
 
 describe('cli formatting', () => {
   it('says throttled with the retry time in whole seconds, rounded up', () => {
@@ -109,6 +109,26 @@ describe('cli formatting', () => {
       'on host\\n1',
       'at 10.0.0.7:8080\\x1b]8;;http://evil/\\x07',
     ]);
+  });
+
+  it("words a host's isolation, and what it leaves open", () => {
+    expect(isolationWords({ network: 'none', filesystem: 'private', cpus: 0.5 })).toBe(
+      'network none · files private · 0.5 CPU',
+    );
+    expect(isolationWords({ network: 'egress', filesystem: 'private', cpus: 2 })).toBe(
+      'network egress · files private · 2 CPUs',
+    );
+    expect(isolationWords({ network: 'none', filesystem: 'shared', cpus: 1 })).toBe(
+      'network none · files shared · 1 CPU (not isolated: files)',
+    );
+    expect(isolationWords({ network: 'host', filesystem: 'private', cpus: null })).toBe(
+      'network host · files private · no CPU cap (not isolated: network)',
+    );
+    expect(isolationWords({ network: 'host', filesystem: 'shared', cpus: null })).toBe(
+      'network host · files shared · no CPU cap (not isolated: network, files)',
+    );
+    // An API from before hosts said.
+    expect(isolationWords(undefined)).toBe('-');
   });
 
   it('escapes table cells and aligns the columns by what is shown', () => {

@@ -1,5 +1,5 @@
 import { ApiError, ForbiddenError, NoCapacityError, SessionExistsError, ThrottledError } from '@cq/client';
-import type { SessionEventType } from '@cq/contract';
+import type { Host, SessionEventType } from '@cq/contract';
 import type { Target } from './context.js';
 import { escaped, oneLine } from './escape.js';
 
@@ -108,6 +108,20 @@ export function duration(ms: number): string {
   if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
   const minutes = Math.round(ms / 60_000);
   return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
+/**
+ * A host's isolation in words, the same in `hosts` and the dashboard: `network none · files private ·
+ * 0.5 CPU` (`no CPU cap` without one), then what it leaves open, `(not isolated: network, files)`,
+ * where the network is the host's or the files are shared. `-` from an API that does not say.
+ */
+export function isolationWords(isolation: Host['isolation'] | undefined): string {
+  if (isolation === undefined) return '-';
+  const { network, filesystem, cpus } = isolation;
+  const cap = cpus === null ? 'no CPU cap' : `${cpus} ${cpus > 1 ? 'CPUs' : 'CPU'}`;
+  const open = [network === 'host' ? 'network' : '', filesystem === 'shared' ? 'files' : ''].filter(Boolean);
+  const words = `network ${network} · files ${filesystem} · ${cap}`;
+  return open.length === 0 ? words : `${words} (not isolated: ${open.join(', ')})`;
 }
 
 /** Aligns rows of cells into columns, each cell escaped by {@link oneLine} (a cell cannot add a row). */

@@ -18,6 +18,7 @@ const hosts: Hosts = {
       heartbeatAt: new Date().toISOString(),
       startedAt: '2026-11-22T10:00:00.000Z',
       containment: 'namespace',
+      isolation: { network: 'none', filesystem: 'private', cpus: 0.5 },
     },
     {
       workerId: 'host-pg',
@@ -28,6 +29,7 @@ const hosts: Hosts = {
       heartbeatAt: new Date().toISOString(),
       startedAt: '2026-11-22T10:00:00.000Z',
       containment: 'group',
+      isolation: { network: 'host', filesystem: 'shared', cpus: null },
     },
   ],
   freeSlots: 3,
@@ -527,15 +529,47 @@ describe('cq against an API', () => {
     expect(code).toBe(exitCodes.forbidden);
   });
 
-  it("hosts prints each host's pool and containment in columns of their own", async () => {
+  it("hosts prints each host's pool, containment and isolation in columns of their own", async () => {
     const { code, lines } = await run('hosts');
     expect(code).toBe(exitCodes.ok);
     const [header, ns, pg] = lines.map((line) => line.split(/\s{2,}/));
-    expect(header).toEqual(['HOST', 'POOL', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE']);
+    expect(header).toEqual([
+      'HOST',
+      'POOL',
+      'STATE',
+      'BUSY',
+      'SLOTS',
+      'CONTAINMENT',
+      'ISOLATION',
+      'HEARTBEAT',
+      'UP SINCE',
+    ]);
     const column = header!.indexOf('CONTAINMENT');
-    expect([ns![0], ns![1], ns![column]]).toEqual(['host-ns', 'default', 'namespace']);
-    expect([pg![0], pg![1], pg![column]]).toEqual(['host-pg', 'gpu', 'group']);
+    const isolation = header!.indexOf('ISOLATION');
+    expect([ns![0], ns![1], ns![column], ns![isolation]]).toEqual([
+      'host-ns',
+      'default',
+      'namespace',
+      'network none · files private · 0.5 CPU',
+    ]);
+    // A host that isolates neither its network nor its files says so.
+    expect([pg![0], pg![1], pg![column], pg![isolation]]).toEqual([
+      'host-pg',
+      'gpu',
+      'group',
+      'network host · files shared · no CPU cap (not isolated: network, files)',
+    ]);
     expect(lines.at(-1)).toBe('free slots: 3');
+  });
+
+  it('hosts --json gives each host its isolation as the API does', async () => {
+    const { code, lines } = await run('hosts', '--json');
+    expect(code).toBe(exitCodes.ok);
+    const printed = JSON.parse(lines.join('\n')) as Hosts;
+    expect(printed.hosts.map((h) => h.isolation)).toEqual([
+      { network: 'none', filesystem: 'private', cpus: 0.5 },
+      { network: 'host', filesystem: 'shared', cpus: null },
+    ]);
   });
 
   it('pools prints every pool with its hosts, slots, busy, free and pending', async () => {

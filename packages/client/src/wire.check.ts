@@ -30,6 +30,7 @@ holds<Equal<Wire.BulkStopAccepted, Contract.BulkStopAccepted>>();
 holds<Equal<Wire.StopAccepted, Contract.StopAccepted>>();
 holds<Equal<Wire.EndedSession, Contract.EndedSession>>();
 holds<Equal<Wire.Host, Contract.Host>>();
+holds<Equal<Wire.HostIsolation, Contract.Host['isolation']>>();
 holds<Equal<Wire.Hosts, Contract.Hosts>>();
 holds<Equal<Wire.Pool, Contract.Pool>>();
 holds<Equal<Wire.StreamErrorData, Contract.StreamErrorData>>();

@@ -186,6 +186,19 @@ export interface Host {
   heartbeatAt: string;
   startedAt: string;
   containment: 'namespace' | 'group';
+  isolation: HostIsolation;
+}
+
+/**
+ * How a worker host keeps its sessions apart from it and from each other: `network` `none` (loopback
+ * only), `egress` (and public addresses) or `host`; `filesystem` `private` or `shared`; `cpus` the most
+ * one session may use, null for no cap. A host with network `host` or filesystem `shared` does not
+ * isolate that.
+ */
+export interface HostIsolation {
+  network: 'none' | 'egress' | 'host';
+  filesystem: 'private' | 'shared';
+  cpus: number | null;
 }
 
 /** `200` of `GET /v1/hosts`. */

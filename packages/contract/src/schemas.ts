@@ -12,6 +12,8 @@ import {
   WEBHOOK_ID_PATTERN,
   WORKER_ID_PATTERN,
   containments,
+  sessionFilesystems,
+  sessionNetworks,
   terminalReasons,
   terminalStates,
 } from './vocabulary.js';
@@ -362,6 +364,29 @@ export const hostView = z
       .describe(
         'How the host keeps every process of a session inside it: namespace (a PID namespace per session) ' +
           'or group (the process group only: a process that leaves the group is not caught)',
+      ),
+    isolation: z
+      .object({
+        network: z
+          .enum(sessionNetworks)
+          .describe(
+            'What a session reaches on the network: none (a network namespace of its own, loopback only), ' +
+              "egress (that plus outbound connections to public addresses) or host (the host's network)",
+          ),
+        filesystem: z
+          .enum(sessionFilesystems)
+          .describe(
+            "What a session sees of the host's files: private (its own /tmp, /dev/shm and SESSION_DIR, the rest " +
+              "read-only) or shared (the host's filesystem as its user may use it)",
+          ),
+        cpus: z
+          .number()
+          .nullable()
+          .describe('The CPUs one session may use at most, measured over any second (SESSION_CPUS); null: no cap'),
+      })
+      .describe(
+        'How the host keeps its sessions apart from it and from each other (a host that does not say: ' +
+          'network host, filesystem shared, cpus null)',
       ),
   })
   .meta({ id: 'Host' });

@@ -508,4 +508,84 @@ describe('worker registry', () => {
     ).rejects.toMatchObject({ code: 'invalid_argument' });
     for (const id of ['ns-host', 'pg-host', 'old-host']) await coordinator.workers.withdraw(id);
   });
+
+  it("a host's isolation is read back as its heartbeat gave it; a record without one is not isolated", async () => {
+    await coordinator.workers.heartbeat(
+      {
+        workerId: 'iso-host',
+        slots: 1,
+        busy: 0,
+        startedAt: 1,
+        isolation: { network: 'none', filesystem: 'private', cpus: 0.5 },
+      },
+      60_000,
+    );
+    await coordinator.workers.heartbeat(
+      {
+        workerId: 'egress-host',
+        slots: 1,
+        busy: 0,
+        startedAt: 1,
+        isolation: { network: 'egress', filesystem: 'shared', cpus: 2 },
+      },
+      60_000,
+    );
+    await coordinator.workers.heartbeat({ workerId: 'old-host', slots: 1, busy: 0, startedAt: 1 }, 60_000);
+    expect((await coordinator.workers.list()).map((w) => [w.workerId, w.isolation])).toEqual([
+      ['egress-host', { network: 'egress', filesystem: 'shared', cpus: 2 }],
+      ['iso-host', { network: 'none', filesystem: 'private', cpus: 0.5 }],
+      ['old-host', { network: 'host', filesystem: 'shared', cpus: null }],
+    ]);
+    // The record holds it, and a drain answers it too.
+    expect(await coordinator.redis.hmget(coordinator.keys.worker('iso-host'), 'network', 'filesystem', 'cpus')).toEqual(
+      ['none', 'private', '0.5'],
+    );
+    expect(await coordinator.workers.drain('iso-host')).toMatchObject({
+      state: 'draining',
+      isolation: { network: 'none', filesystem: 'private', cpus: 0.5 },
+    });
+    // A heartbeat that changes it (the same host restarted with other settings) replaces it.
+    await coordinator.workers.heartbeat(
+      {
+        workerId: 'egress-host',
+        slots: 1,
+        busy: 0,
+        startedAt: 2,
+        isolation: { network: 'none', filesystem: 'private', cpus: null },
+      },
+      60_000,
+    );
+    expect((await coordinator.workers.list()).find((w) => w.workerId === 'egress-host')?.isolation).toEqual({
+      network: 'none',
+      filesystem: 'private',
+      cpus: null,
+    });
+    // A record written before hosts said (no fields at all) reads as not isolated, in a list and a drain.
+    await coordinator.redis.hdel(coordinator.keys.worker('old-host'), 'network', 'filesystem', 'cpus');
+    expect((await coordinator.workers.list()).find((w) => w.workerId === 'old-host')?.isolation).toEqual({
+      network: 'host',
+      filesystem: 'shared',
+      cpus: null,
+    });
+    expect(await coordinator.workers.drain('old-host')).toMatchObject({
+      isolation: { network: 'host', filesystem: 'shared', cpus: null },
+    });
+    const odd = (isolation: object) =>
+      coordinator.workers.heartbeat(
+        { workerId: 'odd-host', slots: 1, busy: 0, startedAt: 1, isolation: isolation as never },
+        60_000,
+      );
+    for (const isolation of [
+      { network: 'bridge', filesystem: 'private', cpus: null },
+      { network: 'none', filesystem: 'overlay', cpus: null },
+      { network: 'none', filesystem: 'private', cpus: 0 },
+      { network: 'none', filesystem: 'private', cpus: -1 },
+      { network: 'none', filesystem: 'private', cpus: Number.POSITIVE_INFINITY },
+      { network: 'none', filesystem: 'private', cpus: '2' },
+      { network: 'none', filesystem: 'private' },
+    ])
+      await expect(odd(isolation), JSON.stringify(isolation)).rejects.toMatchObject({ code: 'invalid_argument' });
+    expect((await coordinator.workers.list()).map((w) => w.workerId)).not.toContain('odd-host');
+    for (const id of ['iso-host', 'egress-host', 'old-host']) await coordinator.workers.withdraw(id);
+  });
 });

@@ -67,11 +67,17 @@ export { USER_ID_PATTERN, assertUserId } from './validate.js';
 export { DEFAULT_POOL, POOL_PATTERN, MAX_LABELS } from '@cq/contract';
 export {
   WorkerRegistry,
+  NO_ISOLATION,
   containments,
+  sessionFilesystems,
+  sessionNetworks,
   type Capacity,
   type Containment,
+  type Isolation,
   type PoolView,
   type ReserveOutcome,
+  type SessionFilesystem,
+  type SessionNetwork,
   type WorkerHeartbeat,
   type WorkerRecord,
   type WorkerState,

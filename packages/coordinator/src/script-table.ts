@@ -57,7 +57,7 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   fixedWindow: { keys: 1, args: 2, replies: [] },
   gcra: { keys: 1, args: 2, replies: [] },
   forgetHost: { keys: 2, args: 1, replies: [ScriptCode.Ok, ScriptCode.LeaseHeld] },
-  heartbeatWorker: { keys: 8, args: 15, replies: [ScriptCode.Ok] },
+  heartbeatWorker: { keys: 8, args: 18, replies: [ScriptCode.Ok] },
   issueToken: { keys: 3, args: 8, replies: [ScriptCode.Ok, ScriptCode.Throttled] },
   readOutput: { keys: 3, args: 3, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
   recordDelivery: { keys: 2, args: 3, replies: [ScriptCode.Ok] },

@@ -1,4 +1,4 @@
-import { DEFAULT_POOL, containments } from '@cq/contract';
+import { DEFAULT_POOL, containments, sessionFilesystems, sessionNetworks } from '@cq/contract';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { wrapRedisError } from './redis-errors.js';
@@ -13,6 +13,25 @@ export type WorkerState = 'active' | 'draining';
 export { containments };
 /** How a worker host keeps a session's processes inside it; see {@link containments}. */
 export type Containment = (typeof containments)[number];
+
+export { sessionNetworks, sessionFilesystems };
+/** What a host's sessions reach on the network; see {@link sessionNetworks}. */
+export type SessionNetwork = (typeof sessionNetworks)[number];
+/** What a host's sessions see of its files; see {@link sessionFilesystems}. */
+export type SessionFilesystem = (typeof sessionFilesystems)[number];
+
+/** How a worker host keeps its sessions apart from the host and from each other (`GET /v1/hosts`). */
+export interface Isolation {
+  /** What a session reaches on the network. */
+  readonly network: SessionNetwork;
+  /** What a session sees of the host's files. */
+  readonly filesystem: SessionFilesystem;
+  /** The CPUs one session may use at most (`SESSION_CPUS`); null: no cap. */
+  readonly cpus: number | null;
+}
+
+/** The isolation of a host that says nothing of it (an older host): none. */
+export const NO_ISOLATION: Isolation = Object.freeze({ network: 'host', filesystem: 'shared', cpus: null });
 
 /** What a worker host publishes about itself. */
 export interface WorkerHeartbeat {
@@ -35,6 +54,8 @@ export interface WorkerHeartbeat {
   readonly full?: boolean | 'check';
   /** How it keeps a session's processes inside it. @defaultValue `'group'` */
   readonly containment?: Containment;
+  /** How it keeps its sessions apart. @defaultValue {@link NO_ISOLATION} */
+  readonly isolation?: Isolation;
   /** The pool it serves: it runs only that pool's sessions, and its slots count in that pool. @defaultValue `'default'` */
   readonly pool?: string;
   /** The host's lease, renewed with the heartbeat (see {@link WorkerRegistry.publish}). */
@@ -86,6 +107,8 @@ export interface WorkerRecord {
   readonly seenAt: number;
   /** How it keeps a session's processes inside it (`group` for a record written without one). */
   readonly containment: Containment;
+  /** How it keeps its sessions apart ({@link NO_ISOLATION} for a record written without it). */
+  readonly isolation: Isolation;
   /** The pool it serves (`default` for a record written without one). */
   readonly pool: string;
 }
@@ -156,6 +179,7 @@ export class WorkerRegistry {
     const containment = beat.containment ?? 'group';
     if (!(containments as readonly string[]).includes(containment))
       throw new InvalidArgumentError(`containment must be one of ${containments.join(', ')}`);
+    const isolation = assertIsolation(beat.isolation ?? NO_ISOLATION);
     const pool = beat.pool ?? DEFAULT_POOL;
     assertPool(pool);
     const { keys, scripts } = this.#context;
@@ -183,6 +207,9 @@ export class WorkerRegistry {
         beat.lease?.fresh === true ? 1 : '',
         (beat.lease?.register ?? []).map((r) => `${r.sessionId}=${r.userId}`).join(','),
         beat.full === 'check' ? 2 : beat.full === true ? 1 : '',
+        isolation.network,
+        isolation.filesystem,
+        isolation.cpus ?? '',
       ],
     );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
@@ -270,7 +297,7 @@ export class WorkerRegistry {
         ...this.#leaseKeys(leaseToken),
         this.#context.keys.hostNudges(workerId),
       ],
-      [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, leaseToken ?? '', 0, '', '', ''],
+      [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, leaseToken ?? '', 0, '', '', '', '', '', ''],
     );
   }
 
@@ -292,6 +319,7 @@ export class WorkerRegistry {
       seenAt: Number(reply[4]),
       startedAt: Number(reply[5]),
       containment: containmentOf(reply[6]),
+      isolation: isolationOf(reply[8], reply[9], reply[10]),
       pool: String(reply[7] ?? DEFAULT_POOL),
     };
   }
@@ -390,6 +418,7 @@ export class WorkerRegistry {
           startedAt: Number(r['startedAt']),
           seenAt: Number(r['seenAt']),
           containment: containmentOf(r['containment']),
+          isolation: isolationOf(r['network'], r['filesystem'], r['cpus']),
           pool: r['pool'] ?? DEFAULT_POOL,
         }))
         .sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
@@ -402,6 +431,31 @@ export class WorkerRegistry {
 /** A host record's containment: `group` unless it says `namespace` (a record from an older host says nothing). */
 function containmentOf(value: unknown): Containment {
   return value === 'namespace' ? 'namespace' : 'group';
+}
+
+/** A heartbeat's isolation, checked (an InvalidArgumentError names what is wrong). */
+function assertIsolation(isolation: Isolation): Isolation {
+  const { network, filesystem, cpus } = isolation;
+  if (!(sessionNetworks as readonly string[]).includes(network))
+    throw new InvalidArgumentError(`isolation.network must be one of ${sessionNetworks.join(', ')}`);
+  if (!(sessionFilesystems as readonly string[]).includes(filesystem))
+    throw new InvalidArgumentError(`isolation.filesystem must be one of ${sessionFilesystems.join(', ')}`);
+  if (cpus !== null && (typeof cpus !== 'number' || !Number.isFinite(cpus) || cpus <= 0))
+    throw new InvalidArgumentError('isolation.cpus must be a number above 0, or null (no cap)');
+  return isolation;
+}
+
+/**
+ * A host record's isolation from its `network`, `filesystem` and `cpus` fields: what is missing or
+ * unknown reads as none (`host`, `shared`, no cap), as for a record from an older host that says nothing.
+ */
+function isolationOf(network: unknown, filesystem: unknown, cpus: unknown): Isolation {
+  const cap = typeof cpus === 'string' && cpus !== '' ? Number(cpus) : NaN;
+  return {
+    network: (sessionNetworks as readonly unknown[]).includes(network) ? (network as SessionNetwork) : 'host',
+    filesystem: filesystem === 'private' ? 'private' : 'shared',
+    cpus: Number.isFinite(cap) && cap > 0 ? cap : null,
+  };
 }
 
 /** Session ids as one script argument. They are names (no commas), checked before they are joined. */

@@ -121,7 +121,14 @@ describe('dashboard', async () => {
     const admitted = await api.client.spawn((await api.client.issueToken({ userId: 'dash-dave' })).token);
     await claimAs(api, admitted, 'dash-host');
     await api.coordinator.workers.heartbeat(
-      { workerId: 'dash-host', slots: 4, busy: 1, startedAt: Date.now(), containment: 'namespace' },
+      {
+        workerId: 'dash-host',
+        slots: 4,
+        busy: 1,
+        startedAt: Date.now(),
+        containment: 'namespace',
+        isolation: { network: 'egress', filesystem: 'private', cpus: 1.5 },
+      },
       10_000,
     );
     await api.client.stopSession('dash-carol');
@@ -157,7 +164,14 @@ describe('dashboard', async () => {
     ]);
     expect(dave.body.live.rows[0].leaseLeftMs).toBeGreaterThan(5000);
     expect(state.body.workers).toEqual([
-      expect.objectContaining({ workerId: 'dash-host', pool: 'default', slots: 4, busy: 1, containment: 'namespace' }),
+      expect.objectContaining({
+        workerId: 'dash-host',
+        pool: 'default',
+        slots: 4,
+        busy: 1,
+        containment: 'namespace',
+        isolation: { network: 'egress', filesystem: 'private', cpus: 1.5 },
+      }),
     ]);
     // Its pool, with its slots and the jobs waiting in its queue: no host took any here (dave was claimed
     // by hand, carol stopped while pending), so all four are still queued.

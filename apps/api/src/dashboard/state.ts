@@ -1,4 +1,4 @@
-import type { Containment, Coordinator, SessionFilter, WorkerRecord } from '@cq/coordinator';
+import type { Containment, Coordinator, Isolation, SessionFilter, WorkerRecord } from '@cq/coordinator';
 import { CursorCodec, CursorError } from '../session-cursor.js';
 import { HttpError } from '../http-errors.js';
 import { poolsWithPending, type PoolWithPending, type QueuedSessions } from '../pools.js';
@@ -57,6 +57,8 @@ export interface DashboardState {
     startedAt: number;
     /** How the host keeps a session's processes inside it. */
     containment: Containment;
+    /** How the host keeps its sessions apart from it and from each other. */
+    isolation: Isolation;
   }>;
   /** Slots of live, not draining hosts, less the sessions admitted and not yet ended (every pool's). */
   freeSlots: number;
@@ -174,6 +176,7 @@ export class DashboardStateReader {
         heartbeatAgeMs: now - w.seenAt,
         startedAt: w.startedAt,
         containment: w.containment,
+        isolation: w.isolation,
       })),
       freeSlots: pools.reduce((n, p) => n + p.free, 0),
       ended: endings

@@ -27,6 +27,7 @@ describe('capacity, hosts and drain', async () => {
           heartbeatAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
           startedAt: '2026-11-22T10:00:00.000Z',
           containment: 'group',
+          isolation: { network: 'host', filesystem: 'shared', cpus: null },
         },
       ],
       freeSlots: 2,
@@ -93,6 +94,59 @@ describe('capacity, hosts and drain', async () => {
     const host = doc.paths['/v1/hosts'].get.responses['200'].content['application/json'].schema.properties.hosts.items;
     expect(host.required).toContain('containment');
     expect(host.properties.containment.enum).toEqual(['namespace', 'group']);
+  });
+
+  it('each host says its isolation, as its heartbeat gave it (not isolated when it gave none); the typed client reads it', async () => {
+    const startedAt = Date.parse('2026-11-22T10:00:00Z');
+    await api.coordinator.workers.heartbeat(
+      {
+        workerId: 'iso-none',
+        slots: 1,
+        busy: 0,
+        startedAt,
+        isolation: { network: 'none', filesystem: 'private', cpus: 0.5 },
+      },
+      60_000,
+    );
+    await api.coordinator.workers.heartbeat(
+      {
+        workerId: 'iso-egress',
+        slots: 1,
+        busy: 0,
+        startedAt,
+        isolation: { network: 'egress', filesystem: 'private', cpus: null },
+      },
+      60_000,
+    );
+    await api.coordinator.workers.heartbeat({ workerId: 'iso-old', slots: 1, busy: 0, startedAt }, 60_000);
+    // As JSON on the wire, and through the typed client.
+    const listed = (await get('/v1/hosts')).body as { hosts: Array<{ workerId: string; isolation: unknown }> };
+    const isolation = (id: string) => listed.hosts.find((h) => h.workerId === id)?.isolation;
+    expect([isolation('iso-none'), isolation('iso-egress'), isolation('iso-old')]).toEqual([
+      { network: 'none', filesystem: 'private', cpus: 0.5 },
+      { network: 'egress', filesystem: 'private', cpus: null },
+      { network: 'host', filesystem: 'shared', cpus: null },
+    ]);
+    const { hosts } = await api.client.hosts();
+    expect(hosts.find((h) => h.workerId === 'iso-none')?.isolation).toEqual({
+      network: 'none',
+      filesystem: 'private',
+      cpus: 0.5,
+    });
+    expect(await api.client.drainHost('iso-none')).toMatchObject({
+      state: 'draining',
+      isolation: { network: 'none', filesystem: 'private', cpus: 0.5 },
+    });
+    const doc = inlineRefs((await send(api.baseUrl, 'GET', '/openapi.json')).body);
+    const host = doc.paths['/v1/hosts'].get.responses['200'].content['application/json'].schema.properties.hosts.items;
+    expect(host.required).toContain('isolation');
+    const schema = host.properties.isolation;
+    expect(schema.required).toEqual(['network', 'filesystem', 'cpus']);
+    expect(schema.properties.network.enum).toEqual(['none', 'egress', 'host']);
+    expect(schema.properties.filesystem.enum).toEqual(['private', 'shared']);
+    expect(schema.description).toMatch(/apart/);
+    expect(schema.properties.cpus.description).toMatch(/SESSION_CPUS/);
+    for (const id of ['iso-none', 'iso-egress', 'iso-old']) await api.coordinator.workers.withdraw(id);
   });
 });
 

@@ -27,6 +27,7 @@ function hostOf(w: WorkerRecord): Host {
     heartbeatAt: iso(w.seenAt),
     startedAt: iso(w.startedAt),
     containment: w.containment,
+    isolation: { network: w.isolation.network, filesystem: w.isolation.filesystem, cpus: w.isolation.cpus },
   };
 }
 

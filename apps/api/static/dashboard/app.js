@@ -171,6 +171,23 @@
       );
     return td;
   }
+  // A host's isolation in words, as `cq hosts` words it: "network none · files private · 0.5 CPU", then
+  // what it leaves open, "(not isolated: network, files)", where the network is the host's or the files
+  // are shared; such a cell is marked (class not-isolated).
+  function isolationCell(i) {
+    if (!i) return cell('', 'isolation');
+    const cap = i.cpus === null ? 'no CPU cap' : i.cpus + (i.cpus > 1 ? ' CPUs' : ' CPU');
+    const words = 'network ' + i.network + ' · files ' + i.filesystem + ' · ' + cap;
+    // What it leaves open: [its word, what the sessions do].
+    const open = [
+      ...(i.network === 'host' ? [['network', "use the host's network"]] : []),
+      ...(i.filesystem === 'shared' ? [['files', "see the host's files"]] : []),
+    ];
+    if (open.length === 0) return cell(words, 'isolation');
+    const td = cell(words + ' (not isolated: ' + open.map((o) => o[0]).join(', ') + ')', 'isolation not-isolated');
+    td.title = "This host's sessions are not kept apart from it: they " + open.map((o) => o[1]).join(' and ') + '.';
+    return td;
+  }
   function hostActions(w) {
     const td = cell('', 'act');
     if (me.actions.drain && w.state === 'active')
@@ -276,6 +293,7 @@
         cell(w.pool, 'pool'),
         cell(w.state, 'state s-' + w.state),
         cell(w.containment, 'containment'),
+        isolationCell(w.isolation),
         cell(ms(w.heartbeatAgeMs), 'age'),
         cell(w.busy + ' / ' + w.slots, 'slots'),
         cell(time(w.startedAt)),

@@ -1,7 +1,7 @@
 import { print } from '../context.js';
 import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
-import { duration, table } from '../format.js';
+import { duration, isolationWords, table } from '../format.js';
 import type { Command } from './command.js';
 
 /** `hosts [--pool P]`: the live worker hosts (of one pool) and the free slots. */
@@ -14,7 +14,7 @@ export const hosts: Command = async (ctx, { options }) => {
     else
       ctx.out(
         table([
-          ['HOST', 'POOL', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'HEARTBEAT', 'UP SINCE'],
+          ['HOST', 'POOL', 'STATE', 'BUSY', 'SLOTS', 'CONTAINMENT', 'ISOLATION', 'HEARTBEAT', 'UP SINCE'],
           ...hosts.map((h) => [
             h.workerId,
             h.pool,
@@ -22,6 +22,7 @@ export const hosts: Command = async (ctx, { options }) => {
             String(h.busy),
             String(h.slots),
             h.containment,
+            isolationWords(h.isolation),
             `${duration(now - Date.parse(h.heartbeatAt))} ago`,
             h.startedAt,
           ]),

@@ -3,13 +3,12 @@
 // to find what of a session still runs (by the session's USER_ID and FENCE in each process's environ).
 import { chmodSync, copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { Keys } from '@cq/coordinator';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { watchLease } from '../support/lease-watch.js';
 import { ROOT, alive, sessionPids, startNode, until, type Started, rss } from '../support/processes.js';
 import { allLines } from '../support/output.js';
-import { startSystem, type System } from '../support/system.js';
+import { sessionVisibleDir, startSystem, type System } from '../support/system.js';
 import { cleanUp } from '@cq/test-harness';
 
 const LEASE_MS = 3000;
@@ -19,7 +18,7 @@ const HOSTILE = `exec /bin/sh ${ROOT}test/support/hostile-session.sh`;
 function beats(system: System, userId: string, fence: number, role?: string): number[] {
   let text = '';
   try {
-    text = readFileSync(system.observerFile, 'utf8');
+    text = readFileSync(system.observerLog, 'utf8');
   } catch {
     return [];
   }
@@ -264,7 +263,7 @@ describe('no session can harm another', () => {
     const lasting = sessionPids('bystander-kill', neighbour.fence).filter((pid) => seen.includes(pid));
     expect(lasting.length).toBeGreaterThan(0);
     const targets = [host.child.pid!, runtimePid, ...lasting];
-    const pidFile = join(tmpdir(), `cq-pids-${process.pid}-${Date.now()}`);
+    const pidFile = join(sessionVisibleDir('pids'), 'targets');
     writeFileSync(pidFile, targets.join('\n'));
     onTestFinished(() => rmSync(pidFile, { force: true }));
     const killer = await spawnBeating(system, 'killer-1', { metadata: { pidFile } });
@@ -372,14 +371,14 @@ describe('SESSION_USER', () => {
       const started = await host.waitForLog((l) => String(l['msg']).startsWith('session containment'));
       expect(started).toMatchObject({ containment, sessionUser: 'nobody' });
       const runtimePid = await runtimePidOf(host);
-      const pidFile = join(tmpdir(), `cq-pids-${process.pid}-${containment}`);
+      const pidFile = join(sessionVisibleDir('pids'), containment);
       writeFileSync(pidFile, [host.child.pid!, runtimePid].join('\n'));
       onTestFinished(() => rmSync(pidFile, { force: true }));
       const killer = await spawnBeating(system, 'killer-user', { metadata: { pidFile } });
       const uids = sessionPids('killer-user', killer.fence).flatMap((pid) => {
         const comm = procFile(pid, 'comm')?.trim();
         const uid = /^Uid:\s+(\d+)/m.exec(procFile(pid, 'status') ?? '')?.[1];
-        return comm === undefined || uid === undefined || ['unshare', 'setpriv'].includes(comm) ? [] : [uid];
+        return comm === undefined || uid === undefined || ['unshare', 'setpriv', 'bwrap'].includes(comm) ? [] : [uid];
       });
       // The session's init (namespace) stays root, out of the session's reach; everything the session runs is nobody.
       expect(uids).toContain('65534');

@@ -35,7 +35,7 @@ describe('idle sessions end to end', async () => {
 
   /** Instants (epoch ms) at which the user's session with `fence` wrote {"active": true}, from the observer file. */
   const activeWrites = (userId: string, fence: number): number[] =>
-    readFileSync(system.observerFile, 'utf8')
+    readFileSync(system.observerLog, 'utf8')
       .split('\n')
       .map((line) => line.split(' '))
       .filter((f) => f[0] === userId && Number(f[1]) === fence && f[4] === 'active')

@@ -1,8 +1,8 @@
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoordinatorClient, type EndedSession } from '@cq/client';
-import { randomPrefix } from '@cq/test-harness';
+import { cleanUp, randomPrefix } from '@cq/test-harness';
 import { ROOT, TEST_RUN, startApi, startWorker, until, type Started, type StartOptions } from './processes.js';
 import { connect, currentTarget, targetEnv, type RedisTarget } from './target.js';
 
@@ -18,7 +18,10 @@ export interface System {
   target: RedisTarget;
   /** A client of the test's own on the system's Redis (close it with `disconnect()`). */
   connect(): ReturnType<typeof connect>;
+  /** What sessions write their observer lines to (a FIFO: a session can write nowhere else of the host's). */
   observerFile: string;
+  /** What arrived through {@link observerFile}, in order: the test reads this. */
+  observerLog: string;
   workerEnv: Record<string, string>;
   /** Starts another API process on the same Redis, prefix and settings; `env` is added to them. */
   addApi(env?: Record<string, string>): Promise<Started & { baseUrl: string; client: CoordinatorClient }>;
@@ -28,6 +31,35 @@ export interface System {
   ended(userId: string, sessionId: string, timeoutMs?: number): Promise<EndedSession>;
   /** Observer lines: user, fence, time, pid. */
   observed(): Array<{ userId: string; fence: number; at: number; pid: number }>;
+}
+
+/**
+ * A directory for what a test's sessions must reach on the host: outside /tmp (a session has a /tmp of
+ * its own), readable by every user (sessions may run as SESSION_USER).
+ */
+export function sessionVisibleDir(name: string): string {
+  mkdirSync('/var/tmp/cq-tests', { recursive: true, mode: 0o755 });
+  const dir = mkdtempSync(join('/var/tmp/cq-tests', `${name}-`));
+  chmodSync(dir, 0o755);
+  cleanUp(() => spawnSync('rm', ['-rf', dir]));
+  return dir;
+}
+
+/**
+ * The observer: sessions write lines to a FIFO (the host's filesystem is read-only to them, and a FIFO
+ * needs no write to it); a `cat` of the test's own, that holds it open for reading and writing (so it
+ * never sees an end), appends them to a log. A line is written at once (under PIPE_BUF: never mixed
+ * with another), stamped by the session itself.
+ */
+function startObserver(): { fifo: string; log: string } {
+  const dir = sessionVisibleDir('observer');
+  const fifo = join(dir, 'heartbeats');
+  const log = join(dir, 'heartbeats.log');
+  const made = spawnSync('mkfifo', ['-m', '666', fifo]);
+  if (made.status !== 0) throw new Error(`mkfifo ${fifo}: ${made.stderr.toString()}`);
+  const cat = spawn('/bin/sh', ['-c', 'exec cat <> "$0" >> "$1"', fifo, log], { stdio: 'ignore' });
+  cleanUp(() => cat.kill('SIGKILL'));
+  return { fifo, log };
 }
 
 /**
@@ -47,7 +79,11 @@ export async function startSystem(
     options.target ??
     (options.redisUrl === undefined ? currentTarget() : { kind: 'standalone', url: options.redisUrl });
   const keyPrefix = randomPrefix();
-  const observerFile = join(mkdtempSync(join(tmpdir(), 'cq-observer-')), 'heartbeats.log');
+  if (ROOT.startsWith('/tmp/'))
+    throw new Error(
+      `the system tests run sessions from ${ROOT}: clone outside /tmp (each session has a /tmp of its own)`,
+    );
+  const { fifo: observerFile, log: observerLog } = startObserver();
   const common = { ...targetEnv(target), KEY_PREFIX: keyPrefix };
   const apiEnv = {
     ...common,
@@ -95,6 +131,7 @@ export async function startSystem(
     target,
     connect: () => connect(target),
     observerFile,
+    observerLog,
     workerEnv,
     addWorker,
     async addApi(env = {}) {
@@ -116,8 +153,8 @@ export async function startSystem(
       return entry!;
     },
     observed() {
-      if (!existsSync(observerFile)) return [];
-      return readFileSync(observerFile, 'utf8')
+      if (!existsSync(observerLog)) return [];
+      return readFileSync(observerLog, 'utf8')
         .split('\n')
         .filter((l) => l.trim() !== '')
         .map((l) => {

@@ -16,8 +16,12 @@
 // picks a session, never the host, when the machine runs out of memory), enters the session's cgroups
 // when there are caps, and, with SESSION_USER, runs the command as that user.
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ConfigError } from '@cq/service-kit';
 import { procsFiles, type CgroupSpec } from './cgroups.js';
+import { hostAddresses, isolationArgv, type IsolationPlan, type SessionNetwork } from './isolation.js';
 
 /** How a host contains its sessions (the contract's `containment`). */
 export type Containment = 'namespace' | 'group';
@@ -36,8 +40,10 @@ export interface ContainmentPlan {
   readonly user: SessionUser | undefined;
   /** util-linux's setpriv is there: sessions get a parent-death signal. */
   readonly pdeathsig: boolean;
-  /** The whole program of one session: the wrappers, then `command`. */
-  argv(command: readonly string[], cgroup: CgroupSpec | undefined): string[];
+  /** The session's network, and whether its files are its own (isolation.ts). */
+  readonly isolation: IsolationPlan;
+  /** The whole program of one session whose SESSION_DIR is `dir`: the wrappers, then `command`. */
+  argv(command: readonly string[], cgroup: CgroupSpec | undefined, dir: string): string[];
 }
 
 /** What the host asked for. */
@@ -46,12 +52,18 @@ export interface ContainmentRequest {
   readonly memoryMb: number | undefined;
   readonly pidsMax: number | undefined;
   readonly user: string | undefined;
+  readonly network: 'auto' | SessionNetwork;
+  /** Size of a session's /tmp and /dev/shm, MiB. */
+  readonly tmpMb: number;
+  readonly sessionsDir: string;
 }
 
-/** The plan, and why `auto` fell back to `group` (undefined when it did not). */
+/** The plan, and why `auto` fell back to `group` or to the host's network (undefined when it did not). */
 export interface PlannedContainment {
   readonly plan: ContainmentPlan;
   readonly fallback: string | undefined;
+  /** Why the session's files or network are not its own (bubblewrap is missing or cannot run here). */
+  readonly isolationMissing: string | undefined;
 }
 
 /**
@@ -182,11 +194,73 @@ export function probeContainment(request: ContainmentRequest, probe: Probe = rea
     if (!pdeathsig) throw new ConfigError("SESSION_USER needs util-linux's setpriv on the PATH");
     user = lookUpUser(request.user, probe);
   }
-  return { plan: containmentPlan(mode, user, pdeathsig, probe.uid), fallback };
+  const base: IsolationPlan = {
+    network: 'host',
+    privateFiles: false,
+    tmpBytes: request.tmpMb * 1024 * 1024,
+    sessionsDir: request.sessionsDir,
+    hostAddresses: [],
+    resolvConf: undefined,
+  };
+  const isolationMissing =
+    mode === 'namespace' ? bubblewrapMissing(probe, base, user !== undefined) : 'no PID namespace (group containment)';
+  const network = isolationMissing === undefined ? chooseNetwork(request.network, probe) : 'host';
+  if (network === 'host' && (request.network === 'none' || request.network === 'egress'))
+    throw new ConfigError(
+      `SESSION_NETWORK is ${request.network} but this host cannot give a session a network of its own: ` +
+        `${isolationMissing!}; set SESSION_NETWORK=host to run sessions on the host's network`,
+    );
+  const isolation: IsolationPlan = {
+    ...base,
+    network,
+    privateFiles: isolationMissing === undefined,
+    hostAddresses: network === 'egress' ? hostAddresses() : [],
+  };
+  return { plan: containmentPlan(mode, user, pdeathsig, probe.uid, isolation), fallback, isolationMissing };
+}
+
+/** What `SESSION_NETWORK` gives on a host where bubblewrap works: `egress` needs slirp4netns and ip too. */
+function chooseNetwork(asked: ContainmentRequest['network'], probe: Probe): SessionNetwork {
+  if (asked === 'auto') return 'none';
+  if (asked !== 'egress') return asked;
+  for (const [tool, argv, from] of [
+    ['slirp4netns', ['slirp4netns', '--version'], 'Debian package slirp4netns'],
+    ['ip', ['ip', '-V'], 'iproute2'],
+  ] as const)
+    if (probe.run(argv).status !== 0)
+      throw new ConfigError(`SESSION_NETWORK is egress but ${tool} is not on the PATH (install ${from})`);
+  return 'egress';
+}
+
+/**
+ * Why bubblewrap cannot make a session's namespaces and mounts here (it is missing, or the kernel
+ * refuses), or undefined when it can: it runs `true` in the sandbox a session would get, network
+ * namespace included, on a directory of its own.
+ */
+function bubblewrapMissing(probe: Probe, plan: IsolationPlan, setuid: boolean): string | undefined {
+  const dir = mkdtempSync(join(tmpdir(), 'cq-probe-'));
+  try {
+    // From bwrap on: the env before it is the one probed for --default-signal.
+    const argv = isolationArgv({ ...plan, network: 'none' }, dir, probe.uid, setuid);
+    const result = probe.run([...argv.slice(argv.indexOf('bwrap')), 'true']);
+    if (result.status === 0) return undefined;
+    if (result.error === 'ENOENT') return 'bubblewrap (bwrap) is not on the PATH (install Debian package bubblewrap)';
+    const said = result.stderr.trim().split('\n')[0];
+    return `bwrap could not make a session's namespaces${said === undefined || said === '' ? '' : `: ${said}`}`;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** Sessions in process groups of their own, as the host's user, without a parent-death signal: needs no probe. */
-export const PROCESS_GROUPS: ContainmentPlan = containmentPlan('group', undefined, false, 0);
+export const PROCESS_GROUPS: ContainmentPlan = containmentPlan('group', undefined, false, 0, {
+  network: 'host',
+  privateFiles: false,
+  tmpBytes: 0,
+  sessionsDir: join(tmpdir(), 'cq-sessions'),
+  hostAddresses: [],
+  resolvConf: undefined,
+});
 
 /** The plan for what the probes found (builds the argv; runs nothing). */
 function containmentPlan(
@@ -194,6 +268,7 @@ function containmentPlan(
   user: SessionUser | undefined,
   pdeathsig: boolean,
   uid: number,
+  isolation: IsolationPlan,
 ): ContainmentPlan {
   const setuid = (withDeathSignal: boolean): string[] =>
     user === undefined
@@ -211,11 +286,27 @@ function containmentPlan(
     mode,
     user,
     pdeathsig,
-    argv(command, cgroup) {
+    isolation,
+    argv(command, cgroup, dir) {
       const deathSignal = pdeathsig ? ['setpriv', '--pdeathsig', 'KILL', '--'] : [];
       const procs = cgroup === undefined ? [] : procsFiles(cgroup);
       if (mode === 'group')
         return [...deathSignal, '/bin/sh', '-c', ENTER, 'cq-enter', ...procs, '--', ...setuid(true), ...command];
+      if (isolation.privateFiles)
+        // The cgroups are entered before bwrap (inside, /sys is read-only); bwrap's namespaces, then
+        // the init as PID 1 of them, as below.
+        return [
+          ...deathSignal,
+          ...(procs.length === 0 ? [] : ['/bin/sh', '-c', ENTER, 'cq-enter', ...procs, '--']),
+          ...isolationArgv(isolation, dir, uid, user !== undefined),
+          '/bin/sh',
+          '-c',
+          INIT,
+          'cq-init',
+          '--',
+          ...setuid(false),
+          ...command,
+        ];
       // unshare stays outside the session's cgroups: its init and everything under it are inside.
       return [
         ...deathSignal,

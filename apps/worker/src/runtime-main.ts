@@ -1,21 +1,56 @@
 // The session runtime's program (see session-runtime.ts): wires the runtime to this process, its IPC
 // channel to the host, and its signals.
 import { spawn } from 'node:child_process';
+import { chownSync, mkdirSync, rmSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { slirpArgv } from './isolation.js';
 import { createRuntime, orphanGrace } from './session-runtime.js';
 import { monotonicNow, type ToRuntime } from './runtime-protocol.js';
 
 const runtime = createRuntime({
-  spawn: (argv, env, cwd) =>
+  spawn: (argv, env, cwd, egress) =>
     spawn(argv[0]!, argv.slice(1), {
       detached: true,
-      // fd 3 is SESSION_NOTIFY_FD: the session writes readiness announcements there.
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      // fd 3 is SESSION_NOTIFY_FD: the session writes readiness announcements there. fd 4, with
+      // `egress`: the network step's (it closes it before the session's own program runs).
+      stdio: egress ? ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe', 'pipe'],
       env: { ...env },
       ...(cwd === undefined ? {} : { cwd }),
     }),
   send: (message, done) => {
     if (!process.connected) return;
     process.send!(message, undefined, {}, done);
+  },
+  makeDir: ({ path, uid, gid }) => {
+    // The host's directory and the session's let others through, not list them (0711): the session's
+    // init, root without capabilities, must enter it (`bwrap --chdir`) before it becomes the session's user.
+    mkdirSync(dirname(path), { recursive: true, mode: 0o711 });
+    rmSync(path, { recursive: true, force: true });
+    mkdirSync(path, { mode: 0o711 });
+    chownSync(path, uid, gid);
+  },
+  removeDir: (path) =>
+    void rm(path, { recursive: true, force: true, maxRetries: 3 }).catch((err: Error) =>
+      process.stderr.write(`session runtime: could not remove ${path}: ${err.message}\n`),
+    ),
+  startEgress: (pid) => {
+    // fd 3: slirp4netns writes there once the namespace is configured; fd 4: it exits when that closes
+    // (when this runtime dies, too).
+    const slirp = spawn(slirpArgv(pid)[0]!, slirpArgv(pid).slice(1), {
+      stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    slirp.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-400)));
+    for (const fd of [3, 4]) (slirp.stdio[fd] as NodeJS.ReadableStream).on('error', () => {});
+    const ready = new Promise<void>((resolve, reject) => {
+      (slirp.stdio[3] as NodeJS.ReadableStream).once('data', () => resolve());
+      slirp.once('error', reject);
+      slirp.once('exit', (code, signal) =>
+        reject(new Error(`slirp4netns exited (${code ?? signal}) before it was ready: ${stderr.trim()}`)),
+      );
+    });
+    return { ready, stop: () => slirp.kill('SIGKILL') };
   },
   now: monotonicNow,
   signalGroup: (pgid, signal) => {

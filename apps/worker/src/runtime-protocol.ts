@@ -4,6 +4,13 @@
 // names the right instant: no duration is measured from when a message happened to be read.
 import type { CgroupSpec } from './cgroups.js';
 
+/** A session's own directory and whose it is. */
+export interface SessionDir {
+  readonly path: string;
+  readonly uid: number;
+  readonly gid: number;
+}
+
 /** Host → runtime. */
 export type ToRuntime =
   | {
@@ -17,6 +24,13 @@ export type ToRuntime =
       readonly cwd?: string;
       /** The session's cgroup(s), made before it starts and removed after it ends; undefined without caps. */
       readonly cgroup?: CgroupSpec;
+      /** SESSION_DIR: made (mode 0711, owned by the session's user) before it starts, removed after it ends. */
+      readonly dir?: SessionDir;
+      /**
+       * The session's network is `egress`: its program says on fd 4 once its network namespace is made,
+       * the runtime then starts slirp4netns on it and answers once the network is configured.
+       */
+      readonly egress?: true;
       /** Output the session may send per second on average, bytes (bursts up to {@link OUTPUT_BURST_BYTES}). */
       readonly outputRate: number;
       /** SIGTERM → SIGKILL grace, ms. */

@@ -227,7 +227,15 @@ describe('the session runtime', () => {
 
 describe.each(['namespace', 'group'] as const)('signals in %s containment', (mode) => {
   const plan = (): ContainmentPlan =>
-    probeContainment({ containment: mode, memoryMb: undefined, pidsMax: undefined, user: undefined }).plan;
+    probeContainment({
+      containment: mode,
+      memoryMb: undefined,
+      pidsMax: undefined,
+      user: undefined,
+      network: 'auto',
+      tmpMb: 16,
+      sessionsDir: '/var/tmp/cq-sessions-test',
+    }).plan;
 
   it('a session starts with SIGINT and SIGQUIT at their defaults, and its SIGINT trap runs on a SIGINT to its group', async () => {
     // Prints its pid (as its own PID namespace numbers it), then waits for SIGINT in a trap.

@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import { removeCgroup, type CgroupLayout, type CgroupSpec } from './cgroups.js';
 import { PROCESS_GROUPS, type ContainmentPlan } from './containment.js';
+import { hostDir } from './isolation.js';
 import { fromMonotonic, toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
 /** How a session is started and stopped: a process of the session runtime, or anything in-process for tests. */
@@ -121,8 +122,8 @@ export class RuntimeLauncher implements SessionLauncher {
   readonly #plan: ContainmentPlan;
   readonly #cgroups: CgroupLayout | undefined;
   readonly #outputRate: number;
-  /** With SESSION_USER, sessions start in its home directory (or / when it has none). */
-  readonly #cwd: string | undefined;
+  /** Where this host makes its sessions' directories. */
+  readonly #dirs: string;
   readonly #sessions = new Map<string, Running>();
   #runtime: ChildProcess | undefined;
   #ready: Promise<void> | undefined;
@@ -144,8 +145,7 @@ export class RuntimeLauncher implements SessionLauncher {
     this.#plan = options.containment ?? PROCESS_GROUPS;
     this.#cgroups = options.cgroups;
     this.#outputRate = options.outputRate ?? 65_536;
-    const home = this.#plan.user?.home;
-    this.#cwd = home === undefined ? undefined : existsSync(home) ? home : '/';
+    this.#dirs = hostDir(this.#plan.isolation.sessionsDir);
   }
 
   /** How this launcher contains its sessions. */
@@ -303,12 +303,12 @@ export class RuntimeLauncher implements SessionLauncher {
       if (value !== undefined) env[name] = value;
     }
     const user = this.#plan.user;
-    if (user !== undefined) Object.assign(env, { HOME: user.home, USER: user.name, LOGNAME: user.name });
-    Object.assign(env, spec.sessionEnv);
+    if (user !== undefined) Object.assign(env, { USER: user.name, LOGNAME: user.name });
     // A name of its own among the host's sessions (a host runs one session per user at a time).
-    const cgroup = this.#cgroups?.specFor(
-      `session-${(spec.sessionEnv['SESSION_ID'] ?? '').replace(/[^\w.-]/g, '_')}-${id}`,
-    );
+    const name = `session-${(spec.sessionEnv['SESSION_ID'] ?? '').replace(/[^\w.-]/g, '_')}-${id}`;
+    const dir = join(this.#dirs, name);
+    Object.assign(env, { SESSION_DIR: dir, HOME: dir }, spec.sessionEnv);
+    const cgroup = this.#cgroups?.specFor(name);
     let settle!: (exit: SessionExit) => void;
     const exited = new Promise<SessionExit>((resolve) => (settle = resolve));
     const running: Running = {
@@ -338,9 +338,11 @@ export class RuntimeLauncher implements SessionLauncher {
     this.#send({
       t: 'start',
       id,
-      argv: this.#plan.argv(this.#command, cgroup),
+      argv: this.#plan.argv(this.#command, cgroup, dir),
       env,
-      ...(this.#cwd === undefined ? {} : { cwd: this.#cwd }),
+      cwd: dir,
+      dir: { path: dir, uid: user?.uid ?? process.getuid?.() ?? 0, gid: user?.gid ?? process.getgid?.() ?? 0 },
+      ...(this.#plan.isolation.network === 'egress' ? { egress: true as const } : {}),
       ...(cgroup === undefined ? {} : { cgroup }),
       outputRate: this.#outputRate,
       graceMs: spec.graceMs,

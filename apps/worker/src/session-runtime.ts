@@ -21,7 +21,7 @@ import type { Readable } from 'node:stream';
 import { createCgroup, oomKills, removeCgroup, type CgroupSpec } from './cgroups.js';
 import { NotifyReader, type NotifyMessage } from './notify-reader.js';
 import { OutputReader, type OutMessage, type OutputStreamName } from './output-reader.js';
-import type { FromRuntime, RuntimeCause, ToRuntime } from './runtime-protocol.js';
+import type { FromRuntime, RuntimeCause, SessionDir, ToRuntime } from './runtime-protocol.js';
 
 /** How fast the sessions die once the host is gone, ms. */
 const ORPHAN_GRACE_MS = 1000;
@@ -35,8 +35,22 @@ const CGROUP_GIVE_UP_MS = 10_000;
 
 /** What the runtime touches outside itself. */
 export interface RuntimeDeps {
-  /** Starts a session's program in a process group of its own, stdio: ignore, pipe, pipe, pipe (fd 3). */
-  spawn(argv: readonly string[], env: Readonly<Record<string, string>>, cwd: string | undefined): ChildProcess;
+  /**
+   * Starts a session's program in a process group of its own, stdio: ignore, pipe, pipe, pipe (fd 3),
+   * and with `egress` a duplex pipe on fd 4 (the network step's).
+   */
+  spawn(
+    argv: readonly string[],
+    env: Readonly<Record<string, string>>,
+    cwd: string | undefined,
+    egress: boolean,
+  ): ChildProcess;
+  /** Makes a session's directory (empty, its user's, 0711). Throws when it cannot. */
+  makeDir?(dir: SessionDir): void;
+  /** Removes a session's directory and everything in it, in the background. */
+  removeDir?(path: string): void;
+  /** Starts slirp4netns on the network namespace of process `pid`: `ready` once it configured it. */
+  startEgress?(pid: number): { readonly ready: Promise<void>; stop(): void };
   /** Sends a message to the host; `done` is called once it is written. */
   send(message: FromRuntime, done: () => void): void;
   /** Now on the machine's monotonic clock, ms. */
@@ -70,6 +84,9 @@ interface Session {
   readonly markAlarm: Alarm;
   /** Reports the latest activity when its slot comes. */
   readonly reportAlarm: Alarm;
+  readonly dir: string | undefined;
+  /** slirp4netns of an `egress` session, once started. */
+  egress: { stop(): void } | undefined;
   ended: boolean;
 }
 
@@ -216,6 +233,8 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     // Whatever the session left behind in its group goes with it.
     signalGroup(session, 'SIGKILL');
     sessions.delete(session.id);
+    session.egress?.stop();
+    if (session.dir !== undefined) deps.removeDir?.(session.dir);
     let oom = false;
     if (session.cgroup !== undefined) {
       oom = cgroups.oomKills(session.cgroup) > 0;
@@ -267,6 +286,42 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     session.reportAlarm.set(reader.reportDueAt);
   };
 
+  /**
+   * An `egress` session's network: once its program says its namespace is made (fd 4), slirp4netns is
+   * started on it, and told to go on once the network is configured. Should that fail, the session is
+   * killed before anything of its own ran, and ends as not started.
+   */
+  const connectEgress = (session: Session, child: ChildProcess): void => {
+    const step = child.stdio[4] as (NodeJS.ReadableStream & NodeJS.WritableStream) | null | undefined;
+    const fail = (why: string): void => {
+      if (session.ended) return;
+      deps.warn(`session ${session.id}: its network could not be made: ${why}`);
+      session.cause ??= 'spawn_failed';
+      killNow(session);
+    };
+    if (step === null || step === undefined || deps.startEgress === undefined) {
+      fail('no egress helper');
+      return;
+    }
+    step.on('error', () => {});
+    let said = '';
+    const onData = (chunk: Buffer): void => {
+      said += chunk.toString();
+      if (!said.includes('\n')) return;
+      step.removeListener('data', onData);
+      if (said !== 'netns\n' || session.ended || session.pid === undefined) return fail(`unexpected "${said.trim()}"`);
+      const egress = deps.startEgress!(session.pid);
+      session.egress = egress;
+      egress.ready.then(
+        () => {
+          if (!session.ended) step.write('go\n');
+        },
+        (err: Error) => fail(err.message),
+      );
+    };
+    step.on('data', onData);
+  };
+
   const start = (order: Extract<ToRuntime, { t: 'start' }>): void => {
     const session: Session = {
       id: order.id,
@@ -283,16 +338,20 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
       output: new OutputReader(order.id, order.outputRate, deps.now()),
       markAlarm: alarm(() => passOutput(session, session.output.tick(deps.now()))),
       reportAlarm: alarm(() => passNotifications(session, notifications, notifications.tick(deps.now()))),
+      dir: order.dir?.path,
+      egress: undefined,
       ended: false,
     };
     const notifications = new NotifyReader(order.id, deps.now());
     let child: ChildProcess;
     try {
       if (order.cgroup !== undefined) cgroups.create(order.cgroup);
-      child = deps.spawn(order.argv, order.env, order.cwd);
+      if (order.dir !== undefined) deps.makeDir?.(order.dir);
+      child = deps.spawn(order.argv, order.env, order.cwd, order.egress === true);
     } catch (err) {
       deps.warn(`could not start session ${order.id}: ${(err as Error).message}`);
       if (order.cgroup !== undefined) release(order.cgroup, deps.now());
+      if (order.dir !== undefined) deps.removeDir?.(order.dir.path);
       send({ t: 'exit', id: order.id, code: 127, cause: 'spawn_failed' });
       return;
     }
@@ -322,6 +381,7 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     const notify = child.stdio[3];
     if (notify !== null && notify !== undefined)
       readNotifications(session, notifications, notify as NodeJS.ReadableStream);
+    if (order.egress === true) connectEgress(session, child);
     holdUntil(session, order.killBy);
     stopAt(session, order.deadlineAt);
     if (hostGone) terminate(session, orphanGrace(session.graceMs));

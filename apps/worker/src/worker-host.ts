@@ -1,21 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import {
-  Coordinator,
-  HostChannel,
-  NO_ISOLATION,
-  closeRedis,
-  isUnavailable,
-  type Isolation,
-  type RedisClient,
-} from '@cq/coordinator';
+import { Coordinator, HostChannel, closeRedis, isUnavailable, type Isolation, type RedisClient } from '@cq/coordinator';
 import { ConfigError, REQUEST_TIMEOUT_MS, RedisSetup, createRedis, replicaWaitOf, settleWithin } from '@cq/service-kit';
 import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
 import type { Job, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { prepareCgroups, type CgroupLayout } from './cgroups.js';
-import { probeContainment, type PlannedContainment } from './containment.js';
+import { probeContainment, type ContainmentPlan, type PlannedContainment } from './containment.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
 
@@ -188,7 +180,10 @@ export class WorkerHost {
    */
   async start(): Promise<void> {
     const containment = (this.#containment ??= probeContainment(containmentRequest(this.#config)));
-    this.#cgroups = prepareCgroups({ memoryMb: this.#config.sessionMemoryMb, pidsMax: this.#config.sessionPidsMax });
+    this.#cgroups = prepareCgroups({
+      memoryMb: this.#config.sessionMemoryMb,
+      pidsMax: this.#config.sessionPidsMax,
+    });
     const launcher = (this.#launcher =
       this.#options.launcher ??
       new RuntimeLauncher({
@@ -273,7 +268,7 @@ export class WorkerHost {
             busy: this.#busy,
             startedAt: this.#startedAt,
             containment: containment.plan.mode,
-            isolation: this.#options.isolation ?? NO_ISOLATION,
+            isolation: this.#options.isolation ?? isolationOf(containment.plan, this.#config.sessionCpus),
             pool: this.#config.pool,
             running,
             ended,
@@ -384,8 +379,35 @@ export class WorkerHost {
     this.#toRegister.push(...unregistered);
   }
 
-  /** One line at start says how sessions are contained here, and what that cannot catch. */
-  #logContainment({ plan, fallback }: PlannedContainment): void {
+  /** One line at start says how sessions are contained and kept apart here, and what that cannot catch. */
+  #logContainment({ plan, fallback, isolationMissing }: PlannedContainment): void {
+    const { network, privateFiles } = plan.isolation;
+    const cpus = this.#config.sessionCpus;
+    const apart = [
+      network === 'none'
+        ? 'a network of its own with only loopback'
+        : network === 'egress'
+          ? 'a network of its own reaching only public addresses'
+          : "the host's network (it reaches whatever the host reaches: Redis, the API, other sessions' ports)",
+      privateFiles
+        ? `its own /tmp and /dev/shm (${this.#config.sessionTmpMb} MiB each) and SESSION_DIR, the host's files read-only`
+        : "the host's files as its user may use them",
+      cpus === undefined ? 'no CPU cap' : `at most ${cpus} CPU`,
+    ].join('; ');
+    const isolated = network !== 'host' && privateFiles;
+    if (!isolated || cpus === undefined)
+      this.#logger.warn(
+        {
+          network,
+          filesystem: privateFiles ? 'private' : 'shared',
+          cpus: cpus ?? null,
+          isolationMissing: isolationMissing ?? null,
+        },
+        `sessions are not fully isolated: each has ${apart}` +
+          (network === 'host' && this.#config.sessionNetwork === 'host' ? ' (SESSION_NETWORK=host)' : '') +
+          (isolationMissing === undefined ? '' : ` (${isolationMissing})`),
+      );
+    else this.#logger.info({ network, filesystem: 'private', cpus }, `session isolation: each has ${apart}`);
     const fields = {
       containment: plan.mode,
       memoryMb: this.#config.sessionMemoryMb ?? null,
@@ -543,5 +565,17 @@ export function containmentRequest(config: WorkerConfig): Parameters<typeof prob
     memoryMb: config.sessionMemoryMb,
     pidsMax: config.sessionPidsMax,
     user: config.sessionUser,
+    network: config.sessionNetwork,
+    tmpMb: config.sessionTmpMb,
+    sessionsDir: config.sessionsDir,
+  };
+}
+
+/** What a host's heartbeat says of its isolation (`GET /v1/hosts`), from its plan and CPU cap. */
+export function isolationOf(plan: ContainmentPlan, cpus: number | undefined): Isolation {
+  return {
+    network: plan.isolation.network,
+    filesystem: plan.isolation.privateFiles ? 'private' : 'shared',
+    cpus: cpus ?? null,
   };
 }

@@ -118,11 +118,14 @@ describe('isolation: bubblewrap, the network, the files', () => {
     expect(at('--cap-drop')).toEqual(['--cap-drop', 'ALL']);
     expect(argv).not.toContain('--cap-add');
     expect(at('--ro-bind', 2)).toEqual(['--ro-bind', '/', '/']);
+    const size = 64 * 1024 * 1024;
     expect(argv.join(' ')).toContain(
-      `--size ${64 * 1024 * 1024} --tmpfs /tmp --size ${64 * 1024 * 1024} --tmpfs /dev/shm`,
+      `--perms 1777 --size ${size} --tmpfs /tmp --perms 1777 --size ${size} --tmpfs /dev/shm`,
     );
-    // SESSIONS_DIR (outside /tmp here) is hidden, then the session's own directory bound on it.
-    expect(argv.join(' ')).toContain(`--tmpfs /srv/cq-sessions --bind ${DIR} ${DIR}`);
+    // SESSIONS_DIR (outside /tmp here) is hidden, then the session's own directory bound on it, passable to it.
+    expect(argv.join(' ')).toContain(
+      `--tmpfs /srv/cq-sessions --perms 0711 --dir /srv/cq-sessions/cq-worker-1 --bind ${DIR} ${DIR}`,
+    );
     expect(at('--chdir')).toEqual(['--chdir', DIR]);
     // bwrap ignores the group's SIGTERM; the init gets it at its default.
     expect(argv.indexOf('--ignore-signal=TERM,INT,HUP')).toBe(argv.indexOf('bwrap') - 1);

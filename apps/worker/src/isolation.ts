@@ -17,6 +17,7 @@
 //     (pasta, Podman's newer user-mode network, was measured first: Debian's build drops to `nobody` and
 //     its capabilities as root, and then may not open a root-owned network namespace: "Couldn't open
 //     network namespace /proc/<pid>/ns/net". slirp4netns runs as root, and says when it is ready.)
+import { readdirSync, rmSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 
@@ -106,8 +107,17 @@ export function isolationArgv(plan: IsolationPlan, dir: string, uid: number, set
           '--',
         ]
       : [];
-  // Under /tmp, the session's own /tmp hides the other sessions' directories already.
-  const sessionsHidden = `${plan.sessionsDir}/`.startsWith('/tmp/') ? [] : ['--tmpfs', plan.sessionsDir];
+  // Under /tmp, the session's own /tmp hides the other sessions' directories already; elsewhere a
+  // tmpfs on SESSIONS_DIR does. The directories down to SESSION_DIR are made on it passable (0711), as
+  // outside, for a session that runs as SESSION_USER.
+  const underTmp = `${plan.sessionsDir}/`.startsWith('/tmp/');
+  const top = underTmp ? '/tmp' : plan.sessionsDir;
+  const steps = dir
+    .slice(top.length + 1)
+    .split('/')
+    .slice(0, -1);
+  const passable = steps.flatMap((_, i) => ['--perms', '0711', '--dir', `${top}/${steps.slice(0, i + 1).join('/')}`]);
+  const sessionsHidden = [...(underTmp ? [] : ['--tmpfs', plan.sessionsDir]), ...passable];
   return [
     ...egress,
     // bwrap leads the session's process group and dies of a SIGTERM, SIGINT or SIGHUP to it (taking the
@@ -134,10 +144,15 @@ export function isolationArgv(plan: IsolationPlan, dir: string, uid: number, set
     '/dev',
     '--proc',
     '/proc',
+    // Writable by every user, sticky, as a /tmp is (the session may run as SESSION_USER).
+    '--perms',
+    '1777',
     '--size',
     String(plan.tmpBytes),
     '--tmpfs',
     '/tmp',
+    '--perms',
+    '1777',
     '--size',
     String(plan.tmpBytes),
     '--tmpfs',
@@ -178,4 +193,32 @@ export function slirpArgv(pid: number): string[] {
  */
 export function hostDir(sessionsDir: string, pid: number = process.pid): string {
   return join(sessionsDir, `cq-worker-${pid}`);
+}
+
+/**
+ * Removes the session directories left by hosts of this machine that died together with their session
+ * runtime (a runtime outliving its host removes its sessions' directories itself): each `cq-worker-<pid>`
+ * in `sessionsDir` whose pid no longer runs. Called at a host's start.
+ */
+export function pruneSessionDirs(sessionsDir: string): void {
+  let entries: string[];
+  try {
+    entries = readdirSync(sessionsDir);
+  } catch {
+    return;
+  }
+  for (const entry of entries) {
+    const match = /^cq-worker-(\d+)$/.exec(entry);
+    if (match === null || Number(match[1]) === process.pid || running(Number(match[1]))) continue;
+    rmSync(join(sessionsDir, entry), { recursive: true, force: true });
+  }
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }

@@ -4,9 +4,13 @@ import { spawn } from 'node:child_process';
 import { chownSync, mkdirSync, rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { settleWithin } from '@cq/service-kit';
 import { slirpArgv } from './isolation.js';
 import { createRuntime, orphanGrace } from './session-runtime.js';
 import { monotonicNow, type ToRuntime } from './runtime-protocol.js';
+
+/** Session directories being removed (in the background: a large one must not hold up a lease's kill). */
+const removing = new Set<Promise<unknown>>();
 
 const runtime = createRuntime({
   spawn: (argv, env, cwd, egress) =>
@@ -30,10 +34,12 @@ const runtime = createRuntime({
     mkdirSync(path, { mode: 0o711 });
     chownSync(path, uid, gid);
   },
-  removeDir: (path) =>
-    void rm(path, { recursive: true, force: true, maxRetries: 3 }).catch((err: Error) =>
-      process.stderr.write(`session runtime: could not remove ${path}: ${err.message}\n`),
-    ),
+  removeDir: (path) => {
+    const removed = rm(path, { recursive: true, force: true, maxRetries: 3 })
+      .catch((err: Error) => process.stderr.write(`session runtime: could not remove ${path}: ${err.message}\n`))
+      .finally(() => removing.delete(removed));
+    removing.add(removed);
+  },
   startEgress: (pid) => {
     // fd 3: slirp4netns writes there once the namespace is configured; fd 4: it exits when that closes
     // (when this runtime dies, too).
@@ -60,7 +66,8 @@ const runtime = createRuntime({
       // ESRCH: the group is gone already.
     }
   },
-  exit: () => process.exit(0),
+  // Once the sessions' directories are removed (10 s at most: a directory of millions of files).
+  exit: () => void settleWithin(Promise.allSettled(removing), 10_000).then(() => process.exit(0)),
   warn: (message) => process.stderr.write(`session runtime: ${message}\n`),
 });
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
+import { rmSync } from 'node:fs';
 import { Coordinator, HostChannel, closeRedis, isUnavailable, type Isolation, type RedisClient } from '@cq/coordinator';
 import { ConfigError, REQUEST_TIMEOUT_MS, RedisSetup, createRedis, replicaWaitOf, settleWithin } from '@cq/service-kit';
 import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
@@ -8,6 +9,7 @@ import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { prepareCgroups, type CgroupLayout } from './cgroups.js';
 import { probeContainment, type ContainmentPlan, type PlannedContainment } from './containment.js';
+import { hostDir, pruneSessionDirs } from './isolation.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
 
@@ -180,6 +182,7 @@ export class WorkerHost {
    */
   async start(): Promise<void> {
     const containment = (this.#containment ??= probeContainment(containmentRequest(this.#config)));
+    pruneSessionDirs(this.#config.sessionsDir);
     this.#cgroups = prepareCgroups({
       memoryMb: this.#config.sessionMemoryMb,
       pidsMax: this.#config.sessionPidsMax,
@@ -553,6 +556,8 @@ export class WorkerHost {
     this.#channel?.close();
     await this.#launcher?.close?.();
     this.#cgroups?.release();
+    // The runtime removed each session's directory before it exited: what is left is the host's own.
+    rmSync(hostDir(this.#config.sessionsDir), { recursive: true, force: true });
     await settleWithin(this.#coordinator.close(), 500);
     await closeRedis(this.#coordinatorRedis);
   }

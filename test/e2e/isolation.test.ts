@@ -1,0 +1,175 @@
+// A session sees only its own (issue 44), judged from outside: hostile sessions
+// (test/support/isolation-session.mjs) try to reach Redis, the API, a server on the host's loopback,
+// the host's addresses, each other's port 8080, files and directories, and fill their /tmp; each writes
+// what it got to the observer, a FIFO whose log the test reads. The test finds the sessions' processes
+// and directories itself, in /proc and on disk.
+import { copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { cleanUp } from '@cq/test-harness';
+import { ROOT, TEST_RUN, sessionPids, until } from '../support/processes.js';
+import { sessionVisibleDir, startSystem, type System } from '../support/system.js';
+
+const TMP_MB = 8;
+
+/** The results a session wrote (name → outcome), newest last. */
+function results(system: System, userId: string, fence: number): Array<{ name: string; outcome: string; at: number }> {
+  let text = '';
+  try {
+    text = readFileSync(system.observerLog, 'utf8');
+  } catch {
+    return [];
+  }
+  return text
+    .split('\n')
+    .map((line) => line.split(' '))
+    .filter((f) => f[0] === userId && Number(f[1]) === fence && f[4] === 'result')
+    .map((f) => ({ name: f[5]!, outcome: decodeURIComponent(f[6] ?? ''), at: Number(f[2]) }));
+}
+
+/** Waits for the session's `done` and answers its results by name (the first of each). */
+async function finished(system: System, userId: string, fence: number): Promise<Record<string, string>> {
+  await until(() => results(system, userId, fence).some((r) => r.name === 'done'), 30_000, `${userId} done`);
+  const byName: Record<string, string> = {};
+  for (const r of results(system, userId, fence)) byName[r.name] ??= r.outcome;
+  return byName;
+}
+
+/** The SESSION_DIR of a running session, read from its processes' environment in /proc. */
+function sessionDirOf(userId: string, fence: number): string {
+  for (const pid of sessionPids(userId, fence)) {
+    const environ = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+    const dir = environ.find((e) => e.startsWith('SESSION_DIR='));
+    if (dir !== undefined) return dir.slice('SESSION_DIR='.length);
+  }
+  throw new Error(`no process of ${userId}'s session shows SESSION_DIR`);
+}
+
+const hostAddresses = Object.values(networkInterfaces())
+  .flatMap((list) => list ?? [])
+  .filter((a) => a.family === 'IPv4' && !a.internal)
+  .map((a) => a.address);
+
+describe.each([
+  ['root', {}],
+  ['SESSION_USER=nobody', { SESSION_USER: 'nobody' }],
+] as const)('SESSION_NETWORK none (auto), as %s: a session reaches nothing and nobody else’s files', (_as, env) => {
+  it('not Redis, not the API, not the host’s loopback or addresses, not a neighbour’s port or files; its /tmp fills alone', async () => {
+    const system = await startSystem({ workers: 0 });
+    // A server of the test's on the host's loopback, as a host service would be.
+    const server = createServer((socket) => socket.end('host secret\n'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanUp(() => server.close());
+    const hostPort = (server.address() as AddressInfo).port;
+    // The program where every user may read it (a clone may sit in a directory only root can enter).
+    const program = join(sessionVisibleDir('isolation'), 'isolation-session.mjs');
+    copyFileSync(`${ROOT}test/support/isolation-session.mjs`, program);
+    const host = await system.addWorker('host-isolated', {
+      ...env,
+      SESSION_COMMAND: `exec env ${TEST_RUN}=${process.pid} ${process.execPath} ${program} ${system.observerFile}`,
+      SESSION_TMP_MB: String(TMP_MB),
+      SLOTS: '2',
+    });
+    const line = await host.waitForLog((l) => String(l['msg']).includes('each has a network of its own'));
+    expect(line).toMatchObject({ network: 'none', filesystem: 'private' });
+    expect((await system.client.hosts()).hosts[0]).toMatchObject({
+      containment: 'namespace',
+      isolation: { network: 'none', filesystem: 'private' },
+    });
+
+    const redisUrl = system.target.kind === 'standalone' ? new URL(system.target.url) : undefined;
+    const apiPort = new URL(system.api.baseUrl).port;
+    const targets = {
+      tcp: {
+        api: `127.0.0.1:${apiPort}`,
+        hostService: `127.0.0.1:${hostPort}`,
+        ...Object.fromEntries(hostAddresses.map((a, i) => [`hostAddress${i}`, `${a}:${hostPort}`])),
+      },
+      ...(redisUrl === undefined ? {} : { redis: `127.0.0.1:${redisUrl.port}` }),
+    };
+
+    const neighbour = await system.client.spawn(
+      (await system.client.issueToken({ userId: 'iso-b', metadata: targets })).token,
+    );
+    const b = await finished(system, 'iso-b', neighbour.fence);
+    const neighbourDir = sessionDirOf('iso-b', neighbour.fence);
+    expect(existsSync(join(neighbourDir, 'secret'))).toBe(true);
+
+    const attacker = await system.client.spawn(
+      (
+        await system.client.issueToken({
+          userId: 'iso-a',
+          metadata: {
+            ...targets,
+            neighbourDir,
+            fill: true,
+            writes: { etc: `/etc/cq-isolation-${process.pid}`, checkout: `${ROOT}cq-isolation-${process.pid}` },
+          },
+        })
+      ).token,
+    );
+    const a = await finished(system, 'iso-a', attacker.fence);
+
+    for (const [who, got] of [
+      ['iso-a', a],
+      ['iso-b', b],
+    ] as const) {
+      // Both listen on 8080 of their own loopback, and each reaches only itself there.
+      expect(got['listen8080'], who).toBe('listening');
+      expect(got['self8080'], who).toBe(`connected ${who}`);
+      // Nothing of the host's loopback is there: Redis, the API and the host's service are refused.
+      expect(got['tcp-api'], who).toBe('ECONNREFUSED');
+      expect(got['tcp-hostService'], who).toBe('ECONNREFUSED');
+      if (redisUrl !== undefined) expect(got['redis'], who).toBe('ECONNREFUSED');
+      // No route to any address of the host.
+      for (let i = 0; i < hostAddresses.length; i++) expect(got[`tcp-hostAddress${i}`], who).toBe('ENETUNREACH');
+      expect(got['cwd'], who).toBe('SESSION_DIR');
+      expect(got['home'], who).toBe('SESSION_DIR');
+      expect(got['tmpAtStart'], who).toBe('empty');
+      expect(got['shmAtStart'], who).toBe('empty');
+      expect(got['ownTmp'], who).toBe('written');
+      expect(got['ownDir'], who).toBe('written');
+      // The /tmp it reads is its own: what it wrote, not its neighbour's.
+      expect(got['tmpSecretAfter'], who).toBe(`read ${who} ${who === 'iso-a' ? attacker.fence : neighbour.fence}`);
+    }
+    // The host is read-only to it, root or not; the neighbour's directory is not even there.
+    expect(a['write-etc']).toBe('EROFS');
+    expect(a['write-checkout']).toBe('EROFS');
+    expect(existsSync(`/etc/cq-isolation-${process.pid}`)).toBe(false);
+    expect(existsSync(`${ROOT}cq-isolation-${process.pid}`)).toBe(false);
+    expect(a['neighbourDirRead']).toBe('ENOENT');
+    expect(a['neighbourDirWrite']).toBe('ENOENT');
+    expect(existsSync(join(neighbourDir, 'intruder'))).toBe(false);
+    // Its /tmp and /dev/shm hold SESSION_TMP_MB each, then ENOSPC.
+    for (const fill of [a['fillTmp'], a['fillShm']]) {
+      const [mib, code] = (fill ?? '').split(' ');
+      expect(code).toBe('ENOSPC');
+      expect(Number(mib)).toBeGreaterThanOrEqual(TMP_MB - 1);
+      expect(Number(mib)).toBeLessThanOrEqual(TMP_MB);
+    }
+    // The neighbour noticed nothing: after the attacker's /tmp was full, it still writes its own.
+    const filledAt = results(system, 'iso-a', attacker.fence).find((r) => r.name === 'fillShm')!.at;
+    await until(
+      () => results(system, 'iso-b', neighbour.fence).some((r) => r.name === 'tmpWrite' && r.at > filledAt),
+      10_000,
+      "the neighbour's /tmp written after the attacker's was full",
+    );
+    expect(
+      results(system, 'iso-b', neighbour.fence)
+        .filter((r) => r.name === 'tmpWrite')
+        .every((r) => r.outcome === 'written'),
+    ).toBe(true);
+
+    // When they end, their directories go with them, and nothing of them runs.
+    const attackerDir = sessionDirOf('iso-a', attacker.fence);
+    await system.client.stopSession('iso-a');
+    await system.client.stopSession('iso-b');
+    await system.ended('iso-a', attacker.sessionId);
+    await system.ended('iso-b', neighbour.sessionId);
+    await until(() => !existsSync(attackerDir) && !existsSync(neighbourDir), 5000, 'the session directories removed');
+    expect(sessionPids('iso-a')).toEqual([]);
+    expect(sessionPids('iso-b')).toEqual([]);
+  });
+});

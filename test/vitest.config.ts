@@ -15,6 +15,7 @@ const onBothTargets = [
   'e2e/pools.test.ts',
   'e2e/client.test.ts',
   'e2e/host-channel.test.ts',
+  'e2e/isolation.test.ts',
 ];
 
 /**

@@ -79,7 +79,11 @@ describe.each([
       isolation: { network: 'none', filesystem: 'private' },
     });
 
-    const redisUrl = system.target.kind === 'standalone' ? new URL(system.target.url) : undefined;
+    // Redis, standalone or a Cluster node (each listens on the host's loopback).
+    const redis =
+      system.target.kind === 'standalone'
+        ? `127.0.0.1:${new URL(system.target.url).port}`
+        : `127.0.0.1:${system.target.seeds.split(',')[0]!.split(':').at(-1)!}`;
     const apiPort = new URL(system.api.baseUrl).port;
     const targets = {
       tcp: {
@@ -87,7 +91,7 @@ describe.each([
         hostService: `127.0.0.1:${hostPort}`,
         ...Object.fromEntries(hostAddresses.map((a, i) => [`hostAddress${i}`, `${a}:${hostPort}`])),
       },
-      ...(redisUrl === undefined ? {} : { redis: `127.0.0.1:${redisUrl.port}` }),
+      redis,
     };
 
     const neighbour = await system.client.spawn(
@@ -122,7 +126,7 @@ describe.each([
       // Nothing of the host's loopback is there: Redis, the API and the host's service are refused.
       expect(got['tcp-api'], who).toBe('ECONNREFUSED');
       expect(got['tcp-hostService'], who).toBe('ECONNREFUSED');
-      if (redisUrl !== undefined) expect(got['redis'], who).toBe('ECONNREFUSED');
+      expect(got['redis'], who).toBe('ECONNREFUSED');
       // No route to any address of the host.
       for (let i = 0; i < hostAddresses.length; i++) expect(got[`tcp-hostAddress${i}`], who).toBe('ENETUNREACH');
       expect(got['cwd'], who).toBe('SESSION_DIR');

@@ -5,8 +5,8 @@
 // and heartbeats "<USER_ID> <FENCE> <epoch ms> <pid> main" every 50 ms. SESSION_METADATA:
 //   tcp: {name: "host:port"} to connect to (outcome: "connected <first reply bytes>" or the error code);
 //   redis: "host:port" to send PING to; neighbourDir: another session's SESSION_DIR;
-//   writes: {name: path} files to create; checkout: the project's directory.
-// It listens on 127.0.0.1:8080 itself, answering its USER_ID, and fills /tmp and /dev/shm to the end.
+//   writes: {name: path} files to create; reads: {name: path} files to read; fill: fill /tmp and /dev/shm.
+// It listens on 127.0.0.1:8080 itself, answering its USER_ID.
 import { appendFileSync, readdirSync, readFileSync, writeFileSync, openSync, writeSync, closeSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { sep } from 'node:path';
@@ -95,6 +95,7 @@ server.listen(8080, '127.0.0.1', async () => {
   for (const [name, target] of Object.entries(metadata.tcp ?? {})) result(`tcp-${name}`, await tryTcp(target));
   if (metadata.redis !== undefined) result('redis', await tryTcp(metadata.redis, '*1\r\n$4\r\nPING\r\n'));
   for (const [name, path] of Object.entries(metadata.writes ?? {})) result(`write-${name}`, tryWrite(path));
+  for (const [name, path] of Object.entries(metadata.reads ?? {})) result(`read-${name}`, tryRead(path));
   if (metadata.neighbourDir !== undefined) {
     result('neighbourDirRead', tryRead(`${metadata.neighbourDir}/secret`));
     result('neighbourDirWrite', tryWrite(`${metadata.neighbourDir}/intruder`));

@@ -51,7 +51,7 @@ export function sessionVisibleDir(name: string): string {
  * never sees an end), appends them to a log. A line is written at once (under PIPE_BUF: never mixed
  * with another), stamped by the session itself.
  */
-function startObserver(): { fifo: string; log: string } {
+export function startObserver(): { fifo: string; log: string } {
   const dir = sessionVisibleDir('observer');
   const fifo = join(dir, 'heartbeats');
   const log = join(dir, 'heartbeats.log');

@@ -16,12 +16,12 @@
 // picks a session, never the host, when the machine runs out of memory), enters the session's cgroups
 // when there are caps, and, with SESSION_USER, runs the command as that user.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '@cq/service-kit';
 import { procsFiles, type CgroupSpec } from './cgroups.js';
-import { hostAddresses, isolationArgv, type IsolationPlan, type SessionNetwork } from './isolation.js';
+import { hostAddresses, hostDir, isolationArgv, type IsolationPlan, type SessionNetwork } from './isolation.js';
 
 /** How a host contains its sessions (the contract's `containment`). */
 export type Containment = 'namespace' | 'group';
@@ -215,6 +215,7 @@ export function probeContainment(request: ContainmentRequest, probe: Probe = rea
     network,
     privateFiles: isolationMissing === undefined,
     hostAddresses: network === 'egress' ? hostAddresses() : [],
+    resolvConf: network === 'egress' ? join(hostDir(request.sessionsDir), 'resolv.conf') : undefined,
   };
   return { plan: containmentPlan(mode, user, pdeathsig, probe.uid, isolation), fallback, isolationMissing };
 }
@@ -238,6 +239,13 @@ function chooseNetwork(asked: ContainmentRequest['network'], probe: Probe): Sess
  * namespace included, on a directory of its own.
  */
 function bubblewrapMissing(probe: Probe, plan: IsolationPlan, setuid: boolean): string | undefined {
+  // SESSIONS_DIR must exist before a sandbox mounts on it (the host's filesystem is read-only there): the
+  // one thing this probe makes, and the host needs it anyway.
+  try {
+    mkdirSync(plan.sessionsDir, { recursive: true, mode: 0o711 });
+  } catch (err) {
+    throw new ConfigError(`SESSIONS_DIR ${plan.sessionsDir} cannot be made: ${(err as Error).message}`, { cause: err });
+  }
   const dir = mkdtempSync(join(tmpdir(), 'cq-probe-'));
   try {
     // From bwrap on: the env before it is the one probed for --default-signal.

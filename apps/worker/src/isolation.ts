@@ -17,7 +17,8 @@
 //     (pasta, Podman's newer user-mode network, was measured first: Debian's build drops to `nobody` and
 //     its capabilities as root, and then may not open a root-owned network namespace: "Couldn't open
 //     network namespace /proc/<pid>/ns/net". slirp4netns runs as root, and says when it is ready.)
-import { readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 
@@ -79,7 +80,9 @@ export function hostAddresses(): string[] {
  * and runs the rest.
  */
 const EGRESS_STEP = [
-  'for r; do shift; [ "$r" = -- ] && break; echo "route add unreachable $r"; done | ip -batch - || exit 126',
+  // (The loop runs in the pipeline's subshell: the ranges are shifted off after it.)
+  'for r; do [ "$r" = -- ] && break; echo "route add unreachable $r"; done | ip -batch - || exit 126',
+  'while [ "$1" != -- ]; do shift; done; shift',
   'echo netns >&4 || exit 126',
   'read -r go <&4 || exit 126',
   'exec 4<&-',
@@ -221,4 +224,16 @@ function running(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * Writes the resolv.conf an `egress` session sees (slirp4netns's DNS forwarder, which asks the host's
+ * resolver), where the plan says: in the host's directory, hidden from the sessions but for this file.
+ */
+export function writeResolvConf(plan: IsolationPlan): void {
+  if (plan.resolvConf === undefined) return;
+  mkdirSync(dirname(plan.resolvConf), { recursive: true, mode: 0o711 });
+  writeFileSync(plan.resolvConf, `# cq: an egress session's DNS goes through slirp4netns\nnameserver ${SLIRP_DNS}\n`, {
+    mode: 0o644,
+  });
 }

@@ -6,7 +6,7 @@ import { settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import { removeCgroup, type CgroupLayout, type CgroupSpec } from './cgroups.js';
 import { PROCESS_GROUPS, type ContainmentPlan } from './containment.js';
-import { hostDir } from './isolation.js';
+import { hostDir, writeResolvConf } from './isolation.js';
 import { fromMonotonic, toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
 /** How a session is started and stopped: a process of the session runtime, or anything in-process for tests. */
@@ -159,6 +159,7 @@ export class RuntimeLauncher implements SessionLauncher {
   }
 
   async open(): Promise<void> {
+    writeResolvConf(this.#plan.isolation);
     this.#ensure();
     await this.#ready;
   }

@@ -14,6 +14,19 @@ export interface SessionCaps {
   readonly memoryMb?: number | undefined;
   /** Processes and threads at once. */
   readonly pidsMax?: number | undefined;
+  /** CPU time of all its processes together, in CPUs (0.5: half a second of CPU time per second). */
+  readonly cpus?: number | undefined;
+}
+
+/**
+ * The CFS bandwidth period, microseconds: the kernel's default, so the cap holds over each 100 ms (a
+ * session may use `cpus` × 100 ms of CPU time in each, then waits for the next).
+ */
+const CPU_PERIOD_US = 100_000;
+
+/** The CFS quota per period for `cpus` CPUs, microseconds. */
+function cpuQuotaUs(cpus: number): number {
+  return Math.round(cpus * CPU_PERIOD_US);
 }
 
 /** One session's cgroup(s), as plain data: it crosses the IPC channel from the host to the runtime. */
@@ -124,14 +137,16 @@ export interface CgroupPaths {
  * what is missing when the caps cannot be enforced here.
  */
 export function prepareCgroups(caps: SessionCaps, paths: CgroupPaths = {}): CgroupLayout | undefined {
-  if (caps.memoryMb === undefined && caps.pidsMax === undefined) return undefined;
+  if (caps.memoryMb === undefined && caps.pidsMax === undefined && caps.cpus === undefined) return undefined;
   try {
     return makeLayout(caps, paths);
   } catch (err) {
-    const which = [
+    const names = [
       ...(caps.memoryMb === undefined ? [] : ['SESSION_MEMORY_MB']),
       ...(caps.pidsMax === undefined ? [] : ['SESSION_PIDS_MAX']),
-    ].join(' and ');
+      ...(caps.cpus === undefined ? [] : ['SESSION_CPUS']),
+    ];
+    const which = names.length === 1 ? names[0]! : `${names.slice(0, -1).join(', ')} and ${names.at(-1)!}`;
     throw new ConfigError(
       `${which} cannot be enforced on this host: ${(err as Error).message}; unset it or give the host cgroups`,
       { cause: err },
@@ -218,6 +233,19 @@ function layoutV1(caps: SessionCaps, root: string, own: Map<string, string>, tag
     });
   }
   if (caps.pidsMax !== undefined) controllers.push({ name: 'pids', files: () => [['pids.max', String(caps.pidsMax)]] });
+  // The `cpu` hierarchy (often mounted together with cpuacct, as `cpu,cpuacct`, linked from `cpu`). The
+  // period first: the kernel checks the quota against it. The host's parent cgroup keeps its quota
+  // unlimited (-1), as v1 refuses a child a quota above its parent's.
+  if (caps.cpus !== undefined) {
+    const quota = String(cpuQuotaUs(caps.cpus));
+    controllers.push({
+      name: 'cpu',
+      files: () => [
+        ['cpu.cfs_period_us', String(CPU_PERIOD_US)],
+        ['cpu.cfs_quota_us', quota],
+      ],
+    });
+  }
   const parents = controllers.map((controller) => {
     const mount = join(root, controller.name);
     if (!existsSync(join(mount, 'cgroup.procs')))
@@ -255,7 +283,11 @@ function layoutV1(caps: SessionCaps, root: string, own: Map<string, string>, tag
  */
 function layoutV2(caps: SessionCaps, root: string, own: Map<string, string>, tag: string): CgroupLayout {
   const base = join(root, own.get('') ?? '/');
-  const needed = [...(caps.memoryMb === undefined ? [] : ['memory']), ...(caps.pidsMax === undefined ? [] : ['pids'])];
+  const needed = [
+    ...(caps.memoryMb === undefined ? [] : ['memory']),
+    ...(caps.pidsMax === undefined ? [] : ['pids']),
+    ...(caps.cpus === undefined ? [] : ['cpu']),
+  ];
   const available = readFileSync(join(base, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
   const missing = needed.filter((c) => !available.includes(c));
   if (missing.length > 0)
@@ -284,6 +316,7 @@ function layoutV2(caps: SessionCaps, root: string, own: Map<string, string>, tag
     if (existsSync(join(base, 'memory.swap.max'))) files.push(['memory.swap.max', '0']);
   }
   if (caps.pidsMax !== undefined) files.push(['pids.max', String(caps.pidsMax)]);
+  if (caps.cpus !== undefined) files.push(['cpu.max', `${cpuQuotaUs(caps.cpus)} ${CPU_PERIOD_US}`]);
   return {
     version: 2,
     specFor: (name) => ({

@@ -186,6 +186,7 @@ export class WorkerHost {
     this.#cgroups = prepareCgroups({
       memoryMb: this.#config.sessionMemoryMb,
       pidsMax: this.#config.sessionPidsMax,
+      cpus: this.#config.sessionCpus,
     });
     const launcher = (this.#launcher =
       this.#options.launcher ??

@@ -1,12 +1,12 @@
 // Session containment, judged from outside: hostile sessions (test/support/hostile-session.sh) write
 // heartbeats to the observer file from every process they leave behind, and the test reads /proc itself
 // to find what of a session still runs (by the session's USER_ID and FENCE in each process's environ).
-import { chmodSync, copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Keys } from '@cq/coordinator';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { watchLease } from '../support/lease-watch.js';
-import { ROOT, alive, sessionPids, startNode, until, type Started, rss } from '../support/processes.js';
+import { ROOT, alive, sessionDirOf, sessionPids, startNode, until, type Started, rss } from '../support/processes.js';
 import { allLines } from '../support/output.js';
 import { sessionVisibleDir, startSystem, type System } from '../support/system.js';
 import { cleanUp } from '@cq/test-harness';
@@ -151,6 +151,8 @@ describe('namespace containment: every process of a session ends with it', async
     const sessions = await Promise.all(users.map((userId) => spawnBeating(system, userId, { role: 'daemon' })));
     const watches = users.map((u) => watchLease(redis, keys.user(u).lease));
     await until(() => watches.every((w) => w.expiresAt > 0), 2000, 'leases seen');
+    const dirs = users.map((u, i) => sessionDirOf(u, sessions[i]!.fence));
+    expect(dirs.every((dir) => existsSync(dir))).toBe(true);
 
     process.kill(-crashing.child.pid!, 'SIGKILL');
     await crashing.exited();
@@ -164,6 +166,8 @@ describe('namespace containment: every process of a session ends with it', async
       );
       watches[i]!.stop();
     }
+    // The runtime outlived its host: it removed the sessions' directories as they ended.
+    await until(() => dirs.every((dir) => !existsSync(dir)), 5000, "the sessions' directories removed");
   });
 
   it('the host frozen and its runtime SIGKILLed: the parent-death signals alone end every process of the session, daemons included', async () => {
@@ -176,6 +180,7 @@ describe('namespace containment: every process of a session ends with it', async
     const runtimePid = await runtimePidOf(frozen);
     const session = await spawnBeating(own, 'daemon-pd', { role: 'daemon' });
     expect(sessionPids('daemon-pd', session.fence).length).toBeGreaterThan(2);
+    const dir = sessionDirOf('daemon-pd', session.fence);
     // Nothing of the host can act: frozen, with a lease of a minute; only the kernel's parent-death
     // signals (setpriv on the session's first process, unshare --kill-child on its init) are left.
     process.kill(frozen.child.pid!, 'SIGSTOP');
@@ -187,6 +192,13 @@ describe('namespace containment: every process of a session ends with it', async
     } finally {
       process.kill(frozen.child.pid!, 'SIGCONT');
     }
+    // With the host and its runtime both dead, nothing removes the session's directory: the next host
+    // started on this machine does.
+    process.kill(frozen.child.pid!, 'SIGKILL');
+    await frozen.exited();
+    expect(existsSync(dir)).toBe(true);
+    await own.addWorker('host-after');
+    expect(existsSync(dir)).toBe(false);
   });
 });
 

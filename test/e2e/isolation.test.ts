@@ -3,13 +3,13 @@
 // the host's addresses, each other's port 8080, files and directories, and fill their /tmp; each writes
 // what it got to the observer, a FIFO whose log the test reads. The test finds the sessions' processes
 // and directories itself, in /proc and on disk.
-import { copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cleanUp } from '@cq/test-harness';
-import { ROOT, TEST_RUN, sessionPids, until } from '../support/processes.js';
+import { ROOT, TEST_RUN, sessionDirOf, sessionPids, startNode, until } from '../support/processes.js';
 import { sessionVisibleDir, startSystem, type System } from '../support/system.js';
 
 const TMP_MB = 8;
@@ -35,16 +35,6 @@ async function finished(system: System, userId: string, fence: number): Promise<
   const byName: Record<string, string> = {};
   for (const r of results(system, userId, fence)) byName[r.name] ??= r.outcome;
   return byName;
-}
-
-/** The SESSION_DIR of a running session, read from its processes' environment in /proc. */
-function sessionDirOf(userId: string, fence: number): string {
-  for (const pid of sessionPids(userId, fence)) {
-    const environ = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
-    const dir = environ.find((e) => e.startsWith('SESSION_DIR='));
-    if (dir !== undefined) return dir.slice('SESSION_DIR='.length);
-  }
-  throw new Error(`no process of ${userId}'s session shows SESSION_DIR`);
 }
 
 const hostAddresses = Object.values(networkInterfaces())
@@ -175,5 +165,50 @@ describe.each([
     await until(() => !existsSync(attackerDir) && !existsSync(neighbourDir), 5000, 'the session directories removed');
     expect(sessionPids('iso-a')).toEqual([]);
     expect(sessionPids('iso-b')).toEqual([]);
+  });
+});
+
+describe('honest configuration', () => {
+  /** A PATH with util-linux and coreutils, without bubblewrap. */
+  const withoutBubblewrap = (): string => {
+    const dir = sessionVisibleDir('path');
+    for (const tool of ['unshare', 'setpriv', 'env', 'getent', 'true']) {
+      const found = (process.env['PATH'] ?? '').split(':').find((d) => existsSync(join(d, tool)));
+      symlinkSync(join(found!, tool), join(dir, tool));
+    }
+    return dir;
+  };
+
+  it.each(['none', 'egress'])(
+    'SESSION_NETWORK=%s where bubblewrap is missing: exits 1 with one line naming why and the fix',
+    async (network) => {
+      const host = startNode(`${ROOT}apps/worker/dist/main.js`, {
+        SESSION_NETWORK: network,
+        PATH: withoutBubblewrap(),
+        REDIS_URL: 'redis://127.0.0.1:1',
+      });
+      expect((await host.exited()).code).toBe(1);
+      expect(host.stderr.join('')).toBe(
+        `SESSION_NETWORK is ${network} but this host cannot give a session a network of its own: ` +
+          'bubblewrap (bwrap) is not on the PATH (install Debian package bubblewrap); ' +
+          "set SESSION_NETWORK=host to run sessions on the host's network\n",
+      );
+    },
+  );
+
+  it('SESSION_NETWORK=host: the host warns at start that its sessions share its network, and says so in GET /v1/hosts', async () => {
+    const system = await startSystem({ workers: 0 });
+    const host = await system.addWorker('host-network', { SESSION_NETWORK: 'host' });
+    const line = await host.waitForLog((l) => String(l['msg']).startsWith('sessions are not fully isolated'));
+    expect(line).toMatchObject({ level: 40, network: 'host', filesystem: 'private' });
+    expect(String(line['msg'])).toContain(
+      "the host's network (it reaches whatever the host reaches: Redis, the API, other sessions' ports)",
+    );
+    expect(String(line['msg'])).toMatch(/\(SESSION_NETWORK=host\)$/);
+    expect((await system.client.hosts()).hosts[0]!.isolation).toEqual({
+      network: 'host',
+      filesystem: 'private',
+      cpus: null,
+    });
   });
 });

@@ -223,6 +223,21 @@ export function sessionPids(userId: string, fence?: number): number[] {
   return pids;
 }
 
+/** The SESSION_DIR of a running session, read from its processes' environment in /proc. */
+export function sessionDirOf(userId: string, fence: number): string {
+  for (const pid of sessionPids(userId, fence)) {
+    try {
+      const dir = readFileSync(`/proc/${pid}/environ`, 'latin1')
+        .split('\0')
+        .find((e) => e.startsWith('SESSION_DIR='));
+      if (dir !== undefined) return dir.slice('SESSION_DIR='.length);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  throw new Error(`no process of ${userId}'s session shows SESSION_DIR`);
+}
+
 /** The resident memory of a process, bytes (0 once it is gone), from /proc. */
 export function rss(pid: number): number {
   try {

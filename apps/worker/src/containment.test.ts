@@ -168,7 +168,7 @@ describe('isolation: bubblewrap, the network, the files', () => {
           'bubblewrap (bwrap) is not on the PATH (install Debian package bubblewrap); set SESSION_NETWORK=host',
       );
       expect(() => probeContainment({ containment: 'group', ...none, network }, host(0, sandboxed))).toThrow(
-        `SESSION_NETWORK is ${network} but this host cannot give a session a network of its own: no PID namespace`,
+        `SESSION_NETWORK is ${network} but this host cannot give a session a network of its own: sessions get no namespaces (SESSION_CONTAINMENT=group)`,
       );
     }
     const refused = {

@@ -203,7 +203,9 @@ export function probeContainment(request: ContainmentRequest, probe: Probe = rea
     resolvConf: undefined,
   };
   const isolationMissing =
-    mode === 'namespace' ? bubblewrapMissing(probe, base, user !== undefined) : 'no PID namespace (group containment)';
+    mode === 'namespace'
+      ? bubblewrapMissing(probe, base, user !== undefined)
+      : `sessions get no namespaces (${fallback ?? 'SESSION_CONTAINMENT=group'})`;
   const network = isolationMissing === undefined ? chooseNetwork(request.network, probe) : 'host';
   if (network === 'host' && (request.network === 'none' || request.network === 'egress'))
     throw new ConfigError(

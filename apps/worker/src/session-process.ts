@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { settleWithin } from '@cq/service-kit';
@@ -67,8 +68,11 @@ export interface SessionHandle {
   kill(): void;
 }
 
-/** The variables of the host's environment a session also gets; nothing else (no Redis credentials). */
-const PASSED_THROUGH = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
+/**
+ * The variables of the host's environment a session also gets; nothing else (no Redis credentials).
+ * Not HOME (its SESSION_DIR is) nor TMPDIR (its /tmp is its own; the host's may be read-only to it).
+ */
+const PASSED_THROUGH = ['PATH', 'LANG', 'LC_ALL', 'TZ'];
 
 /** How long the host waits for the runtime to confirm a kill it also did itself, ms. */
 const KILL_CONFIRM_MS = 1000;
@@ -139,7 +143,11 @@ export class RuntimeLauncher implements SessionLauncher {
 
   constructor(options: RuntimeLauncherOptions) {
     const { command } = options;
-    this.#command = command === undefined ? ['/bin/sh', demoSessionPath] : ['/bin/sh', '-c', command];
+    // The demo's text rather than its path: a session may not see the host's checkout (under /tmp, say).
+    this.#command =
+      command === undefined
+        ? ['/bin/sh', '-c', readFileSync(demoSessionPath, 'utf8'), 'demo-session']
+        : ['/bin/sh', '-c', command];
     this.#logger = options.logger;
     this.#program = options.program ?? runtimeProgram;
     this.#plan = options.containment ?? PROCESS_GROUPS;

@@ -197,7 +197,8 @@ function pruneDead(parent: string): void {
   }
 }
 
-function running(pid: number): boolean {
+/** Whether process `pid` runs (as this machine sees it; EPERM: it runs as another user). */
+export function running(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

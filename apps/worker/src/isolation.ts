@@ -18,9 +18,9 @@
 //     its capabilities as root, and then may not open a root-owned network namespace: "Couldn't open
 //     network namespace /proc/<pid>/ns/net". slirp4netns runs as root, and says when it is ready.)
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { networkInterfaces } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { running } from './cgroups.js';
 
 /** What a session reaches on the network (the contract's `SESSION_NETWORK`, as resolved). */
 export type SessionNetwork = 'none' | 'egress' | 'host';
@@ -214,15 +214,6 @@ export function pruneSessionDirs(sessionsDir: string): void {
     const match = /^cq-worker-(\d+)$/.exec(entry);
     if (match === null || Number(match[1]) === process.pid || running(Number(match[1]))) continue;
     rmSync(join(sessionsDir, entry), { recursive: true, force: true });
-  }
-}
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

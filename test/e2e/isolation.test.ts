@@ -3,7 +3,7 @@
 // the host's addresses, each other's port 8080, files and directories, and fill their /tmp; each writes
 // what it got to the observer, a FIFO whose log the test reads. The test finds the sessions' processes
 // and directories itself, in /proc and on disk.
-import { copyFileSync, existsSync, readFileSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, readdirSync, symlinkSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
@@ -60,8 +60,16 @@ describe.each([
       ...env,
       SESSION_COMMAND: `exec env ${TEST_RUN}=${process.pid} ${process.execPath} ${program} ${system.observerFile}`,
       SESSION_TMP_MB: String(TMP_MB),
+      // A cap, so that each session has a cgroup too, and its removal can be checked.
+      SESSION_PIDS_MAX: '256',
       SLOTS: '2',
     });
+    // The host's session cgroups: <its pids cgroup>/cq-worker-<pid>/ (cgroup v1, as on this machine).
+    const ownCgroup = /^\d+:pids:(.*)$/m.exec(readFileSync(`/proc/${host.child.pid!}/cgroup`, 'utf8'))?.[1];
+    const sessionCgroups = (): string[] => {
+      const dir = `/sys/fs/cgroup/pids${ownCgroup ?? '/'}/cq-worker-${host.child.pid!}`;
+      return existsSync(dir) ? readdirSync(dir).filter((name) => name.startsWith('session-')) : [];
+    };
     const line = await host.waitForLog((l) => String(l['msg']).includes('each has a network of its own'));
     expect(line).toMatchObject({ network: 'none', filesystem: 'private' });
     expect((await system.client.hosts()).hosts[0]).toMatchObject({
@@ -105,6 +113,7 @@ describe.each([
       ).token,
     );
     const a = await finished(system, 'iso-a', attacker.fence);
+    expect(sessionCgroups()).toHaveLength(2);
 
     for (const [who, got] of [
       ['iso-a', a],
@@ -163,6 +172,7 @@ describe.each([
     await system.ended('iso-a', attacker.sessionId);
     await system.ended('iso-b', neighbour.sessionId);
     await until(() => !existsSync(attackerDir) && !existsSync(neighbourDir), 5000, 'the session directories removed');
+    await until(() => sessionCgroups().length === 0, 5000, 'the session cgroups removed');
     expect(sessionPids('iso-a')).toEqual([]);
     expect(sessionPids('iso-b')).toEqual([]);
   });

@@ -1,7 +1,8 @@
 import { ConfigError, createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
 import { loadWorkerConfig } from './config.js';
 import { probeContainment } from './containment.js';
-import { WorkerHost, containmentRequest } from './worker-host.js';
+import { containmentRequest } from './containment-log.js';
+import { WorkerHost } from './worker-host.js';
 
 const config = loadConfigOrExit(loadWorkerConfig);
 // What this host can do to contain its sessions, found out once (changing nothing): what it cannot do

@@ -8,7 +8,8 @@ import type { Job, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { prepareCgroups, type CgroupLayout } from './cgroups.js';
-import { probeContainment, type ContainmentPlan, type PlannedContainment } from './containment.js';
+import { probeContainment, type PlannedContainment } from './containment.js';
+import { containmentRequest, isolationOf, logContainment } from './containment-log.js';
 import { hostDir, pruneSessionDirs } from './isolation.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
@@ -335,7 +336,7 @@ export class WorkerHost {
     });
     beat(true);
     this.#heartbeat = setInterval(() => beat(true), this.#heartbeatMs);
-    this.#logContainment(containment);
+    logContainment(this.#logger, containment, this.#config, this.#cgroups);
     this.#logger.info(
       { slots: this.#config.slots, leaseMs: this.#config.leaseMs, pool: this.#config.pool },
       'worker host started',
@@ -381,57 +382,6 @@ export class WorkerHost {
       this.#logger.warn({ lost: lease.token }, 'the host lease ran out before it could be renewed; taking a new one');
     }
     this.#toRegister.push(...unregistered);
-  }
-
-  /** One line at start says how sessions are contained and kept apart here, and what that cannot catch. */
-  #logContainment({ plan, fallback, isolationMissing }: PlannedContainment): void {
-    const { network, privateFiles } = plan.isolation;
-    const cpus = this.#config.sessionCpus;
-    const apart = [
-      network === 'none'
-        ? 'a network of its own with only loopback'
-        : network === 'egress'
-          ? 'a network of its own reaching only public addresses'
-          : "the host's network (it reaches whatever the host reaches: Redis, the API, other sessions' ports)",
-      privateFiles
-        ? `its own /tmp and /dev/shm (${this.#config.sessionTmpMb} MiB each) and SESSION_DIR, the host's files read-only`
-        : "the host's files as its user may use them",
-      cpus === undefined ? 'no CPU cap' : `at most ${cpus} CPU`,
-    ].join('; ');
-    const isolated = network !== 'host' && privateFiles;
-    if (!isolated || cpus === undefined)
-      this.#logger.warn(
-        {
-          network,
-          filesystem: privateFiles ? 'private' : 'shared',
-          cpus: cpus ?? null,
-          isolationMissing: isolationMissing ?? null,
-        },
-        `sessions are not fully isolated: each has ${apart}` +
-          (network === 'host' && this.#config.sessionNetwork === 'host' ? ' (SESSION_NETWORK=host)' : '') +
-          (isolationMissing === undefined ? '' : ` (${isolationMissing})`),
-      );
-    else this.#logger.info({ network, filesystem: 'private', cpus }, `session isolation: each has ${apart}`);
-    const fields = {
-      containment: plan.mode,
-      memoryMb: this.#config.sessionMemoryMb ?? null,
-      pidsMax: this.#config.sessionPidsMax ?? null,
-      cgroups: this.#cgroups === undefined ? null : `v${this.#cgroups.version}`,
-      sessionUser: plan.user?.name ?? null,
-      parentDeathSignal: plan.pdeathsig,
-    };
-    if (plan.mode === 'namespace') {
-      this.#logger.info(
-        fields,
-        'session containment: a PID namespace per session; every process of a session ends with it',
-      );
-      return;
-    }
-    this.#logger.warn(
-      { ...fields, ...(fallback === undefined ? {} : { namespaceUnavailable: fallback }) },
-      'session containment: process groups only; a process that leaves its group (setsid, a daemon) is not caught' +
-        (fallback === undefined ? '' : ` (no PID namespace: ${fallback})`),
-    );
   }
 
   /**
@@ -562,26 +512,4 @@ export class WorkerHost {
     await settleWithin(this.#coordinator.close(), 500);
     await closeRedis(this.#coordinatorRedis);
   }
-}
-
-/** What the configuration asks of the containment. */
-export function containmentRequest(config: WorkerConfig): Parameters<typeof probeContainment>[0] {
-  return {
-    containment: config.sessionContainment,
-    memoryMb: config.sessionMemoryMb,
-    pidsMax: config.sessionPidsMax,
-    user: config.sessionUser,
-    network: config.sessionNetwork,
-    tmpMb: config.sessionTmpMb,
-    sessionsDir: config.sessionsDir,
-  };
-}
-
-/** What a host's heartbeat says of its isolation (`GET /v1/hosts`), from its plan and CPU cap. */
-export function isolationOf(plan: ContainmentPlan, cpus: number | undefined): Isolation {
-  return {
-    network: plan.isolation.network,
-    filesystem: plan.isolation.privateFiles ? 'private' : 'shared',
-    cpus: cpus ?? null,
-  };
 }

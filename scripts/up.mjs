@@ -5,21 +5,32 @@
 // only their warnings and errors, and the banner, whose URL and key are also written to .data/up.env.
 // A worker host that drains and exits 0 is started again; any other exit stops everything. Ctrl-C
 // stops everything cleanly.
+// Safe by default: the local Redis asks for a password of its own (.data/redis-password), and, run as
+// root, the hosts run sessions as `nobody` (SESSION_USER) with SESSION_NETWORK at its default (`auto`).
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+// Ctrl-C on `./scripts/up.sh | tee up.log` ends tee as well: what this writes after that fails with
+// EPIPE, which must not end it before it has stopped everything (Node ignores SIGPIPE itself).
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+
 const root = new URL('..', import.meta.url).pathname;
-const logDir = join(root, '.data', 'logs');
+/** Secrets, Redis's data and the logs: readable by this user only. */
+const dataDir = join(root, '.data');
+const logDir = join(dataDir, 'logs');
 /** The banner's URL and key, as `NAME=value` lines a shell can export. */
-const envFile = join(root, '.data', 'up.env');
+const envFile = join(dataDir, 'up.env');
 const children = [];
 let stopping = false;
+/** Awaited once stopping: shutdown() ends the process. */
+const never = new Promise(() => {});
 
 function log(line) {
   process.stdout.write(`[up] ${line}\n`);
@@ -59,27 +70,71 @@ function route(name, stream, file, fromStderr) {
 /** `preferred` when nothing listens on it at `host`, else a free port the system picks. */
 async function freePort(preferred = 0, host = '127.0.0.1') {
   const server = createServer();
-  const listening = once(server, 'listening').then(() => true);
-  const failed = once(server, 'error').then(() => false);
+  // (Not events.once for 'listening': it rejects on the 'error' that a port in use gives.)
+  const listening = new Promise((resolve) => {
+    server.once('listening', () => resolve(true));
+    server.once('error', () => resolve(false));
+  });
   server.listen(preferred, host);
-  if (!(await Promise.race([listening, failed]))) return freePort(0, host);
+  if (!(await listening)) return freePort(0, host);
   const { port } = server.address();
   server.close();
   await once(server, 'close');
   return port;
 }
 
-/** The development service key: kept in .data/dev-api-key (readable by this user only) across restarts. */
-function devApiKey() {
-  const file = join(root, '.data', 'dev-api-key');
+/**
+ * A secret kept in .data/<name> across restarts, readable by this user only (mode 0600, also for a
+ * file kept from before): the kept one when `valid` accepts it, else a new one from `make`.
+ */
+function keptSecret(name, valid, make) {
+  const file = join(dataDir, name);
   if (existsSync(file)) {
     const kept = readFileSync(file, 'utf8').trim();
-    if (kept.length >= 16) return kept;
+    if (valid(kept)) {
+      chmodSync(file, 0o600);
+      return kept;
+    }
   }
-  const key = `dev-${randomBytes(18).toString('base64url')}`;
-  mkdirSync(join(root, '.data'), { recursive: true });
-  writeFileSync(file, `${key}\n`, { mode: 0o600 });
-  return key;
+  const secret = make();
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return secret;
+}
+
+/** The development service key, kept in .data/dev-api-key. */
+function devApiKey() {
+  return keptSecret(
+    'dev-api-key',
+    (kept) => kept.length >= 16,
+    () => `dev-${randomBytes(18).toString('base64url')}`,
+  );
+}
+
+/** The local redis-server's password (32 hex digits), kept in .data/redis-password. */
+function redisPassword() {
+  return keptSecret(
+    'redis-password',
+    // As it goes into a URL and a configuration line unquoted.
+    (kept) => /^[A-Za-z0-9_-]{16,}$/.test(kept),
+    () => randomBytes(16).toString('hex'),
+  );
+}
+
+/**
+ * What the hosts get for running sessions as another user. SESSION_USER when set (empty: as the hosts'
+ * own user) is passed on as it is; else, run as root, `nobody`, where the system has that user and
+ * util-linux's setpriv (which the hosts change user with); else nothing (sessions run as the user who
+ * started this).
+ */
+function sessionUserEnv() {
+  if (process.getuid?.() !== 0 || process.env.SESSION_USER !== undefined) return {};
+  const nobody = spawnSync('getent', ['passwd', 'nobody'], { stdio: 'ignore' }).status === 0;
+  if (!nobody || spawnSync('setpriv', ['--version'], { stdio: 'ignore' }).status !== 0) {
+    log("warning: sessions run as root (no user nobody or no util-linux's setpriv here; set SESSION_USER)");
+    return {};
+  }
+  return { SESSION_USER: 'nobody' };
 }
 
 function haveRedisServer() {
@@ -106,14 +161,23 @@ function installRedisServer() {
  * everything.
  */
 function start(name, command, args, env, options = {}, restartOnExit0 = false) {
+  // Once stopping, nothing new starts (a Ctrl-C while this starts them).
+  if (stopping) return undefined;
   mkdirSync(logDir, { recursive: true });
   const file = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
+  // `input`: written to the process's stdin, which is then closed.
+  const { input, ...spawnOptions } = options;
   const child = spawn(command, args, {
     cwd: root,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    ...options,
+    stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    ...spawnOptions,
   });
+  if (input !== undefined) {
+    // A process that exits before reading it fails the write: its exit says why.
+    child.stdin.on('error', () => {});
+    child.stdin.end(input);
+  }
   // Closed once the process has exited and everything it wrote is in its log file.
   const closed = Promise.all([
     route(name, child.stdout, file, false),
@@ -147,13 +211,16 @@ async function startRedis() {
     );
     process.exit(1);
   }
-  const dir = join(root, '.data', 'redis');
+  const dir = join(dataDir, 'redis');
   mkdirSync(dir, { recursive: true });
+  const password = redisPassword();
   const port = await freePort();
   const child = start(
     'redis-server',
     'redis-server',
     [
+      // The configuration on stdin, which holds the password: not in the command line that ps shows.
+      '-',
       '--port',
       String(port),
       '--bind',
@@ -170,20 +237,32 @@ async function startRedis() {
       'noeviction',
       '--logfile',
       join(dir, 'redis.log'),
-      // A process group of its own: Ctrl-C reaches the API and the workers, and Redis is stopped last.
     ],
     {},
-    { detached: true },
+    // A process group of its own: Ctrl-C reaches the API and the workers, and Redis is stopped last.
+    { detached: true, input: `requirepass ${password}\n` },
   );
+  if (child === undefined) await never;
   const url = `redis://127.0.0.1:${port}`;
+  // redis-cli takes the password from REDISCLI_AUTH: not in its command line either.
+  const cliEnv = { ...process.env, REDISCLI_AUTH: password };
   for (let i = 0; i < 100; i++) {
-    if (spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') {
-      log(`redis-server ${url} (data in .data/redis, pid ${child.pid})`);
-      return url;
+    const ping = spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8', env: cliEnv });
+    if (ping.stdout?.trim() === 'PONG') {
+      log(`redis-server ${url} (password in .data/redis-password, data in .data/redis, pid ${child.pid})`);
+      return `redis://:${password}@127.0.0.1:${port}`;
     }
+    if (stopping) await never;
     await sleep(100);
   }
-  throw new Error('redis-server did not answer PING within 10 s; see .data/redis/redis.log');
+  return fail('redis-server did not answer PING within 10 s; see .data/redis/redis.log');
+}
+
+/** Says what went wrong and stops everything started so far. */
+async function fail(message) {
+  process.stderr.write(`[up] ${message}\n`);
+  await shutdown(1);
+  return never;
 }
 
 /**
@@ -222,7 +301,15 @@ async function shutdown(code, signalled = false) {
 
 process.on('SIGINT', () => void shutdown(0, true));
 process.on('SIGTERM', () => void shutdown(0));
+// The terminal closed: it sends SIGHUP to every process of its group, as Ctrl-C does SIGINT.
+process.on('SIGHUP', () => void shutdown(0, true));
+// Anything unforeseen stops what was started too (Redis, in a process group of its own, would stay).
+const unforeseen = (err) => void fail(`stopping on an unexpected error: ${err?.stack ?? err}`);
+process.on('uncaughtException', unforeseen);
+process.on('unhandledRejection', unforeseen);
 
+mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+chmodSync(dataDir, 0o700);
 const redisUrl = await startRedis();
 const apiKey = process.env.API_KEYS?.split(',')[0] || devApiKey();
 const apiKeys = process.env.API_KEYS || apiKey;
@@ -232,6 +319,7 @@ const port = process.env.PORT ?? String(await freePort(3000, host));
 const common = { REDIS_URL: redisUrl, KEY_PREFIX: process.env.KEY_PREFIX ?? 'cq' };
 // The hosts log each line of session output at debug: into their log files, unless LOG_LEVEL says otherwise.
 const workerLogLevel = process.env.LOG_LEVEL ?? 'debug';
+const sessionEnv = sessionUserEnv();
 const api = join(root, 'apps/api/dist/main.js');
 const worker = join(root, 'apps/worker/dist/main.js');
 if (existsSync(worker)) {
@@ -240,7 +328,7 @@ if (existsSync(worker)) {
       `worker-${n}`,
       process.execPath,
       [worker],
-      { ...common, WORKER_ID: `local-worker-${n}`, LOG_LEVEL: workerLogLevel },
+      { ...common, ...sessionEnv, WORKER_ID: `local-worker-${n}`, LOG_LEVEL: workerLogLevel },
       {},
       true,
     );
@@ -254,7 +342,8 @@ if (existsSync(api)) {
     } catch {
       // not listening yet
     }
-    if (i > 150) throw new Error('the API did not become ready within 30 s');
+    if (stopping) await never;
+    if (i > 150) await fail('the API did not become ready within 30 s; see .data/logs/api.log');
     await sleep(200);
   }
   const cqUrl = port === '3000' ? '' : `CQ_API_URL=${base} `;
@@ -269,6 +358,10 @@ if (existsSync(api)) {
   log(`saved in   .data/up.env (URL and key; in another terminal: export $(cat .data/up.env))`);
 } else {
   log('the API is not built yet: only Redis is running');
+}
+if (existsSync(worker)) {
+  const sessionUser = (sessionEnv.SESSION_USER ?? process.env.SESSION_USER?.trim()) || userInfo().username;
+  log(`sessions   run as ${sessionUser} (SESSION_USER), network as SESSION_NETWORK says (auto unless set)`);
 }
 log('logs in    .data/logs/ (requests, session output; here only warnings and errors)');
 log('Ctrl-C stops everything');

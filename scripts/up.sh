@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Quick start: installs dependencies when missing, builds, and starts Redis (REDIS_URL when set,
-# else a local redis-server on a free port with its data in .data/redis), the API and two worker
-# hosts (scripts/up.mjs). What npm prints goes to .data/logs/; the terminal shows it only on failure.
+# else a local redis-server on a free port with its data in .data/redis and its password in
+# .data/redis-password), the API and two worker hosts (scripts/up.mjs; run as root, their sessions run
+# as nobody). What npm prints goes to .data/logs/; the terminal shows it only on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TURBO_TELEMETRY_DISABLED=1
+# .data holds secrets (the API key, the Redis password) and Redis's data: this user's only.
 mkdir -p .data/logs
+chmod 700 .data
 # Runs a step with its output in .data/logs/<name>.log; on failure shows the log's end and stops.
 quietly() {
   local name=$1
@@ -22,4 +25,5 @@ if [ ! -d node_modules ]; then
 fi
 echo "[up] building (output in .data/logs/build.log)"
 quietly build npm run build
+# exec: node is this process, so a Ctrl-C or kill reaches it, and it stops everything it started.
 exec node scripts/up.mjs

@@ -9,7 +9,7 @@ import type { Metadata } from './tokens.js';
  * `claimSession-8.lua` the running fields (`hard`, the lease's hard deadline, among them),
  * `renewSession-5.lua` moves `act` (and sets `stop` to `idle`; it moves the lease and the live index,
  * not `leaseExp`: readers take it from the live index, scored alike), `recordActivity-7.lua` moves `act`,
- * `requestStop-7.lua` sets `stop`, `extendSession-7.lua` changes `life` (and a running session's
+ * `requestStop-7.lua` sets `stop`, `updateSession-7.lua` changes `life` (and a running session's
  * `deadline` and `hard`) and `lab`.
  */
 export const SessionField = {

@@ -14,7 +14,6 @@ export const scriptNames = [
   'drainWorker',
   'dropDirectory',
   'enterDirectory',
-  'extendSession',
   'finishSession',
   'forgetHost',
   'fixedWindow',
@@ -43,6 +42,7 @@ export const scriptNames = [
   'sweepSession',
   'renewSweepTurn',
   'unlistSlot',
+  'updateSession',
 ] as const;
 
 /** Name of a coordinator script. */

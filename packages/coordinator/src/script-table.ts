@@ -41,18 +41,6 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   drainWorker: { keys: 4, args: 1, replies: [ScriptCode.Ok, ScriptCode.NoHost] },
   dropDirectory: { keys: 2, args: 2, replies: [ScriptCode.Ok, ScriptCode.Stale] },
   enterDirectory: { keys: 3, args: 1, replies: [ScriptCode.Ok] },
-  extendSession: {
-    keys: 7,
-    args: 7,
-    replies: [
-      ScriptCode.Ok,
-      ScriptCode.NoSession,
-      ScriptCode.LifetimeTooLong,
-      ScriptCode.SessionStopping,
-      ScriptCode.SessionMismatch,
-      ScriptCode.TooManyLabels,
-    ],
-  },
   finishSession: { keys: 7, args: 12, replies: [ScriptCode.Ok, ScriptCode.Stale, ScriptCode.BadArgument] },
   fixedWindow: { keys: 1, args: 2, replies: [] },
   gcra: { keys: 1, args: 2, replies: [] },
@@ -85,4 +73,16 @@ export const scriptTable: Readonly<Record<ScriptName, ScriptSpec>> = {
   sweepHosts: { keys: 2, args: 1, replies: [ScriptCode.Ok] },
   sweepSession: { keys: 7, args: 4, replies: [ScriptCode.Ok, ScriptCode.NoSession] },
   unlistSlot: { keys: 2, args: 1, replies: [ScriptCode.Ok, ScriptCode.Stale] },
+  updateSession: {
+    keys: 7,
+    args: 7,
+    replies: [
+      ScriptCode.Ok,
+      ScriptCode.NoSession,
+      ScriptCode.LifetimeTooLong,
+      ScriptCode.SessionStopping,
+      ScriptCode.SessionMismatch,
+      ScriptCode.TooManyLabels,
+    ],
+  },
 };

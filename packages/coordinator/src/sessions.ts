@@ -269,7 +269,7 @@ export class SessionStore {
     if (change.lifetimeMs !== undefined) assertInteger(change.lifetimeMs, 'lifetimeMs', 1);
     assertInteger(maxLifetimeMs, 'maxLifetimeMs', 1);
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('extendSession', keys.ending, [
+    const reply = await this.#context.scripts.run('updateSession', keys.ending, [
       userId,
       this.#policy.historyLength,
       change.lifetimeMs ?? '',
@@ -281,7 +281,7 @@ export class SessionStore {
     switch (replyCode(reply)) {
       case ScriptCode.Ok: {
         const session = decodeSession(userId, reply.slice(1));
-        if (session === undefined) throw unexpectedReply('extendSession', reply);
+        if (session === undefined) throw unexpectedReply('updateSession', reply);
         return { outcome: 'changed', session };
       }
       case ScriptCode.NoSession:
@@ -295,7 +295,7 @@ export class SessionStore {
       case ScriptCode.SessionMismatch:
         return mismatchOf(reply, match);
       default:
-        throw unexpectedReply('extendSession', reply);
+        throw unexpectedReply('updateSession', reply);
     }
   }
 

@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { rmSync } from 'node:fs';
-import { Coordinator, HostChannel, closeRedis, isUnavailable, type Isolation, type RedisClient } from '@cq/coordinator';
+import { Coordinator, HostChannel, closeRedis, type Isolation, type RedisClient } from '@cq/coordinator';
 import { ConfigError, REQUEST_TIMEOUT_MS, RedisSetup, createRedis, replicaWaitOf, settleWithin } from '@cq/service-kit';
 import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
 import type { Job, Worker } from 'bullmq';
@@ -11,6 +10,8 @@ import { prepareCgroups, type CgroupLayout } from './cgroups.js';
 import { probeContainment, type PlannedContainment } from './containment.js';
 import { containmentRequest, isolationOf, logContainment } from './containment-log.js';
 import { hostDir, pruneSessionDirs } from './isolation.js';
+import { Heartbeat } from './liveness/heartbeat.js';
+import { HostLease } from './liveness/host-lease.js';
 import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
 import { SessionRunner, type RunOutcome } from './session-runner.js';
 
@@ -54,12 +55,6 @@ export interface WorkerHostOptions {
  * lease, at most `SLOTS` at once over all shards, publishing a heartbeat, and stopping its sessions on
  * shutdown.
  */
-/**
- * How soon a periodic heartbeat or probe that failed is tried again, ms: a hold is moved by the send
- * instant of the last one that went through, so after an outage every moment until the next try is taken
- * off the outage a running session survives.
- */
-export const RETRY_MS = 250;
 
 export class WorkerHost {
   readonly #config: WorkerConfig;
@@ -81,41 +76,13 @@ export class WorkerHost {
   #queueRedis: RedisClient | undefined;
   /** The host's own channel: stops and lifetime changes reach its sessions without waiting for a renewal. */
   #channel: HostChannel | undefined;
-  #heartbeat: NodeJS.Timeout | undefined;
-  #beat: ((all: boolean) => void) | undefined;
-  #claimBeat: NodeJS.Immediate | undefined;
-  #soon: NodeJS.Timeout | undefined;
+  /** The host lease, and until when it holds. */
+  readonly #lease: HostLease;
+  /** The heartbeat, and the sessions it batches; set by {@link WorkerHost.start}. */
+  #heartbeat: Heartbeat | undefined;
   #busy = 0;
-  /** Periodic heartbeats sent. */
-  #beats = 0;
-  /** A heartbeat, or a probe, tried again soon after one failed (see {@link RETRY_MS}). */
-  #retryBeat: NodeJS.Timeout | undefined;
-  #retryProbe: NodeJS.Timeout | undefined;
   /** The sessions this host started, each followed to its end (the spawn job ends at the start). */
   readonly #sessions = new Set<Promise<void>>();
-  /** Sessions taken from the queue and not finished: their slots' holds are renewed with each heartbeat. */
-  readonly #running = new Set<string>();
-  /**
-   * Sessions taken since the last heartbeat: the heartbeat on the tick after their claim moves their
-   * holds from the admission's (pending timeout + margin) to the heartbeat's time to live, so a host that
-   * dies after starting them leaves the capacity with them, within its heartbeat's time to live.
-   */
-  #claimed: string[] = [];
-  /** Sessions finished since the last heartbeat that went through: their holds are given back with the next. */
-  #ended: string[] = [];
-  /** Sessions started since the last heartbeat: the next registers them under the host lease. */
-  #toRegister: { sessionId: string; userId: string }[] = [];
-  /**
-   * The host lease (Chubby's session): renewed by every heartbeat, it keeps every session registered
-   * under it running without a renewal of its own each third of `LEASE_MS`. A lease that ran out is never
-   * renewed again: the host takes a new one (`fresh` until its first heartbeat went through).
-   */
-  #lease = { token: '', fresh: true };
-  /**
-   * Until when each lease token holds, as a `performance.now()` instant: the send instant of its latest
-   * heartbeat that went through, plus `LEASE_MS`; a lost token holds no longer.
-   */
-  readonly #leaseHolds = new Map<string, number>();
   #draining: Promise<void> | undefined;
   #drainedResolve: (() => void) | undefined;
   readonly #drained = new Promise<void>((resolve) => (this.#drainedResolve = resolve));
@@ -125,7 +92,7 @@ export class WorkerHost {
     this.#config = options.config;
     this.#logger = options.logger.child({ workerId: options.config.workerId });
     this.#heartbeatMs = Math.max(1, Math.min(options.heartbeatMs ?? 2000, Math.floor(options.config.leaseMs / 3)));
-    this.#lease = { token: `${options.config.workerId}/${randomUUID()}`, fresh: true };
+    this.#lease = new HostLease(options.config.workerId, options.config.leaseMs, this.#logger);
     // Every running session listens for the shutdown: as many listeners as slots is expected.
     setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
     this.#stalledIntervalMs = options.stalledIntervalMs ?? 10_000;
@@ -147,24 +114,6 @@ export class WorkerHost {
       keyPrefix: this.#config.keyPrefix,
       timeoutMs: REQUEST_TIMEOUT_MS,
       ...(replicaWait === undefined ? {} : { replicaWait }),
-    });
-  }
-
-  /** A heartbeat 250 ms from now (at most one such per 250 ms), to publish slots in use and give back ended holds. */
-  #beatSoon(): void {
-    if (this.#soon !== undefined) return;
-    this.#soon = setTimeout(() => {
-      this.#soon = undefined;
-      this.#beat?.(false);
-    }, 250);
-    this.#soon.unref();
-  }
-
-  /** A heartbeat on the next tick for the sessions just taken (one for all those taken in this tick). */
-  #beatForClaims(): void {
-    this.#claimBeat ??= setImmediate(() => {
-      this.#claimBeat = undefined;
-      this.#beat?.(false);
     });
   }
 
@@ -245,143 +194,30 @@ export class WorkerHost {
       run: (payload, job, token) => this.#process(runner, payload, job, token),
       log: this.#logger,
     });
-    // Every heartbeat renews the holds of the sessions taken since the last one; the periodic one, all.
-    // Each renews the host lease too, registering the sessions started since the last one under it (every
-    // tenth periodic one registers every held session again: registrations lost with writes Redis forgot
-    // come back), and the periodic one asks each Redis master that keeps held sessions which process it runs.
-    // A periodic heartbeat or probe that fails is tried again RETRY_MS later, not a heartbeat later: after
-    // a Redis outage the holds move again as soon as Redis answers (docs/failure-modes.md, "Redis is
-    // unreachable", has the outage a running session survives).
-    const beat = (this.#beat = (all: boolean): void => {
-      const ended = this.#ended;
-      this.#ended = [];
-      const running = all ? [...this.#running] : this.#claimed.filter((id) => this.#running.has(id));
-      this.#claimed = [];
-      const fresh = this.#toRegister.filter((r) => this.#running.has(r.sessionId));
-      this.#toRegister = [];
-      const lease = this.#lease;
-      // Every tenth periodic heartbeat registers every held session again.
-      const beatNo = all ? this.#beats++ : -1;
-      const again = beatNo % 10 === 0;
-      const register = again ? [...fresh, ...this.#heldSessions(runner)] : fresh;
-      const sentAt = performance.now();
-      this.#coordinator.workers
-        .publish(
-          {
-            workerId: this.#config.workerId,
-            slots: this.#config.slots,
-            busy: this.#busy,
-            startedAt: this.#startedAt,
-            containment: containment.plan.mode,
-            isolation: this.#options.isolation ?? isolationOf(containment.plan, this.#config.sessionCpus),
-            pool: this.#config.pool,
-            running,
-            ended,
-            full: again ? 'check' : all,
-            lease: { token: lease.token, ttlMs: this.#config.leaseMs, fresh: lease.fresh, register },
-          },
-          this.#heartbeatMs * 3,
-        )
-        .then(
-          ({ state, lease: held, nudged, gone }) => {
-            // Stops posted beside the channel's messages: one lost on the channel arrives here.
-            for (const userId of nudged) runner.nudge(userId);
-            // Sessions Redis still has running here after it lost their ends: ended (lost) now. One this
-            // host does run (a heartbeat built before its claim, run after the claim's: heartbeats can
-            // reach Redis out of order through the replica-wait pool or a Cluster redirection) is
-            // registered again instead.
-            for (const { sessionId, userId } of gone)
-              if (this.#running.has(sessionId)) this.#toRegister.push({ sessionId, userId });
-              else
-                void this.#coordinator.sessions
-                  .sweepUser(userId, { sessionId, workerId: this.#config.workerId })
-                  .catch((err: unknown) =>
-                    this.#logger.debug({ err, sessionId }, 'ending a session whose end was lost failed'),
-                  );
-            if (held === 'held') {
-              if (lease === this.#lease) lease.fresh = false;
-              const holds = this.#leaseHolds.get(lease.token);
-              if (holds !== Number.NEGATIVE_INFINITY)
-                this.#leaseHolds.set(lease.token, Math.max(holds ?? 0, sentAt + this.#config.leaseMs));
-              runner.hold(
-                fresh.map((r) => r.sessionId),
-                lease.token,
-                () => this.#leaseHolds.get(lease.token) ?? Number.NEGATIVE_INFINITY,
-              );
-              // The Redis processes keeping held sessions are asked with every periodic heartbeat: a
-              // session's hold moves with the last answer of each (see RETRY_MS), once the probe is
-              // answered, for the host lease's move too (one move of every instant per heartbeat).
-              if (all) this.#probe(runner);
-              else runner.covered();
-            } else if (held === 'lost') this.#leaseLost(lease, runner, fresh);
-            if (state === 'draining') void this.drain('asked through the API');
-          },
-          (err: unknown) => {
-            this.#ended.push(...ended); // given back with the next heartbeat
-            this.#toRegister.push(...fresh); // registered with the next
-            // An outage is tried again soon; anything else (a bug, a refused command) is not worth four
-            // tries a second, and is said louder.
-            if (!isUnavailable(err)) {
-              this.#logger.error({ err }, 'heartbeat failed');
-              return;
-            }
-            this.#logger.debug({ err }, 'heartbeat failed');
-            if (all && !this.#shutdown.signal.aborted)
-              this.#retryBeat ??= setTimeout(() => {
-                this.#retryBeat = undefined;
-                beat(true);
-              }, RETRY_MS);
-          },
-        );
-    });
-    beat(true);
-    this.#heartbeat = setInterval(() => beat(true), this.#heartbeatMs);
+    const heartbeat = (this.#heartbeat = new Heartbeat({
+      coordinator: this.#coordinator,
+      runner,
+      lease: this.#lease,
+      logger: this.#logger,
+      heartbeatMs: this.#heartbeatMs,
+      leaseMs: this.#config.leaseMs,
+      describe: () => ({
+        workerId: this.#config.workerId,
+        slots: this.#config.slots,
+        busy: this.#busy,
+        startedAt: this.#startedAt,
+        containment: containment.plan.mode,
+        isolation: this.#options.isolation ?? isolationOf(containment.plan, this.#config.sessionCpus),
+        pool: this.#config.pool,
+      }),
+      onDrainAsked: () => void this.drain('asked through the API'),
+    }));
+    heartbeat.start();
     logContainment(this.#logger, containment, this.#config, this.#cgroups);
     this.#logger.info(
       { slots: this.#config.slots, leaseMs: this.#config.leaseMs, pool: this.#config.pool },
       'worker host started',
     );
-  }
-
-  /**
-   * Asks the Redis masters keeping held sessions which process each runs (moving the sessions' holds);
-   * when one did not answer, asks again RETRY_MS later rather than with the next heartbeat.
-   */
-  #probe(runner: SessionRunner): void {
-    void runner.probe().then((answered) => {
-      if (answered || this.#shutdown.signal.aborted) return;
-      this.#retryProbe ??= setTimeout(() => {
-        this.#retryProbe = undefined;
-        this.#probe(runner);
-      }, RETRY_MS);
-    });
-  }
-
-  /** The sessions held under the current lease: registered again with every tenth periodic heartbeat. */
-  #heldSessions(runner: SessionRunner): { sessionId: string; userId: string }[] {
-    return runner.held
-      .filter((r) => r.token === this.#lease.token)
-      .map(({ sessionId, userId }) => ({ sessionId, userId }));
-  }
-
-  /**
-   * The host lease ran out before a heartbeat renewed it (the host was frozen or cut off from Redis for
-   * longer than `LEASE_MS`): the sessions held under it are ended now (by then their instants had
-   * passed: a sweep ends them as `lost` in Redis), and a new lease is taken for the sessions to come and
-   * for those that were about to be registered.
-   */
-  #leaseLost(
-    lease: { token: string; fresh: boolean },
-    runner: SessionRunner,
-    unregistered: { sessionId: string; userId: string }[],
-  ): void {
-    this.#leaseHolds.set(lease.token, Number.NEGATIVE_INFINITY);
-    runner.covered();
-    if (lease === this.#lease) {
-      this.#lease = { token: `${this.#config.workerId}/${randomUUID()}`, fresh: true };
-      this.#logger.warn({ lost: lease.token }, 'the host lease ran out before it could be renewed; taking a new one');
-    }
-    this.#toRegister.push(...unregistered);
   }
 
   /**
@@ -396,7 +232,7 @@ export class WorkerHost {
         { reason, busy: this.#busy },
         'draining: taking no new sessions; exiting once the running ones have ended',
       );
-      this.#beatSoon();
+      this.#heartbeat?.soon();
       await Promise.all(this.#workers.map((worker) => worker.close()));
       await this.#sessionsEnded();
       this.#drainedResolve?.();
@@ -432,24 +268,21 @@ export class WorkerHost {
     // and registers it under the host lease (one heartbeat for all the sessions started in a tick); a
     // session not started gives its hold back with the heartbeat after its end.
     this.#busy++;
-    this.#running.add(payload.sessionId);
-    this.#claimed.push(payload.sessionId);
+    this.#heartbeat?.claimed(payload.sessionId);
     if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
     let started: (() => void) | undefined;
     const running = new Promise<'started'>((resolve) => (started = () => resolve('started')));
     const session = runner
       .run(payload, this.#shutdown.signal, () => {
         started?.();
-        this.#toRegister.push({ sessionId: payload.sessionId, userId: payload.userId });
-        this.#beatForClaims();
+        this.#heartbeat?.started(payload.sessionId, payload.userId);
       })
       .finally(() => {
         this.#busy--;
-        this.#running.delete(payload.sessionId);
-        this.#ended.push(payload.sessionId);
+        this.#heartbeat?.ended(payload.sessionId);
         if (!this.#shutdown.signal.aborted && this.#draining === undefined) {
           this.#pauseFetching(false);
-          this.#beatSoon();
+          this.#heartbeat?.soon();
         }
       });
     // Followed to its end, whatever the job's answer: the host waits for these when it drains or stops.
@@ -481,11 +314,7 @@ export class WorkerHost {
    * to be recorded and their leases released, withdraws its heartbeat, closes its connections.
    */
   async stop(): Promise<void> {
-    clearInterval(this.#heartbeat);
-    clearTimeout(this.#soon);
-    clearTimeout(this.#retryBeat);
-    clearTimeout(this.#retryProbe);
-    if (this.#claimBeat !== undefined) clearImmediate(this.#claimBeat);
+    this.#heartbeat?.stop();
     const workers = this.#workers;
     const closing = Promise.all([...workers.map((worker) => worker.close()), this.#sessionsEnded()]);
     this.#shutdown.abort();
@@ -498,7 +327,7 @@ export class WorkerHost {
       await settleWithin(Promise.all(workers.map((worker) => worker.close(true))), 500);
       this.#queueRedis?.disconnect();
     } else {
-      const ended = [...this.#ended, ...this.#running];
+      const ended = this.#heartbeat?.unreturned ?? [];
       await settleWithin(
         this.#coordinator.workers.withdraw(this.#config.workerId, ended, this.#config.pool, this.#lease.token),
         1000,

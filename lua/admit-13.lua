@@ -33,6 +33,7 @@
     ARGV[5] maximum session lifetime, milliseconds (caps the token's own request)
     ARGV[6] pending timeout, milliseconds: how long the session may wait for a worker
     ARGV[7] history length, entries kept per user
+    ARGV[8] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, fence, lifetimeMs, metadata JSON, pendingDeadline (epoch ms), limit, remaining, resetAfterMs, pool} admitted
@@ -54,7 +55,7 @@ local guardKey = KEYS[11]
 local listedKey = KEYS[13]
 -- The session's key group (see includes/sessionKeys), here in this script's own order.
 local K = { session = KEYS[2], lease = KEYS[5], history = KEYS[6], liveIndex = KEYS[7], ended = KEYS[8],
-  events = KEYS[10], ids = KEYS[12] }
+  events = KEYS[10], ids = KEYS[12], channel = ARGV[8] }
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local intervalMs = tonumber(ARGV[3])
@@ -115,6 +116,6 @@ rcall('HSET', K.session,
   'lab', labels, 'pool', pool, 'g', stamp)
 rcall('ZADD', K.liveIndex, pendingDeadline, userId)
 rcall('HSET', K.ids, sessionId, userId)
-emitEvent(K.events, { type = 'pending', sessionId = sessionId, userId = userId, fence = fence,
-  lifetimeMs = lifetimeMs, pool = pool }, now, labels)
+emitEvent(K.events, K.channel, { type = 'pending', sessionId = sessionId, userId = userId,
+  fence = fence, lifetimeMs = lifetimeMs, pool = pool }, now, labels)
 return { 1, fence, lifetimeMs, token[1], pendingDeadline, burst, remaining, newTat, pool }

@@ -19,6 +19,7 @@
     ARGV[1] session id of the admission to roll back
     ARGV[2] user id
     ARGV[3] tombstone time to live, milliseconds
+    ARGV[4] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, tokenRestored (1|0)} rolled back; 0 when the token had expired meanwhile
@@ -35,6 +36,7 @@ local idsKey = KEYS[7]
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local tombstoneTtlMs = tonumber(ARGV[3])
+local eventChannel = ARGV[4]
 
 --- @include "includes/nowMs"
 --- @include "includes/events"
@@ -58,6 +60,6 @@ gcraRestore(throttleKey, tonumber(s[6]), now)
 rcall('DEL', sessionKey)
 rcall('ZREM', liveIndexKey, userId)
 rcall('HDEL', idsKey, sessionId)
-emitEvent(eventsKey, { type = 'withdrawn', sessionId = sessionId, userId = userId, fence = tonumber(s[7]),
-  pool = s[11] or 'default' }, now, s[10] or '{}')
+emitEvent(eventsKey, eventChannel, { type = 'withdrawn', sessionId = sessionId, userId = userId,
+  fence = tonumber(s[7]), pool = s[11] or 'default' }, now, s[10] or '{}')
 return { 1, restored }

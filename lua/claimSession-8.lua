@@ -26,6 +26,7 @@
     ARGV[7] user id
     ARGV[8] history length, entries kept per user
     ARGV[9] the pool the claiming host serves: a session of another pool is not claimed
+    ARGV[10] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, deadline (epoch ms), leaseExpiresAt (epoch ms), lifetimeMs, metadata JSON, startedAt (epoch ms),
@@ -39,7 +40,7 @@
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
-local K = sessionKeys(KEYS)
+local K = sessionKeys(KEYS, ARGV[10])
 local guardKey = KEYS[8]
 local sessionId = ARGV[1]
 local fence = ARGV[2]
@@ -86,6 +87,6 @@ rcall('HSET', K.session, 'state', 'running', 'worker', workerId, 'owner', owner,
   'started', now, 'deadline', deadline, 'hard', hardDeadline, 'leaseExp', leaseExpiresAt, 'act', now)
 rcall('ZADD', K.liveIndex, leaseExpiresAt, userId)
 local labels, pool = s[10] or '{}', s[11] or 'default'
-emitEvent(K.events, { type = 'running', sessionId = sessionId, userId = userId, fence = tonumber(fence),
-  workerId = workerId, deadline = deadline, pool = pool }, now, labels)
+emitEvent(K.events, K.channel, { type = 'running', sessionId = sessionId, userId = userId,
+  fence = tonumber(fence), workerId = workerId, deadline = deadline, pool = pool }, now, labels)
 return { 1, deadline, leaseExpiresAt, lifetimeMs, s[6], now, tonumber(s[7]) or 0, labels, pool }

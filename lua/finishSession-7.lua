@@ -30,6 +30,7 @@
     ARGV[10] the worker host id
     ARGV[11] the session's labels, JSON (from its claim; for a session whose records were lost)
     ARGV[12] the session's pool (from its claim; likewise)
+    ARGV[13] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1} recorded
@@ -39,7 +40,7 @@
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
-local K = sessionKeys(KEYS)
+local K = sessionKeys(KEYS, ARGV[13])
 local sessionId = ARGV[1]
 local owner = ARGV[2]
 local state = ARGV[3]

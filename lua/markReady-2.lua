@@ -9,6 +9,7 @@
 
     ARGV[1] lease owner id
     ARGV[2] endpoint ('' for none), at most 512 characters
+    ARGV[3] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, changed (1|0)} marked ready
@@ -19,6 +20,7 @@ local sessionKey = KEYS[1]
 local eventsKey = KEYS[2]
 local owner = ARGV[1]
 local endpoint = ARGV[2]
+local eventChannel = ARGV[3]
 
 --- @include "includes/nowMs"
 --- @include "includes/events"
@@ -30,5 +32,5 @@ rcall('HSET', sessionKey, 'ready', '1', 'endpoint', endpoint)
 local event = { type = 'ready', sessionId = s[4], userId = s[5], fence = tonumber(s[6]), workerId = s[7],
   pool = s[9] or 'default' }
 if endpoint ~= '' then event['endpoint'] = endpoint end
-emitEvent(eventsKey, event, nowMs(), s[8] or '{}')
+emitEvent(eventsKey, eventChannel, event, nowMs(), s[8] or '{}')
 return { 1, 1 }

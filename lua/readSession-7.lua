@@ -13,6 +13,7 @@
 
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
+    ARGV[3] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, field, value, field, value, ...} the live session's hash
@@ -20,7 +21,7 @@
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
-local K = sessionKeys(KEYS)
+local K = sessionKeys(KEYS, ARGV[3])
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 

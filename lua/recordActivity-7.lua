@@ -16,6 +16,7 @@
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
     ARGV[3] the session meant ('' for whichever is live): act only when the live session is this one
+    ARGV[4] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, sessionId, state ('pending' | 'running' | 'stopping'), lastActivityAt (epoch ms, '' before it runs)}
@@ -26,7 +27,7 @@
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
-local K = sessionKeys(KEYS)
+local K = sessionKeys(KEYS, ARGV[4])
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 local expectedSessionId = ARGV[3]

@@ -28,6 +28,7 @@
     ARGV[4] activity age, milliseconds: how long before this renewal was sent the host last saw the
             session active ('' when it has seen no activity)
     ARGV[5] '1' to answer the run_id of the Redis process (asks the slot's loss guard), '' not to
+    ARGV[6] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, leaseExpiresAt (epoch ms), stopRequested (1|0), now (epoch ms), hardDeadline (epoch ms),
@@ -49,6 +50,7 @@ local userId = ARGV[3]
 local activityAge = tonumber(ARGV[4])
 local guardKey = KEYS[5]
 local wantRun = ARGV[5] == '1'
+local eventChannel = ARGV[6]
 
 --- @include "includes/nowMs"
 --- @include "includes/extendLease"
@@ -91,8 +93,9 @@ if idleTimeoutMs > 0 and lastActivity then
     stop = 'idle'
     rcall('HSET', sessionKey, 'state', 'stopping', 'stop', stop)
     local labelsAndPool = rcall('HMGET', sessionKey, 'lab', 'pool')
-    emitEvent(eventsKey, { type = 'stopping', sessionId = s[7], userId = userId, fence = tonumber(s[8]),
-      workerId = s[9], pool = labelsAndPool[2] or 'default' }, now, labelsAndPool[1] or '{}')
+    emitEvent(eventsKey, eventChannel, { type = 'stopping', sessionId = s[7], userId = userId,
+      fence = tonumber(s[8]), workerId = s[9], pool = labelsAndPool[2] or 'default' }, now,
+      labelsAndPool[1] or '{}')
   end
 end
 local run = ''

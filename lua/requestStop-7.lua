@@ -16,6 +16,8 @@
     ARGV[1] user id
     ARGV[2] history length, entries kept per user
     ARGV[3] the session meant ('' for whichever is live): act only when the live session is this one
+    ARGV[4] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
+    ARGV[5] the start of every worker host's channel (`<prefix>:host:`, then the host's id), for its nudge
 
   Output:
     {1, sessionId, state after the request ('stopped' | 'stopping'), pool, worker host id (when stopping)}
@@ -26,10 +28,11 @@
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
-local K = sessionKeys(KEYS)
+local K = sessionKeys(KEYS, ARGV[4])
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 local expectedSessionId = ARGV[3]
+local hostChannels = ARGV[5]
 
 --- @include "includes/settleForChange"
 
@@ -44,7 +47,7 @@ end
 if state == 'stopping' then return { 1, sessionId, 'stopping', pool, rcall('HGET', K.session, 'worker') or '' } end
 rcall('HSET', K.session, 'state', 'stopping', 'stop', 'requested')
 local s = rcall('HMGET', K.session, 'fence', 'worker', 'lab', 'pool')
-emitEvent(K.events, { type = 'stopping', sessionId = sessionId, userId = userId, fence = tonumber(s[1]),
-  workerId = s[2], pool = s[4] or 'default' }, now, s[3] or '{}')
-nudgeHost(K.events, s[2], userId)
+emitEvent(K.events, K.channel, { type = 'stopping', sessionId = sessionId, userId = userId,
+  fence = tonumber(s[1]), workerId = s[2], pool = s[4] or 'default' }, now, s[3] or '{}')
+nudgeHost(hostChannels, s[2], userId)
 return { 1, sessionId, 'stopping', pool, s[2] or '' }

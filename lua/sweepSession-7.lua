@@ -24,6 +24,7 @@
     ARGV[2] history length, entries kept per user
     ARGV[3] the id of a session whose host's lease ran out ('' for none)
     ARGV[4] the id of that host, from its lease token ('' when the token does not name it: not checked)
+    ARGV[5] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1} the session was ended as `lost`
@@ -35,7 +36,7 @@
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
-local K = sessionKeys(KEYS)
+local K = sessionKeys(KEYS, ARGV[5])
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 

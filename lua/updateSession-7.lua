@@ -28,6 +28,8 @@
     ARGV[5] the session meant ('' for whichever is live): act only when the live session is this one
     ARGV[6] labels to merge, JSON object of strings or null (null removes the key); '' to leave them
     ARGV[7] most labels a session may have
+    ARGV[8] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
+    ARGV[9] the start of every worker host's channel (`<prefix>:host:`, then the host's id), for its nudge
 
   Output:
     {1, field, value, field, value, ...} changed: the live session's hash after the change
@@ -40,7 +42,7 @@
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
-local K = sessionKeys(KEYS)
+local K = sessionKeys(KEYS, ARGV[8])
 local userId = ARGV[1]
 local historyLength = tonumber(ARGV[2])
 local lifetimeMs = tonumber(ARGV[3])
@@ -48,6 +50,7 @@ local maxLifetimeMs = tonumber(ARGV[4])
 local expectedSessionId = ARGV[5]
 local labelPatch = ARGV[6]
 local maxLabels = tonumber(ARGV[7])
+local hostChannels = ARGV[9]
 
 --- @include "includes/settleForChange"
 --- @include "includes/sessionFields"
@@ -84,7 +87,7 @@ else
   local deadline = now + lifetimeMs
   rcall('HSET', K.lease, 'd', deadline + graceMs)
   rcall('HSET', K.session, 'deadline', deadline, 'life', deadline - started, 'hard', deadline + graceMs)
-  nudgeHost(K.events, rcall('HGET', K.session, 'worker'), userId)
+  nudgeHost(hostChannels, rcall('HGET', K.session, 'worker'), userId)
 end
 -- (cjson writes an empty table as an object, '{}'.)
 if labels then rcall('HSET', K.session, 'lab', cjson.encode(labels)) end

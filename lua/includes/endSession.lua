@@ -25,9 +25,9 @@ local function recordEnding(K, userId, historyLength, entry, now, labels)
   entry['userId'] = userId
   rcall('LPUSH', K.ended, string.sub(cjson.encode(entry), 1, -2) .. withLabels)
   rcall('LTRIM', K.ended, 0, RECENT_ENDINGS_PER_SLOT - 1)
-  emitEvent(K.events, { type = entry.state, sessionId = entry.sessionId, userId = userId, fence = entry.fence,
-    workerId = entry.workerId, exitCode = entry.exitCode, reason = entry.reason, pool = entry.pool }, now,
-    labels)
+  emitEvent(K.events, K.channel, { type = entry.state, sessionId = entry.sessionId, userId = userId,
+    fence = entry.fence, workerId = entry.workerId, exitCode = entry.exitCode, reason = entry.reason,
+    pool = entry.pool }, now, labels)
 end
 
 -- K is the session's key group (see includes/sessionKeys).

@@ -281,6 +281,12 @@ describe('session records', () => {
         claim.userId,
         3,
         reason,
+        claim.fence,
+        claim.startedAt,
+        claim.workerId,
+        JSON.stringify(claim.labels),
+        claim.pool,
+        coordinator.keys.eventChannel(),
       );
     expect(await run('stopped', 'out_of_memory')).toEqual([ScriptCode.BadArgument]);
     expect(await run('lost', 'out_of_memory')).toEqual([ScriptCode.BadArgument]);

@@ -107,6 +107,7 @@ export class Claims {
         ref.userId,
         this.#policy.historyLength,
         options.pool ?? 'default',
+        this.#context.keys.eventChannel(),
       ],
     );
     if (replyCode(reply) === ScriptCode.Stale && reply[1] === 'wrong_pool')
@@ -154,6 +155,7 @@ export class Claims {
         claim.userId,
         activityAgeMs === undefined ? '' : Math.max(0, Math.round(activityAgeMs)),
         options.run === true ? 1 : '',
+        this.#context.keys.eventChannel(),
       ],
     );
     if (replyCode(reply) === ScriptCode.LeaseLost) return { ok: false, reason: 'lease_lost' };
@@ -265,7 +267,7 @@ export class Claims {
     const reply = await this.#context.scripts.run(
       'markReady',
       [keys.session, keys.events],
-      [claim.owner, endpoint ?? ''],
+      [claim.owner, endpoint ?? '', this.#context.keys.eventChannel()],
     );
     if (replyCode(reply) === ScriptCode.LeaseLost) return false;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('markReady', reply);
@@ -302,6 +304,7 @@ export class Claims {
       claim.workerId,
       JSON.stringify(claim.labels),
       claim.pool,
+      this.#context.keys.eventChannel(),
     ]);
     if (replyCode(reply) === ScriptCode.Stale) return false;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('finishSession', reply);

@@ -178,11 +178,16 @@ export class Keys {
 
   /**
    * The channel of one worker host (a channel, not a key): the scripts that change what the host must act
-   * on (a stop asked for, a lifetime moved) publish the user's id on it. `includes/events.lua` derives
-   * the same name from an event stream's key.
+   * on (a stop asked for, a lifetime moved) publish the user's id on it. They learn the host's id from
+   * the session, so they are given {@link Keys.hostChannelPrefix} and add the id to it.
    */
   hostChannel(workerId: string): string {
-    return `${this.prefix}:host:${workerId}`;
+    return `${this.hostChannelPrefix()}${workerId}`;
+  }
+
+  /** What every worker host's channel starts with: {@link Keys.hostChannel} less the host's id. */
+  hostChannelPrefix(): string {
+    return `${this.prefix}:host:`;
   }
 
   /** The channel every session event is published on (a channel, not a key: no hash tag). */

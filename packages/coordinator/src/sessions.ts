@@ -118,6 +118,7 @@ export class SessionStore {
           policy.maxLifetimeMs,
           policy.pendingTimeoutMs,
           this.#policy.historyLength,
+          this.#context.keys.eventChannel(),
         ],
       );
     let reply = await admit();
@@ -185,7 +186,7 @@ export class SessionStore {
         keys.events,
         keys.ids,
       ],
-      [sessionId, parsed.userId, CANCELLED_ADMISSION_TTL_MS],
+      [sessionId, parsed.userId, CANCELLED_ADMISSION_TTL_MS, this.#context.keys.eventChannel()],
     );
     if (replyCode(reply) === ScriptCode.Stale) return { cancelled: false, tokenRestored: false };
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('cancelAdmission', reply);
@@ -211,6 +212,8 @@ export class SessionStore {
       userId,
       this.#policy.historyLength,
       expectedSessionArg(match),
+      this.#context.keys.eventChannel(),
+      this.#context.keys.hostChannelPrefix(),
     ]);
     switch (replyCode(reply)) {
       case ScriptCode.Ok: {
@@ -277,6 +280,8 @@ export class SessionStore {
       expectedSessionArg(match),
       change.labels === undefined ? '' : JSON.stringify(change.labels),
       MAX_LABELS,
+      this.#context.keys.eventChannel(),
+      this.#context.keys.hostChannelPrefix(),
     ]);
     switch (replyCode(reply)) {
       case ScriptCode.Ok: {
@@ -312,6 +317,7 @@ export class SessionStore {
       userId,
       this.#policy.historyLength,
       expectedSessionArg(match),
+      this.#context.keys.eventChannel(),
     ]);
     if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
     if (replyCode(reply) === ScriptCode.SessionMismatch) return mismatchOf(reply, match);
@@ -339,6 +345,7 @@ export class SessionStore {
       this.#policy.historyLength,
       ofHost?.sessionId ?? '',
       ofHost?.workerId ?? '',
+      this.#context.keys.eventChannel(),
     ]);
     return replyCode(reply) === ScriptCode.Ok;
   }
@@ -350,7 +357,11 @@ export class SessionStore {
    */
   async settleAndRead(userId: string): Promise<SessionView | undefined> {
     const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('readSession', keys.ending, [userId, this.#policy.historyLength]);
+    const reply = await this.#context.scripts.run('readSession', keys.ending, [
+      userId,
+      this.#policy.historyLength,
+      this.#context.keys.eventChannel(),
+    ]);
     if (replyCode(reply) === ScriptCode.NoSession) return undefined;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('readSession', reply);
     const view = decodeSession(userId, reply.slice(1));

@@ -8,7 +8,6 @@ import {
   containments,
   sessionFilesystems,
   sessionNetworks,
-  terminalReasons,
 } from './vocabulary.js';
 import { z } from 'zod';
 import { sessionEventTypes } from './events.js';
@@ -30,35 +29,7 @@ export {
 } from './schemas/common.js';
 export * from './schemas/tokens.js';
 export * from './schemas/sessions.js';
-
-/** The `data` of every SSE event of `/v1/events` and `/v1/users/{userId}/session/events`. */
-export const sessionEventData = z
-  .object({
-    type: z
-      .enum(sessionEventTypes)
-      .describe('The state the session entered; withdrawn: its admission was rolled back (the spawn answered 503)'),
-    sessionId: z.string(),
-    userId: z.string(),
-    fence: z.number().int(),
-    at: z.string().describe('When the change happened (Redis time), ISO-8601'),
-    workerId: z.string().optional(),
-    endpoint: z.string().optional().describe('ready: where the session can be reached, as it announced'),
-    deadline: z.string().optional().describe('running: when the lifetime cap runs out'),
-    lifetimeMs: z.number().int().optional().describe('pending: the lifetime it will have once started'),
-    pool: z.string().describe("The session's pool"),
-    labels: z.record(z.string(), z.string()).describe("The session's labels"),
-    exitCode: z.number().int().optional(),
-    reason: z
-      .enum(terminalReasons)
-      .optional()
-      .describe(
-        'Endings: why, where known (lost: host_lost, not_claimed or state_lost; failed: out_of_memory; stopped: idle)',
-      ),
-  })
-  .meta({ id: 'SessionEventData' });
-
-/** The `data` of an SSE `error` event: the stream cannot go on as asked (and says why). */
-export const streamErrorData = z.object({ code: z.string(), message: z.string() }).meta({ id: 'StreamErrorData' });
+export * from './schemas/events.js';
 
 export const workerParams = z
   .object({

@@ -26,6 +26,7 @@ import { servicesPlugin } from './plugins/services/index.js';
 import { DASHBOARD_PATH, dashboardPlugin } from './dashboard/plugin.js';
 import { operationRoutes } from './routes/operations.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { SessionListReader } from './session-list.js';
 import { hostRoutes } from './routes/hosts.js';
 import { spawnRoutes } from './routes/spawn.js';
 import { tokenRoutes } from './routes/tokens.js';
@@ -211,7 +212,9 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(operationRoutes);
   await app.register(tokenRoutes);
   await app.register(spawnRoutes);
-  await app.register(sessionRoutes);
+  // Pages of the session list, with their filter and signed cursors (session-list.ts).
+  const sessionList = new SessionListReader(app.coordinator.sessions);
+  await app.register(sessionRoutes, { sessionList });
   await app.register(hostRoutes);
   await app.register(eventRoutes);
   await app.register(logRoutes);

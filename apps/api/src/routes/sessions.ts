@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { HttpError } from '../http-errors.js';
-import type { HistoryEntry, SessionFilter, SessionMismatch, SessionView } from '@cq/coordinator';
+import type { HistoryEntry, SessionMismatch } from '@cq/coordinator';
 import {
   bulkStopAccepted,
   bulkStopBody,
@@ -18,37 +18,11 @@ import {
   stopAccepted,
   userParams,
   type EndedSession,
-  type LiveSession,
 } from '@cq/contract';
-import { CursorCodec, CursorError } from '../session-cursor.js';
-import { iso } from '../iso.js';
+import { iso, isoField } from '../iso.js';
+import { filterOf, liveSession, type SessionListReader } from '../session-list.js';
 import { z } from 'zod';
 import { audit } from '../plugins/auth.js';
-
-/** Converts an optional epoch-ms field to ISO-8601, leaving it out when absent. */
-function isoField<K extends string>(name: K, value: number | undefined): Partial<Record<K, string>> {
-  return value === undefined ? {} : ({ [name]: iso(value) } as Record<K, string>);
-}
-
-/** The answer of `GET` (and `PATCH`) session: the live session as the contract shows it. */
-function liveSession(session: SessionView): LiveSession {
-  return {
-    sessionId: session.sessionId,
-    userId: session.userId,
-    fence: session.fence,
-    state: session.state,
-    pool: session.pool,
-    labels: { ...session.labels },
-    ready: session.ready,
-    ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
-    ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
-    ...isoField('startedAt', session.startedAt),
-    ...isoField('leaseExpiresAt', session.leaseExpiresAt),
-    ...isoField('deadline', session.deadline),
-    ...(session.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: session.idleTimeoutMs }),
-    ...isoField('lastActivityAt', session.lastActivityAt),
-  };
-}
 
 /** A history entry as the contract shows it. */
 function endedSession(entry: HistoryEntry): EndedSession {
@@ -66,28 +40,6 @@ function endedSession(entry: HistoryEntry): EndedSession {
   };
 }
 
-/** The list's filters from its query (`label` repeatable, `key=value`). */
-function filterOf(query: {
-  state?: 'pending' | 'running' | 'stopping' | undefined;
-  pool?: string | undefined;
-  workerId?: string | undefined;
-  userId?: string | undefined;
-  label?: string | string[] | undefined;
-}): SessionFilter {
-  const labels: Record<string, string> = {};
-  for (const pair of query.label === undefined ? [] : [query.label].flat()) {
-    const at = pair.indexOf('=');
-    labels[pair.slice(0, at)] = pair.slice(at + 1);
-  }
-  return {
-    ...(query.state === undefined ? {} : { state: query.state }),
-    ...(query.pool === undefined ? {} : { pool: query.pool }),
-    ...(query.workerId === undefined ? {} : { workerId: query.workerId }),
-    ...(query.userId === undefined ? {} : { userId: query.userId }),
-    ...(Object.keys(labels).length === 0 ? {} : { labels }),
-  };
-}
-
 /** The 409 of a change whose `?sessionId=` is not the user's live session: nothing was changed. */
 function sessionMismatch(userId: string, mismatch: SessionMismatch): HttpError {
   const live =
@@ -98,10 +50,14 @@ function sessionMismatch(userId: string, mismatch: SessionMismatch): HttpError {
   );
 }
 
-/** The user's session (`GET`, `PATCH`, `DELETE`) and history, the session list, by id and bulk stop (service key). */
-export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
-  const cursors = new CursorCodec(() => app.coordinator.sessions.listCursorSecret());
+/** Options of {@link sessionRoutes}. */
+export interface SessionRoutesOptions {
+  /** Reads the session list's pages: the same reader serves the dashboard. */
+  sessionList: SessionListReader;
+}
 
+/** The user's session (`GET`, `PATCH`, `DELETE`) and history, the session list, by id and bulk stop (service key). */
+export const sessionRoutes: FastifyPluginAsyncZod<SessionRoutesOptions> = async (app, { sessionList }) => {
   app.get(
     '/v1/sessions',
     {
@@ -120,21 +76,10 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const filter = filterOf(request.query);
-      let from;
-      try {
-        from = request.query.cursor === undefined ? undefined : await cursors.decode(request.query.cursor, filter);
-      } catch (err) {
-        if (err instanceof CursorError) throw new HttpError('invalid_request', err.message, { field: 'cursor' });
-        throw err;
-      }
-      const page = await app.coordinator.sessions.list(filter, {
-        limit: request.query.limit,
-        ...(from === undefined ? {} : { from }),
-      });
+      const page = await sessionList.page(request.query);
       return {
         sessions: page.sessions.map(liveSession),
-        ...(page.next === undefined ? {} : { next: await cursors.encode(page.next, filter) }),
+        ...(page.next === undefined ? {} : { next: page.next }),
       };
     },
   );
@@ -176,11 +121,7 @@ export const sessionRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
-      const { labels, ...rest } = request.body;
-      const filter: SessionFilter = {
-        ...filterOf(rest),
-        ...(labels === undefined || Object.keys(labels).length === 0 ? {} : { labels }),
-      };
+      const filter = filterOf(request.body);
       // The pending ones it ends give their worker slots back at once (the coordinator's stop does).
       const outcome = await app.coordinator.sessions.stopMatching(filter, { max: 1000 });
       audit(request, 'sessions.stop', JSON.stringify(filter), { filter, ...outcome });

@@ -189,10 +189,12 @@ export class Claims {
   /**
    * The Redis master serving the user's slot as this client's slot map has it (its address; '' on a
    * standalone Redis, or a slot the map does not know yet): held sessions of one master share a probe.
+   * The map is ioredis's `Cluster.slots` (per slot, the master's `host:port` first), a public member of
+   * its Cluster type, which a standalone client does not have.
    */
   masterOf(userId: string): string {
-    const redis = this.#context.redis as { slots?: string[][] };
-    if (redis.slots === undefined) return '';
+    const redis = this.#context.redis;
+    if (!('slots' in redis)) return '';
     return redis.slots[slotOf(this.#context.keys.user(userId).session)]?.[0] ?? '';
   }
 

@@ -12,6 +12,7 @@ import {
 import { retryWhile } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import { OutputSink, type OutputKeepingConfig } from './output-sink.js';
+import type { SessionCover } from './liveness/session-cover.js';
 import type { SessionExit, SessionHandle, SessionLauncher } from './session-process.js';
 
 /**
@@ -63,6 +64,8 @@ export interface LifecycleDeps {
   readonly hostedLeaseMs: number;
   /** How the session's output is kept in Redis. */
   readonly output: OutputKeepingConfig;
+  /** Until when the session is vouched for beyond its own lease (its host lease, its Redis process). */
+  readonly cover: SessionCover;
   readonly log: Logger;
 }
 
@@ -96,21 +99,6 @@ export class SessionLifecycle {
   #activeAt: number | undefined;
   /** Readiness announcements, recorded one after another in the order the session made them. */
   #announcing: Promise<unknown> = Promise.resolve();
-  /**
-   * Set once the host holds the session under its host lease (see {@link SessionLifecycle.hold}): until
-   * when (a `performance.now()` instant) that lease holds.
-   */
-  #hostCover: (() => number) | undefined;
-  /**
-   * The Redis process (run_id) that keeps the session's records, as the last hosted renewal said, and the
-   * latest instant it was heard from (a renewal or a probe sent then): the session is held no longer than
-   * `leaseMs` after, unless that process is heard from again. A process that replaced it (a restart, a
-   * failover) may have lost the records: the session is renewed there at once, and held again only if that
-   * renewal succeeds.
-   */
-  #run: string | undefined;
-  #heardAt = Number.NEGATIVE_INFINITY;
-
   constructor(claim: Claim, deps: LifecycleDeps) {
     this.#claim = claim;
     this.#deps = deps;
@@ -133,45 +121,11 @@ export class SessionLifecycle {
     return this.#claim.sessionId;
   }
 
-  /** The Redis process that keeps the session's records, once the session is held under its host's lease. */
-  get keptBy(): string | undefined {
-    return this.#run;
-  }
-
-  /**
-   * The host registered the session under its host lease, which holds until `cover()`: the session's
-   * next regular renewal asks for its hosted lease (learning which Redis process keeps it), and from
-   * that renewal on it is held while the host lease and that process are, within `leaseMs` of each, and
-   * renewed every third of its hosted lease. (Not at once: a session that ends within a third of the
-   * lease, as many do, never needs it.)
-   */
-  hold(cover: () => number): void {
-    if (this.#hostCover !== undefined || this.#started === undefined) return;
-    this.#hostCover = cover;
-  }
-
-  /**
-   * The host heard from the Redis process `run` (its probe, sent at `sentAt`) serving this session's
-   * master: the instant it was heard moves, and takes effect with the next {@link covered}. A process
-   * other than the one that keeps the session may have lost it: the session is renewed now to find out.
-   */
-  heard(run: string, sentAt: number): void {
-    if (this.#run === undefined) return;
-    if (run !== this.#run) this.renewNow();
-    else this.#heardAt = Math.max(this.#heardAt, sentAt);
-  }
-
-  /** The host lease moved, or the session's master was heard from ({@link heard}): its instant moves. */
-  covered(): void {
+  /** A renewal or a move of its cover: the session's kill is re-armed at the instant its lease now holds until. */
+  #moved(): void {
     const started = this.#started;
     if (started === undefined || this.#phase.name === 'exited') return;
     started.handle.leaseHolds(started.keepalive.refresh());
-  }
-
-  /** Until when the host lease and the Redis process vouch for the session (unbounded until it is held). */
-  #cover(): number {
-    if (this.#hostCover === undefined || this.#run === undefined) return Number.POSITIVE_INFINITY;
-    return Math.min(this.#hostCover(), this.#heardAt + this.#deps.leaseMs);
   }
 
   /**
@@ -187,8 +141,8 @@ export class SessionLifecycle {
     const keepalive = deps.coordinator.claims.keepalive(claim, {
       marginMs: deps.leaseMarginMs,
       onRenewed: (answer, sentAt) => this.#renewed(answer, sentAt),
-      renewWith: () => (this.#hostCover === undefined ? {} : { leaseMs: this.#deps.hostedLeaseMs, run: true }),
-      cover: () => this.#cover(),
+      renewWith: () => (deps.cover.held ? { leaseMs: deps.hostedLeaseMs, run: true } : {}),
+      cover: () => deps.cover.until(),
       // Each renewal carries how long ago the session was last active (one number, whatever it wrote).
       activityAgeMs: () => (this.#activeAt === undefined ? undefined : performance.now() - this.#activeAt),
       onStopRequested: (reason: StopReason) =>
@@ -240,6 +194,7 @@ export class SessionLifecycle {
       throw err;
     }
     this.#started = { keepalive, output, handle };
+    deps.cover.attach({ moved: () => this.#moved(), renewNow: () => this.renewNow() });
     // The idle clock started with the claim (on Redis's clock, at startedAt): the first check then.
     if (claim.idleTimeoutMs > 0) this.#idleCheckAt(claim.sentAt + claim.idleTimeoutMs);
     this.#log.info(
@@ -308,14 +263,11 @@ export class SessionLifecycle {
   #renewed(answer: SessionRenewAnswer & { ok: true }, sentAt: number): void {
     const started = this.#started;
     if (this.#phase.name === 'exited' || started === undefined) return;
-    if (answer.run !== undefined) {
-      // A hosted renewal: the process that answered keeps the session's records, as of when it was sent.
-      if (this.#run === undefined) started.keepalive.retime(Math.max(1, Math.floor(this.#deps.hostedLeaseMs / 3)));
-      if (answer.run !== this.#run) this.#heardAt = Number.NEGATIVE_INFINITY;
-      this.#run = answer.run;
-      this.#heardAt = Math.max(this.#heardAt, sentAt);
-    }
-    started.handle.leaseHolds(started.keepalive.refresh());
+    // A hosted renewal: the process that answered keeps the session's records, as of when it was sent;
+    // from the first, the session's own lease is renewed every third of its hosted lease.
+    if (answer.run !== undefined && this.#deps.cover.renewed(answer.run, sentAt))
+      started.keepalive.retime(Math.max(1, Math.floor(this.#deps.hostedLeaseMs / 3)));
+    this.#moved();
     // One more renewal when the session would count as idle (a stopping session needs none).
     if (this.#phase.name === 'running' && !answer.stopRequested)
       this.#idleCheckAt(answer.idleInMs === undefined ? undefined : sentAt + answer.idleInMs);

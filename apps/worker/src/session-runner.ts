@@ -2,6 +2,7 @@ import { UnavailableError, type Claim, type Coordinator, type EndReason, type Te
 import { retryWhile } from '@cq/service-kit';
 import type { SpawnJob } from '@cq/spawn-handoff';
 import type { Logger } from 'pino';
+import { SessionCover } from './liveness/session-cover.js';
 import { SessionLifecycle } from './session-lifecycle.js';
 import type { OutputKeepingConfig } from './output-sink.js';
 import type { SessionLauncher } from './session-process.js';
@@ -76,10 +77,13 @@ export class SessionRunner {
    * after the claim): the session is renewed as soon as it starts, rather than at its first renewal.
    */
   readonly #claiming = new Map<string, boolean>();
-  /** The sessions running here, by session id. */
-  readonly #bySession = new Map<string, SessionLifecycle>();
+  /** The covers of the sessions running here, by session id. */
+  readonly #covers = new Map<string, { readonly cover: SessionCover; readonly userId: string }>();
   /** The sessions held under a host lease, with its token. */
-  readonly #held = new Map<SessionLifecycle, string>();
+  readonly #held = new Map<
+    SessionCover,
+    { readonly sessionId: string; readonly userId: string; readonly token: string }
+  >();
 
   constructor(options: SessionRunnerOptions) {
     this.#options = options;
@@ -143,30 +147,26 @@ export class SessionRunner {
   }
 
   /**
-   * The host registered these sessions under its host lease, which holds until `cover()`: each is held
-   * under it from its next renewal (see {@link SessionLifecycle.hold}). Answers those still running here.
+   * The host registered these sessions under its host lease, which holds until `until()`: each is held
+   * under it from its next renewal (see {@link SessionCover}).
    */
-  hold(sessionIds: readonly string[], token: string, cover: () => number): void {
+  hold(sessionIds: readonly string[], token: string, until: () => number): void {
     for (const sessionId of sessionIds) {
-      const lifecycle = this.#bySession.get(sessionId);
-      if (lifecycle === undefined || this.#held.has(lifecycle)) continue;
-      lifecycle.hold(cover);
-      this.#held.set(lifecycle, token);
+      const running = this.#covers.get(sessionId);
+      if (running === undefined || this.#held.has(running.cover)) continue;
+      running.cover.hold(until);
+      if (running.cover.held) this.#held.set(running.cover, { sessionId, userId: running.userId, token });
     }
   }
 
   /** The sessions held under a host lease, with the lease's token. */
   get held(): { sessionId: string; userId: string; token: string }[] {
-    return [...this.#held].map(([lifecycle, token]) => ({
-      sessionId: lifecycle.sessionId,
-      userId: lifecycle.userId,
-      token,
-    }));
+    return [...this.#held.values()];
   }
 
   /** A host lease moved (renewed, or lost): every held session's instant moves with it. */
   covered(): void {
-    for (const lifecycle of this.#held.keys()) lifecycle.covered();
+    for (const cover of this.#held.keys()) cover.moved();
   }
 
   /**
@@ -178,20 +178,20 @@ export class SessionRunner {
    */
   async probe(): Promise<boolean> {
     const { coordinator } = this.#options;
-    const groups = new Map<string, SessionLifecycle[]>();
-    for (const lifecycle of this.#held.keys()) {
-      if (lifecycle.keptBy === undefined) continue;
-      const master = coordinator.claims.masterOf(lifecycle.userId);
+    const groups = new Map<string, { userId: string; covers: SessionCover[] }>();
+    for (const [cover, { userId }] of this.#held) {
+      if (cover.keptBy === undefined) continue;
+      const master = coordinator.claims.masterOf(userId);
       const group = groups.get(master);
-      if (group === undefined) groups.set(master, [lifecycle]);
-      else group.push(lifecycle);
+      if (group === undefined) groups.set(master, { userId, covers: [cover] });
+      else group.covers.push(cover);
     }
     const answers = await Promise.all(
-      [...groups.values()].map(async (group) => {
+      [...groups.values()].map(async ({ userId, covers }) => {
         const sentAt = performance.now();
-        const run = await coordinator.claims.probe(group[0]!.userId).catch(() => undefined);
+        const run = await coordinator.claims.probe(userId).catch(() => undefined);
         if (run === undefined) return false;
-        for (const lifecycle of group) lifecycle.heard(run, sentAt);
+        for (const cover of covers) cover.heard(run, sentAt);
         return true;
       }),
     );
@@ -208,7 +208,9 @@ export class SessionRunner {
     onStarted: (() => void) | undefined,
   ): Promise<RunOutcome> {
     const { coordinator, launcher, graceMs, leaseMs } = this.#options;
+    const cover = new SessionCover(leaseMs);
     const lifecycle = new SessionLifecycle(claim, {
+      cover,
       coordinator,
       launcher,
       graceMs,
@@ -220,7 +222,7 @@ export class SessionRunner {
     });
     const live = this.#live.get(claim.userId) ?? new Set<SessionLifecycle>();
     this.#live.set(claim.userId, live.add(lifecycle));
-    this.#bySession.set(claim.sessionId, lifecycle);
+    this.#covers.set(claim.sessionId, { cover, userId: claim.userId });
     let ended: Awaited<ReturnType<SessionLifecycle['run']>>;
     try {
       lifecycle.start();
@@ -228,8 +230,8 @@ export class SessionRunner {
       onStarted?.();
       ended = await lifecycle.run(shutdown);
     } finally {
-      this.#bySession.delete(claim.sessionId);
-      this.#held.delete(lifecycle);
+      this.#covers.delete(claim.sessionId);
+      this.#held.delete(cover);
       live.delete(lifecycle);
       if (live.size === 0 && this.#live.get(claim.userId) === live) this.#live.delete(claim.userId);
     }

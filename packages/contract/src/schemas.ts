@@ -25,27 +25,7 @@ export * from './schemas/tokens.js';
 export * from './schemas/sessions.js';
 export * from './schemas/events.js';
 export * from './schemas/hosts.js';
-
-/** The scopes a key may hold (docs/http-api.md, "Access: named, scoped keys"). */
-export const SCOPES = [
-  'tokens:write',
-  'sessions:read',
-  'sessions:write',
-  'hosts:read',
-  'hosts:write',
-  'webhooks:read',
-  'webhooks:write',
-  'dashboard',
-  'dashboard:act',
-  'admin',
-] as const;
-
-export const whoamiView = z
-  .object({
-    name: z.string().describe("The key's name (API_KEYS_FILE's, or key-<n> for API_KEYS' n-th key)"),
-    scopes: z.array(z.enum(SCOPES)).describe('What the key may do; admin: everything'),
-  })
-  .meta({ id: 'Whoami' });
+export * from './schemas/access.js';
 
 export const sessionLogParams = z
   .object({

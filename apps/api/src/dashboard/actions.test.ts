@@ -89,6 +89,27 @@ describe("the dashboard's actions", async () => {
     ]);
   });
 
+  it('the state and the confirmation take the filters GET /v1/sessions takes: what it refuses, they refuse alike', async () => {
+    const bearer = { authorization: `Bearer ${KEYS.api}` };
+    for (const query of ['workerId=two%20words', 'pool=GPU', 'label=bad%20key%3Dx', 'label=team', 'state=done']) {
+      const listed = await send(api.baseUrl, 'GET', `/v1/sessions?${query}`, { headers: bearer });
+      expect(listed.status, query).toBe(400);
+      for (const path of ['/dashboard/api/state', '/dashboard/api/matching']) {
+        const res = await send(api.baseUrl, 'GET', `${path}?${query}`, { headers: basic(KEYS.ops) });
+        expect(res.status, `${path}?${query}`).toBe(400);
+        expect(res.body.error, `${path}?${query}`).toEqual(listed.body.error);
+      }
+    }
+    // The page sends every input: an empty one is no filter.
+    const empty = 'userId=&state=&workerId=&pool=&label=';
+    expect(
+      (await send(api.baseUrl, 'GET', `/dashboard/api/state?${empty}&cursor=`, { headers: basic(KEYS.ops) })).status,
+    ).toBe(200);
+    expect(
+      (await send(api.baseUrl, 'GET', `/dashboard/api/matching?${empty}`, { headers: basic(KEYS.ops) })).status,
+    ).toBe(200);
+  });
+
   it("a key without dashboard:act, or without the action's route scope, is refused and nothing changes", async () => {
     const sessionId = await running('dash-act-refused');
     const viewer = await page(KEYS.viewer);

@@ -5,7 +5,8 @@ import { z } from 'zod';
 import { holds, type Caller, type Scope } from '../access.js';
 import { errorBody } from '../http-errors.js';
 import { dashboardKeyOf } from './auth.js';
-import { filterOf, type StateQuery } from './state.js';
+import { filterOf } from '../session-list.js';
+import { filterQuery } from './list-query.js';
 
 /** An answer of one of the API's routes, passed on to the page as it came. */
 export interface Forwarded {
@@ -43,26 +44,6 @@ export async function forward(
       body: errorBody('internal', `The API answered HTTP ${response.statusCode} with a body that is not JSON.`),
     };
   }
-}
-
-/** The session list's filters as the page sends them (its filter inputs: empty is none). */
-const filterFields = {
-  userId: z.union([z.literal(''), userIdSchema]).optional(),
-  state: z.union([z.literal(''), z.enum(['pending', 'running', 'stopping'])]).optional(),
-  workerId: z.string().max(128).optional(),
-  pool: z.string().max(64).optional(),
-  label: z
-    .string()
-    .max(200)
-    .refine((v) => v === '' || /^[^=]+=/.test(v), 'must be key=value')
-    .optional(),
-};
-
-const filterQuery = z.object(filterFields).strict();
-
-function stateFilter(query: z.infer<typeof filterQuery>): Omit<StateQuery, 'limit' | 'cursor'> {
-  const { state, ...rest } = query;
-  return { ...rest, ...(state === undefined || state === '' ? {} : { state }) };
 }
 
 /**
@@ -129,7 +110,7 @@ export async function dashboardActions(
   // of the list's walk; `more` when the walk stopped early, at `maxExamined`, before the list's end, so
   // sessions it did not examine may match too.
   scope.get('/api/matching', { schema: { hide: true, querystring: filterQuery } }, async (request) => {
-    const filter = filterOf(stateFilter(request.query));
+    const filter = filterOf(request.query);
     let count = 0;
     let examined = 0;
     let from;
@@ -183,11 +164,7 @@ export async function dashboardActions(
   );
 
   scope.post('/api/actions/stop-matching', { schema: { hide: true, body: filterQuery } }, async (request, reply) => {
-    const { labels, ...filter } = filterOf(stateFilter(request.body));
-    const answer = await forward(app, keyOf(request), 'POST', '/v1/sessions/stop', {
-      ...filter,
-      ...(labels === undefined ? {} : { labels }),
-    });
+    const answer = await forward(app, keyOf(request), 'POST', '/v1/sessions/stop', filterOf(request.body));
     return reply.code(answer.status).send(answer.body);
   });
 }

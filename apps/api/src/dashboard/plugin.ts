@@ -3,11 +3,10 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { z } from 'zod';
-import { poolSchema, userIdSchema } from '@cq/contract';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { dashboardActions, type DashboardActionsOptions } from './actions.js';
 import { antiForgeryToken, dashboardKeyOf, requireDashboardKey } from './auth.js';
+import { stateQuery } from './list-query.js';
 import { outputQuery, readOutputTail } from './output.js';
 import { lastEventIdHeader, openStream, resumePosition, streamEvents } from '../routes/events.js';
 import { pageCss, pageHtml, pageJs } from './page.js';
@@ -36,23 +35,6 @@ const BULL_BOARD_CSP =
 
 /** bull-board's page links a stylesheet of fonts on a third-party host: the page uses its fallback fonts. */
 const THIRD_PARTY_LINK = /<link\b[^>]*\bhref="https?:\/\/[^"]*"[^>]*>/gi;
-
-/** The live table's query: the session list's filters (empty is none), a page size and its cursor. */
-const stateQuery = z
-  .object({
-    userId: z.union([z.literal(''), userIdSchema]).optional(),
-    state: z.union([z.literal(''), z.enum(['pending', 'running', 'stopping'])]).optional(),
-    workerId: z.string().max(128).optional(),
-    pool: z.union([z.literal(''), poolSchema]).optional(),
-    label: z
-      .string()
-      .max(200)
-      .refine((v) => v === '' || /^[^=]+=/.test(v), 'must be key=value')
-      .optional(),
-    cursor: z.string().max(2048).optional(),
-    limit: z.coerce.number().int().min(1).max(200).default(50),
-  })
-  .strict();
 
 /**
  * The queue dashboard: the coordinator view at `/dashboard` (live sessions, worker hosts, recent
@@ -103,10 +85,9 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardAc
   scope.get('/app.css', { schema: { hide: true } }, async (_request, reply) =>
     strictCsp(reply).type('text/css; charset=utf-8').send(pageCss),
   );
-  scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) => {
-    const { state, ...rest } = request.query;
-    return reader.read({ ...rest, ...(state === undefined || state === '' ? {} : { state }) });
-  });
+  scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) =>
+    reader.read(request.query),
+  );
   // The webhooks, each with the newest attempt of its delivery log (never a secret).
   scope.get('/api/webhooks', { schema: { hide: true } }, async () => readDashboardWebhooks(app.coordinator));
   // The newest lines of a selected session's output, through the logs route with the operator's key.

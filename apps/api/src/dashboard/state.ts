@@ -1,6 +1,7 @@
-import type { Containment, Coordinator, Isolation, SessionFilter, WorkerRecord } from '@cq/coordinator';
+import type { Containment, Coordinator, Isolation, WorkerRecord } from '@cq/coordinator';
 import { CursorCodec, CursorError } from '../session-cursor.js';
 import { HttpError } from '../http-errors.js';
+import { filterOf, type ListQuery } from '../session-list.js';
 import { poolsWithPending, type PoolWithPending, type QueuedSessions } from '../pools.js';
 import type { StatsRecorder } from '../stats.js';
 import type { RecentEvents } from './recent-events.js';
@@ -27,18 +28,6 @@ export interface LiveRow {
 }
 
 export type { QueuedSessions } from '../pools.js';
-
-/** What `GET /dashboard/api/state` is asked: the session list's filters, a page size and the page's cursor. */
-export interface StateQuery {
-  userId?: string | undefined;
-  state?: 'pending' | 'running' | 'stopping' | undefined;
-  workerId?: string | undefined;
-  pool?: string | undefined;
-  /** One label the sessions must carry, `key=value`. */
-  label?: string | undefined;
-  cursor?: string | undefined;
-  limit: number;
-}
 
 /** What `GET /dashboard/api/state` answers. */
 export interface DashboardState {
@@ -83,22 +72,6 @@ export interface DashboardState {
   }>;
 }
 
-/** The list's filter of a state query (an empty `label` or `userId` is no filter). */
-export function filterOf(query: Omit<StateQuery, 'limit' | 'cursor'>): SessionFilter {
-  const labels: Record<string, string> = {};
-  if (query.label !== undefined && query.label !== '') {
-    const at = query.label.indexOf('=');
-    labels[query.label.slice(0, at)] = query.label.slice(at + 1);
-  }
-  return {
-    ...(query.state === undefined ? {} : { state: query.state }),
-    ...(query.workerId === undefined || query.workerId === '' ? {} : { workerId: query.workerId }),
-    ...(query.pool === undefined || query.pool === '' ? {} : { pool: query.pool }),
-    ...(query.userId === undefined || query.userId === '' ? {} : { userId: query.userId }),
-    ...(Object.keys(labels).length === 0 ? {} : { labels }),
-  };
-}
-
 /**
  * Builds the dashboard's state. The live table is a page of the session list (the same walk as
  * `GET /v1/sessions`, with its cursors): it costs Redis in proportion to the page, whatever the number of
@@ -120,14 +93,11 @@ export class DashboardStateReader {
     this.#cursors = new CursorCodec(() => coordinator.sessions.listCursorSecret());
   }
 
-  async read(query: StateQuery): Promise<DashboardState> {
+  async read(query: ListQuery): Promise<DashboardState> {
     const filter = filterOf(query);
     let from;
     try {
-      from =
-        query.cursor === undefined || query.cursor === ''
-          ? undefined
-          : await this.#cursors.decode(query.cursor, filter);
+      from = query.cursor === undefined ? undefined : await this.#cursors.decode(query.cursor, filter);
     } catch (err) {
       if (err instanceof CursorError) throw new HttpError('invalid_request', err.message, { field: 'cursor' });
       throw err;

@@ -155,6 +155,6 @@ export class Coordinator {
 
   /** A sweeper that ends overdue sessions as `lost`; call `start()` on it. */
   sweeper(options?: SweeperOptions): Sweeper {
-    return new Sweeper(this.#context, this.sessions, options);
+    return new Sweeper(this.#context, this.sessions, this.workers, options);
   }
 }

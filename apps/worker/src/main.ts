@@ -1,7 +1,7 @@
 import { ConfigError, createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
 import { loadWorkerConfig } from './config.js';
 import { probeContainment } from './containment.js';
-import { containmentRequest } from './containment-log.js';
+import { containmentRequest } from './session-setup.js';
 import { WorkerHost } from './worker-host.js';
 
 const config = loadConfigOrExit(loadWorkerConfig);

@@ -1,25 +1,20 @@
 import { setMaxListeners } from 'node:events';
 import { rmSync } from 'node:fs';
 import { Coordinator, HostChannel, closeRedis, type Isolation, type RedisClient } from '@cq/coordinator';
-import { ConfigError, REQUEST_TIMEOUT_MS, RedisSetup, createRedis, replicaWaitOf, settleWithin } from '@cq/service-kit';
-import { handBack, spawnConsumers, type SpawnJob } from '@cq/spawn-handoff';
-import type { Job, Worker } from 'bullmq';
+import { REQUEST_TIMEOUT_MS, RedisSetup, createRedis, replicaWaitOf, settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
-import { prepareCgroups, type CgroupLayout } from './cgroups.js';
+import type { CgroupLayout } from './cgroups.js';
 import { probeContainment, type PlannedContainment } from './containment.js';
-import { containmentRequest, isolationOf, logContainment } from './containment-log.js';
-import { hostDir, pruneSessionDirs } from './isolation.js';
-import { Heartbeat } from './liveness/heartbeat.js';
+import { hostDir } from './isolation.js';
+import { Heartbeat, heartbeatPeriodMs } from './liveness/heartbeat.js';
 import { HostLease } from './liveness/host-lease.js';
-import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
-import { SessionRunner, type RunOutcome } from './session-runner.js';
+import type { SessionLauncher } from './session-process.js';
+import { SessionRunner } from './session-runner.js';
+import { containmentRequest, isolationOf, logContainment, prepareSessions } from './session-setup.js';
+import { SpawnJobs, checkShards } from './spawn-jobs.js';
 
-/**
- * What a spawn job answers (its BullMQ return value): its session runs on this host under its lease,
- * or how it ended without running.
- */
-export type Handoff = { readonly ran: true; readonly running: true } | RunOutcome;
+export type { Handoff } from './spawn-jobs.js';
 
 /** Options of {@link WorkerHost}. */
 export interface WorkerHostOptions {
@@ -53,9 +48,9 @@ export interface WorkerHostOptions {
 /**
  * A worker host: a BullMQ worker on each spawn-queue shard, running each job's session under its
  * lease, at most `SLOTS` at once over all shards, publishing a heartbeat, and stopping its sessions on
- * shutdown.
+ * shutdown. It is the composition root: what keeps sessions alive is in liveness/, how they are
+ * taken from the queue in spawn-jobs.ts, how they run in session-runner.ts and session-process.ts.
  */
-
 export class WorkerHost {
   readonly #config: WorkerConfig;
   readonly #logger: Logger;
@@ -72,7 +67,7 @@ export class WorkerHost {
   readonly #startedAt = Date.now();
   readonly #heartbeatMs: number;
   readonly #stalledIntervalMs: number;
-  #workers: Worker[] = [];
+  #jobs: SpawnJobs | undefined;
   #queueRedis: RedisClient | undefined;
   /** The host's own channel: stops and lifetime changes reach its sessions without waiting for a renewal. */
   #channel: HostChannel | undefined;
@@ -80,9 +75,6 @@ export class WorkerHost {
   readonly #lease: HostLease;
   /** The heartbeat, and the sessions it batches; set by {@link WorkerHost.start}. */
   #heartbeat: Heartbeat | undefined;
-  #busy = 0;
-  /** The sessions this host started, each followed to its end (the spawn job ends at the start). */
-  readonly #sessions = new Set<Promise<void>>();
   #draining: Promise<void> | undefined;
   #drainedResolve: (() => void) | undefined;
   readonly #drained = new Promise<void>((resolve) => (this.#drainedResolve = resolve));
@@ -91,7 +83,7 @@ export class WorkerHost {
     this.#options = options;
     this.#config = options.config;
     this.#logger = options.logger.child({ workerId: options.config.workerId });
-    this.#heartbeatMs = Math.max(1, Math.min(options.heartbeatMs ?? 2000, Math.floor(options.config.leaseMs / 3)));
+    this.#heartbeatMs = heartbeatPeriodMs(options.heartbeatMs, options.config.leaseMs);
     this.#lease = new HostLease(options.config.workerId, options.config.leaseMs, this.#logger);
     // Every running session listens for the shutdown: as many listeners as slots is expected.
     setMaxListeners(this.#config.slots + 10, this.#shutdown.signal);
@@ -119,7 +111,7 @@ export class WorkerHost {
 
   /** Sessions running now. */
   get busy(): number {
-    return this.#busy;
+    return this.#jobs?.busy ?? 0;
   }
 
   /**
@@ -132,21 +124,9 @@ export class WorkerHost {
    */
   async start(): Promise<void> {
     const containment = (this.#containment ??= probeContainment(containmentRequest(this.#config)));
-    pruneSessionDirs(this.#config.sessionsDir);
-    this.#cgroups = prepareCgroups({
-      memoryMb: this.#config.sessionMemoryMb,
-      pidsMax: this.#config.sessionPidsMax,
-      cpus: this.#config.sessionCpus,
-    });
-    const launcher = (this.#launcher =
-      this.#options.launcher ??
-      new RuntimeLauncher({
-        command: this.#config.sessionCommand,
-        logger: this.#logger,
-        containment: containment.plan,
-        cgroups: this.#cgroups,
-        outputRate: this.#config.logRateBytes,
-      }));
+    const { launcher, cgroups } = prepareSessions(this.#config, containment, this.#logger, this.#options.launcher);
+    this.#launcher = launcher;
+    this.#cgroups = cgroups;
     const runner = new SessionRunner({
       coordinator: this.#coordinator,
       launcher,
@@ -168,32 +148,13 @@ export class WorkerHost {
     // writes: a ConfigError, one line.
     if (this.#coordinatorRedis.status === 'wait') this.#coordinatorRedis.connect().catch(() => {});
     await this.#redisSetup.start();
-    const apiShards = await this.#coordinatorRedis.get(this.#coordinator.keys.queueShards()).catch(() => null);
-    if (apiShards !== null && Number(apiShards) !== this.#config.spawnQueueShards) {
-      throw new ConfigError(
-        `SPAWN_QUEUE_SHARDS is ${this.#config.spawnQueueShards} here but the API on KEY_PREFIX ` +
-          `"${this.#config.keyPrefix}" uses ${apiShards}: set the same value on every API instance and worker host`,
-      );
-    }
+    await checkShards(this.#coordinatorRedis, this.#coordinator.keys, this.#config);
     await launcher.open?.();
     const connection = createRedis(this.#config, 'blocking', {
       logger: this.#logger,
       name: `cq-worker-queue:${this.#config.workerId}`,
     });
     this.#queueRedis = connection;
-    // One worker per shard, each allowed every slot. A job is active only while its session is being
-    // claimed; #process keeps the sessions running here within SLOTS, pausing every shard's worker while
-    // they fill them (a paused worker runs no stalled-job check: the hosts with free slots do).
-    this.#workers = spawnConsumers({
-      connection,
-      keyPrefix: this.#config.keyPrefix,
-      shards: this.#config.spawnQueueShards,
-      pool: this.#config.pool,
-      concurrency: this.#config.slots,
-      stalledIntervalMs: this.#stalledIntervalMs,
-      run: (payload, job, token) => this.#process(runner, payload, job, token),
-      log: this.#logger,
-    });
     const heartbeat = (this.#heartbeat = new Heartbeat({
       coordinator: this.#coordinator,
       runner,
@@ -204,7 +165,7 @@ export class WorkerHost {
       describe: () => ({
         workerId: this.#config.workerId,
         slots: this.#config.slots,
-        busy: this.#busy,
+        busy: this.busy,
         startedAt: this.#startedAt,
         containment: containment.plan.mode,
         isolation: this.#options.isolation ?? isolationOf(containment.plan, this.#config.sessionCpus),
@@ -212,6 +173,15 @@ export class WorkerHost {
       }),
       onDrainAsked: () => void this.drain('asked through the API'),
     }));
+    const jobs = (this.#jobs = new SpawnJobs({
+      config: this.#config,
+      runner,
+      heartbeat,
+      logger: this.#logger,
+      shutdown: this.#shutdown.signal,
+      stalledIntervalMs: this.#stalledIntervalMs,
+    }));
+    jobs.start(connection);
     heartbeat.start();
     logContainment(this.#logger, containment, this.#config, this.#cgroups);
     this.#logger.info(
@@ -229,12 +199,12 @@ export class WorkerHost {
   drain(reason: string): Promise<void> {
     this.#draining ??= (async () => {
       this.#logger.info(
-        { reason, busy: this.#busy },
+        { reason, busy: this.busy },
         'draining: taking no new sessions; exiting once the running ones have ended',
       );
       this.#heartbeat?.soon();
-      await Promise.all(this.#workers.map((worker) => worker.close()));
-      await this.#sessionsEnded();
+      await this.#jobs?.refuse();
+      await this.#jobs?.ended();
       this.#drainedResolve?.();
     })();
     return this.#draining;
@@ -246,77 +216,13 @@ export class WorkerHost {
   }
 
   /**
-   * One spawn job: the handoff. The job ends (completed) as soon as its session is claimed and running
-   * under its lease, or as soon as it ended without running (stale, timed out, another pool); the
-   * session then runs on here under its lease alone, with no BullMQ lock to keep (see
-   * docs/scaling.md, "Keeping sessions running"). A host that dies before the claim leaves the job
-   * active: BullMQ's stalled-job check gives it to another host.
-   */
-  async #process(runner: SessionRunner, payload: SpawnJob, job: Job, token: string | undefined): Promise<Handoff> {
-    if (this.#shutdown.signal.aborted || this.#draining !== undefined) {
-      this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'shutting down or draining; job handed back');
-      return handBack(job, token, this.#logger);
-    }
-    if (this.#busy >= this.#config.slots) {
-      // Another job took the last slot first: hand the job back for any host to take (no attempt is
-      // counted), and fetch nothing more until a slot frees.
-      this.#pauseFetching(true);
-      this.#logger.debug({ jobId: job.id, queue: job.queueName }, 'all slots busy; job handed back');
-      return handBack(job, token, this.#logger);
-    }
-    // The heartbeat on the tick after the claim publishes the slot in use, takes over the session's hold
-    // and registers it under the host lease (one heartbeat for all the sessions started in a tick); a
-    // session not started gives its hold back with the heartbeat after its end.
-    this.#busy++;
-    this.#heartbeat?.claimed(payload.sessionId);
-    if (this.#busy >= this.#config.slots) this.#pauseFetching(true);
-    let started: (() => void) | undefined;
-    const running = new Promise<'started'>((resolve) => (started = () => resolve('started')));
-    const session = runner
-      .run(payload, this.#shutdown.signal, () => {
-        started?.();
-        this.#heartbeat?.started(payload.sessionId, payload.userId);
-      })
-      .finally(() => {
-        this.#busy--;
-        this.#heartbeat?.ended(payload.sessionId);
-        if (!this.#shutdown.signal.aborted && this.#draining === undefined) {
-          this.#pauseFetching(false);
-          this.#heartbeat?.soon();
-        }
-      });
-    // Followed to its end, whatever the job's answer: the host waits for these when it drains or stops.
-    const followed = session.then(
-      () => undefined,
-      (err: unknown) => this.#logger.error({ err, sessionId: payload.sessionId }, 'session run failed'),
-    );
-    this.#sessions.add(followed);
-    void followed.finally(() => this.#sessions.delete(followed));
-    const first = await Promise.race([running, session]);
-    return first === 'started' ? { ran: true, running: true } : first;
-  }
-
-  /** Resolves once every session this host started has ended (and its end was recorded or given up). */
-  async #sessionsEnded(): Promise<void> {
-    while (this.#sessions.size > 0) await Promise.all([...this.#sessions]);
-  }
-
-  /** Stops (or resumes) every shard's worker fetching jobs while all slots are busy. */
-  #pauseFetching(paused: boolean): void {
-    for (const worker of this.#workers) {
-      if (paused) void worker.pause(true);
-      else if (worker.isPaused()) void worker.resume();
-    }
-  }
-
-  /**
    * Stops cleanly: takes no more jobs, stops its sessions (they end as `stopped`), waits for their end
    * to be recorded and their leases released, withdraws its heartbeat, closes its connections.
    */
   async stop(): Promise<void> {
     this.#heartbeat?.stop();
-    const workers = this.#workers;
-    const closing = Promise.all([...workers.map((worker) => worker.close()), this.#sessionsEnded()]);
+    const jobs = this.#jobs;
+    const closing = Promise.all([jobs?.close(), jobs?.ended()]);
     this.#shutdown.abort();
     // Sessions end within the grace time and their end is recorded within a lease; with Redis
     // unreachable that cannot finish, so the wait is bounded and the host exits all the same.
@@ -324,7 +230,7 @@ export class WorkerHost {
     const closed = await settleWithin(closing, bound);
     if (!closed) {
       this.#logger.warn({ waitedMs: bound }, 'could not finish cleanly (is Redis reachable?); closing anyway');
-      await settleWithin(Promise.all(workers.map((worker) => worker.close(true))), 500);
+      await settleWithin(jobs?.close(true) ?? Promise.resolve(), 500);
       this.#queueRedis?.disconnect();
     } else {
       const ended = this.#heartbeat?.unreturned ?? [];

@@ -13,6 +13,14 @@ export const RETRY_MS = 250;
 /** At most one heartbeat this soon after a session ends (to publish the slot and give its hold back), ms. */
 export const SOON_MS = 250;
 
+/**
+ * How often a host's heartbeat goes, ms: as asked (2 s by default), never more than a third of
+ * `LEASE_MS` (the host lease must be renewed twice within it, a failed heartbeat being retried).
+ */
+export function heartbeatPeriodMs(asked: number | undefined, leaseMs: number): number {
+  return Math.max(1, Math.min(asked ?? 2000, Math.floor(leaseMs / 3)));
+}
+
 /** What a {@link Heartbeat} works with. */
 export interface HeartbeatDeps {
   readonly coordinator: Coordinator;

@@ -1,10 +1,42 @@
-// What a host says at start of how it contains and isolates its sessions, and what its configuration
-// asks of the containment: worked out once, logged once, published with every heartbeat.
+// How a host sets up where its sessions run, at start: what its configuration asks of the containment,
+// the sessions' cgroups and directories, the launcher, and the one line that says all that (published
+// with every heartbeat as its isolation).
 import type { Isolation } from '@cq/coordinator';
 import type { Logger } from 'pino';
-import type { CgroupLayout } from './cgroups.js';
+import { prepareCgroups, type CgroupLayout } from './cgroups.js';
 import type { WorkerConfig } from './config.js';
 import type { ContainmentPlan, ContainmentRequest, PlannedContainment } from './containment.js';
+import { pruneSessionDirs } from './isolation.js';
+import { RuntimeLauncher, type SessionLauncher } from './session-process.js';
+
+/**
+ * Sets up where sessions run, changing the machine: removes what hosts of this machine that died left
+ * (session directories; cgroups, by prepareCgroups), makes the caps' cgroups (a {@link ConfigError}
+ * where they cannot be enforced), and builds the launcher (`given`, or the session runtime's).
+ */
+export function prepareSessions(
+  config: WorkerConfig,
+  planned: PlannedContainment,
+  logger: Logger,
+  given: SessionLauncher | undefined,
+): { launcher: SessionLauncher; cgroups: CgroupLayout | undefined } {
+  pruneSessionDirs(config.sessionsDir);
+  const cgroups = prepareCgroups({
+    memoryMb: config.sessionMemoryMb,
+    pidsMax: config.sessionPidsMax,
+    cpus: config.sessionCpus,
+  });
+  const launcher =
+    given ??
+    new RuntimeLauncher({
+      command: config.sessionCommand,
+      logger,
+      containment: planned.plan,
+      cgroups,
+      outputRate: config.logRateBytes,
+    });
+  return { launcher, cgroups };
+}
 
 /** One line at start says how sessions are contained and kept apart here, and what that cannot catch. */
 export function logContainment(

@@ -212,7 +212,8 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(operationRoutes);
   await app.register(tokenRoutes);
   await app.register(spawnRoutes);
-  // Pages of the session list, with their filter and signed cursors (session-list.ts).
+  // The session list's one reader (its filter, signed cursors and view: session-list.ts), for GET /v1/sessions
+  // and the dashboard's live table alike.
   const sessionList = new SessionListReader(app.coordinator.sessions);
   await app.register(sessionRoutes, { sessionList });
   await app.register(hostRoutes);
@@ -222,6 +223,7 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(accessRoutes);
   await app.register(dashboardPlugin, {
     prefix: DASHBOARD_PATH,
+    sessionList,
     ...(options.matchingMaxExamined === undefined ? {} : { matchingMaxExamined: options.matchingMaxExamined }),
   });
   return app;

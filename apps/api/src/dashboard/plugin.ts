@@ -7,6 +7,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { dashboardActions, type DashboardActionsOptions } from './actions.js';
 import { antiForgeryToken, dashboardKeyOf, requireDashboardKey } from './auth.js';
 import { stateQuery } from './list-query.js';
+import type { SessionListReader } from '../session-list.js';
 import { outputQuery, readOutputTail } from './output.js';
 import { lastEventIdHeader, openStream, resumePosition, streamEvents } from '../routes/events.js';
 import { pageCss, pageHtml, pageJs } from './page.js';
@@ -36,6 +37,12 @@ const BULL_BOARD_CSP =
 /** bull-board's page links a stylesheet of fonts on a third-party host: the page uses its fallback fonts. */
 const THIRD_PARTY_LINK = /<link\b[^>]*\bhref="https?:\/\/[^"]*"[^>]*>/gi;
 
+/** Options of {@link dashboardPlugin}. */
+export interface DashboardOptions extends DashboardActionsOptions {
+  /** Reads the live table's pages: `GET /v1/sessions`' reader. */
+  readonly sessionList: SessionListReader;
+}
+
 /**
  * The queue dashboard: the coordinator view at `/dashboard` (live sessions, worker hosts, recent
  * endings, a chart of admissions, the webhooks), its JSON at `/dashboard/api/state` and
@@ -44,7 +51,7 @@ const THIRD_PARTY_LINK = /<link\b[^>]*\bhref="https?:\/\/[^"]*"[^>]*>/gi;
  * route under it, assets included, needs HTTP Basic auth with a key holding `dashboard` as password;
  * every state-changing one also `dashboard:act` and the page's origin and anti-forgery token (auth.ts).
  */
-export async function dashboardPlugin(app: FastifyInstance, options: DashboardActionsOptions = {}): Promise<void> {
+export async function dashboardPlugin(app: FastifyInstance, options: DashboardOptions): Promise<void> {
   const scope = app.withTypeProvider<ZodTypeProvider>();
   scope.addHook('onRequest', requireDashboardKey(app.keys));
   // Security headers on every page, asset and data answer under the dashboard. bull-board's page
@@ -75,7 +82,13 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardAc
   // opening a page costs Redis nothing.
   const recentEvents = new RecentEvents(app.events, app.log);
   app.addHook('onClose', async () => recentEvents.close());
-  const reader = new DashboardStateReader(app.coordinator, app.stats, recentEvents, app.spawnQueues);
+  const reader = new DashboardStateReader(
+    options.sessionList,
+    app.coordinator,
+    app.stats,
+    recentEvents,
+    app.spawnQueues,
+  );
   scope.get('/', { schema: { hide: true } }, async (_request, reply) =>
     strictCsp(reply).type('text/html; charset=utf-8').send(pageHtml),
   );

@@ -1,20 +1,15 @@
 import type { Containment, Coordinator, Isolation, WorkerRecord } from '@cq/coordinator';
-import { CursorCodec, CursorError } from '../session-cursor.js';
-import { HttpError } from '../http-errors.js';
-import { filterOf, type ListQuery } from '../session-list.js';
+import { sessionFields, type ListQuery, type SessionFields, type SessionListReader } from '../session-list.js';
 import { poolsWithPending, type PoolWithPending, type QueuedSessions } from '../pools.js';
 import type { StatsRecorder } from '../stats.js';
 import type { RecentEvents } from './recent-events.js';
 
-/** One live session as the dashboard shows it. */
-export interface LiveRow {
-  userId: string;
-  sessionId: string;
-  fence: number;
-  state: string;
-  pool: string;
-  labels: Record<string, string>;
-  workerId?: string;
+/**
+ * One live session as the dashboard shows it: the fields `GET /v1/sessions` shows as they are
+ * ({@link sessionFields}), then its start (epoch ms) and what is left of its lease, lifetime or wait for
+ * a host, in ms from the state's `now`.
+ */
+export type LiveRow = SessionFields & {
   startedAt?: number;
   /** Ms until the lease runs out unless renewed (running sessions). */
   leaseLeftMs?: number;
@@ -22,10 +17,7 @@ export interface LiveRow {
   lifetimeLeftMs?: number;
   /** Ms until a pending session is dropped as lost. */
   pendingLeftMs?: number;
-  /** The session announced it is ready, and where it can be reached. */
-  ready: boolean;
-  endpoint?: string;
-}
+};
 
 export type { QueuedSessions } from '../pools.js';
 
@@ -73,57 +65,47 @@ export interface DashboardState {
 }
 
 /**
- * Builds the dashboard's state. The live table is a page of the session list (the same walk as
- * `GET /v1/sessions`, with its cursors): it costs Redis in proportion to the page, whatever the number of
- * sessions or slots. The recent endings come from the process's ring of recent events (no read of
+ * Builds the dashboard's state. The live table is a page of the session list, read by `GET /v1/sessions`'
+ * own reader (the same filter, walk and cursors): it costs Redis in proportion to the page, whatever the
+ * number of sessions or slots. The recent endings come from the process's ring of recent events (no read of
  * Redis once it is up); the hosts, capacity and chart are a few commands.
  */
 export class DashboardStateReader {
+  readonly #list: SessionListReader;
   readonly #coordinator: Coordinator;
   readonly #stats: StatsRecorder;
   readonly #recent: RecentEvents;
-  readonly #cursors: CursorCodec;
   readonly #queued: QueuedSessions;
 
-  constructor(coordinator: Coordinator, stats: StatsRecorder, recent: RecentEvents, queued: QueuedSessions) {
+  constructor(
+    list: SessionListReader,
+    coordinator: Coordinator,
+    stats: StatsRecorder,
+    recent: RecentEvents,
+    queued: QueuedSessions,
+  ) {
+    this.#list = list;
     this.#coordinator = coordinator;
     this.#stats = stats;
     this.#recent = recent;
     this.#queued = queued;
-    this.#cursors = new CursorCodec(() => coordinator.sessions.listCursorSecret());
   }
 
   async read(query: ListQuery): Promise<DashboardState> {
-    const filter = filterOf(query);
-    let from;
-    try {
-      from = query.cursor === undefined ? undefined : await this.#cursors.decode(query.cursor, filter);
-    } catch (err) {
-      if (err instanceof CursorError) throw new HttpError('invalid_request', err.message, { field: 'cursor' });
-      throw err;
-    }
     // One read of the hosts serves the hosts table and the pools (which would read them again).
     const readPools = async (): Promise<[WorkerRecord[], PoolWithPending[]]> => {
       const hosts = await this.#coordinator.workers.list();
       return [hosts, await poolsWithPending(this.#coordinator.workers, this.#queued, hosts)];
     };
     const [page, [workers, pools], chart, endings] = await Promise.all([
-      this.#coordinator.sessions.list(filter, { limit: query.limit, ...(from === undefined ? {} : { from }) }),
+      this.#list.page(query),
       readPools(),
       this.#stats.read(15),
       this.#recent.endings().catch(() => []),
     ]);
     const now = Date.now();
     const rows: LiveRow[] = page.sessions.map((session) => ({
-      userId: session.userId,
-      sessionId: session.sessionId,
-      fence: session.fence,
-      state: session.state,
-      pool: session.pool,
-      labels: { ...session.labels },
-      ready: session.ready,
-      ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
-      ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
+      ...sessionFields(session),
       ...(session.startedAt === undefined ? {} : { startedAt: session.startedAt }),
       ...(session.leaseExpiresAt === undefined ? {} : { leaseLeftMs: session.leaseExpiresAt - now }),
       ...(session.deadline === undefined ? {} : { lifetimeLeftMs: session.deadline - now }),
@@ -134,7 +116,7 @@ export class DashboardStateReader {
       live: {
         limit: query.limit,
         rows,
-        ...(page.next === undefined ? {} : { next: await this.#cursors.encode(page.next, filter) }),
+        ...(page.next === undefined ? {} : { next: page.next }),
       },
       pools,
       workers: workers.map((w) => ({
@@ -150,7 +132,7 @@ export class DashboardStateReader {
       })),
       freeSlots: pools.reduce((n, p) => n + p.free, 0),
       ended: endings
-        .filter((e) => filter.userId === undefined || e.userId === filter.userId)
+        .filter((e) => page.filter.userId === undefined || e.userId === page.filter.userId)
         .slice(0, 50)
         .map((e) => ({
           userId: e.userId,

@@ -317,7 +317,8 @@ export async function listCursorSecret(context: Context): Promise<Buffer> {
  * Enters in the directory those of `slots` (slots found to hold live sessions) whose `listed` key is
  * missing: the slots of sessions admitted before the session list existed (an upgrade), which would be
  * missing from the list until they end. One EXISTS per slot given, then one entry per slot missing.
- * The sweeper calls it after each of its full reads. Answers how many slots it entered.
+ * The sweeper's list upgrade (`sweeper/list-upgrade.ts`) calls it after each of its full reads, and again
+ * for slots whose check failed. Answers how many slots it entered.
  */
 export async function enterUnlisted(context: Context, slots: readonly number[]): Promise<number> {
   if (slots.length === 0) return 0;

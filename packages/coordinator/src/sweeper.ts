@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from './context.js';
 import { settleBounded } from './fan-out.js';
-import { enterUnlisted } from './session-list.js';
 import type { SessionStore } from './sessions.js';
 import type { WorkerRegistry } from './workers.js';
 import { HostLeaseSweep } from './sweeper/host-leases.js';
+import { ListUpgrade } from './sweeper/list-upgrade.js';
 import { LiveSlots } from './sweeper/live-slots.js';
 import { allSlots, readSlots, redisNow } from './sweeper/slot-reads.js';
 import { SweepTurn } from './sweeper/turn.js';
@@ -25,7 +25,8 @@ type Callbacks = 'onError' | 'onSwept' | 'onFullScan' | 'onRecounted';
  * from the event channel, and a few more in turn). So an idle deployment costs Redis a few commands per
  * sweep, not 16384, and API processes that do not hold the turn cost one command per turn's time to
  * live. Beside that, every `hostIntervalMs` the holder ends the sessions of host leases that ran out
- * ({@link HostLeaseSweep}), and each sweep recounts the pools' capacity.
+ * ({@link HostLeaseSweep}); each full read enters the slots of sessions from before the session list in
+ * its directory ({@link ListUpgrade}); and each sweep recounts the pools' capacity.
  */
 export class Sweeper {
   readonly #context: Context;
@@ -36,6 +37,7 @@ export class Sweeper {
   readonly #turn: SweepTurn;
   readonly #slots: LiveSlots;
   readonly #hosts: HostLeaseSweep;
+  readonly #upgrade: ListUpgrade;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
   #hostTimer: NodeJS.Timeout | undefined;
@@ -67,6 +69,7 @@ export class Sweeper {
       stopping: () => this.#stopping,
       onSwept: this.#options.onSwept,
     });
+    this.#upgrade = new ListUpgrade(context, this.#options.onError);
   }
 
   /** Finds the users due now in every slot's live index. */
@@ -147,7 +150,7 @@ export class Sweeper {
     this.#hostTimer = undefined;
     this.#stopping = true;
     await Promise.all([this.#running, this.#hostRunning]);
-    await this.#turn.giveUp().catch(() => undefined);
+    await this.#turn.giveUp().catch((err: unknown) => this.#options.onError?.(err));
     this.#slots.forget();
   }
 
@@ -176,9 +179,7 @@ export class Sweeper {
       const startedAt = performance.now();
       const reading = await readSlots(this.#context, allSlots(), this.#options);
       this.#fullScans++;
-      // Slots of sessions from before the session list (an upgrade) enter its directory here; a miss is
-      // tried again at the next full read.
-      await enterUnlisted(this.#context, [...reading.live]).catch(() => 0);
+      await this.#upgrade.check(reading.live);
       slots.learn(reading, seen);
       this.#options.onFullScan?.({
         ms: Math.round(performance.now() - startedAt),
@@ -188,6 +189,7 @@ export class Sweeper {
       slots.readAll(epoch);
       return this.#end(reading.due);
     }
+    await this.#upgrade.check();
     const rolling = slots.rolling(this.#options.scanSlotsPerSweep);
     const seen = slots.seen();
     const now = await redisNow(this.#context);

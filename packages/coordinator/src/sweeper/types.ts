@@ -43,7 +43,11 @@ export interface SweeperOptions {
    * @defaultValue 256
    */
   concurrency?: number;
-  /** Called when a sweep fails (Redis unreachable); the sweeper goes on at the next interval. */
+  /**
+   * Called when a sweep fails (Redis unreachable), when the session list's upgrade could not check some
+   * slots (they are checked again at the next sweep), or when the turn could not be given up at stop (it
+   * runs out by itself); the sweeper goes on at the next interval.
+   */
   onError?: (err: unknown) => void;
   /** Called after each sweep that ended sessions. */
   onSwept?: (result: SweepResult) => void;

@@ -2,12 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import { removeCgroup, type CgroupLayout, type CgroupSpec } from './cgroups.js';
 import { PROCESS_GROUPS, type ContainmentPlan } from './containment.js';
 import { hostDir, writeResolvConf } from './isolation.js';
+import { demoSessionPath, runtimeProgram, sessionEnvironment } from './session-env.js';
 import { fromMonotonic, toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
 /** How a session is started and stopped: a process of the session runtime, or anything in-process for tests. */
@@ -68,19 +68,10 @@ export interface SessionHandle {
   kill(): void;
 }
 
-/**
- * The variables of the host's environment a session also gets; nothing else (no Redis credentials).
- * Not HOME (its SESSION_DIR is) nor TMPDIR (its /tmp is its own; the host's may be read-only to it).
- */
-const PASSED_THROUGH = ['PATH', 'LANG', 'LC_ALL', 'TZ'];
-
 /** How long the host waits for the runtime to confirm a kill it also did itself, ms. */
 const KILL_CONFIRM_MS = 1000;
 
-/** The runtime's program, built beside this module. */
-export const runtimeProgram = fileURLToPath(new URL('./runtime-main.js', import.meta.url));
-/** The built-in demo session: a POSIX shell script (see the contract). */
-export const demoSessionPath = fileURLToPath(new URL('../bin/demo-session.sh', import.meta.url));
+export { demoSessionPath, runtimeProgram } from './session-env.js';
 
 interface Running {
   readonly spec: LaunchSpec;
@@ -306,17 +297,11 @@ export class RuntimeLauncher implements SessionLauncher {
 
   launch(spec: LaunchSpec): SessionHandle {
     const id = String(++this.#next);
-    const env: Record<string, string> = {};
-    for (const name of PASSED_THROUGH) {
-      const value = process.env[name];
-      if (value !== undefined) env[name] = value;
-    }
     const user = this.#plan.user;
-    if (user !== undefined) Object.assign(env, { USER: user.name, LOGNAME: user.name });
     // A name of its own among the host's sessions (a host runs one session per user at a time).
     const name = `session-${(spec.sessionEnv['SESSION_ID'] ?? '').replace(/[^\w.-]/g, '_')}-${id}`;
     const dir = join(this.#dirs, name);
-    Object.assign(env, { SESSION_DIR: dir, HOME: dir }, spec.sessionEnv);
+    const env = sessionEnvironment(spec.sessionEnv, user, dir);
     const cgroup = this.#cgroups?.specFor(name);
     let settle!: (exit: SessionExit) => void;
     const exited = new Promise<SessionExit>((resolve) => (settle = resolve));

@@ -19,6 +19,7 @@ import type { ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Readable } from 'node:stream';
 import { createCgroup, oomKills, removeCgroup, type CgroupSpec } from './cgroups.js';
+import { followEgressStep, type Egress } from './egress-step.js';
 import { NotifyReader, type NotifyMessage } from './notify-reader.js';
 import { OutputReader, type OutMessage, type OutputStreamName } from './output-reader.js';
 import type { FromRuntime, RuntimeCause, SessionDir, ToRuntime } from './runtime-protocol.js';
@@ -50,7 +51,7 @@ export interface RuntimeDeps {
   /** Removes a session's directory and everything in it, in the background. */
   removeDir?(path: string): void;
   /** Starts slirp4netns on the network namespace of process `pid`: `ready` once it configured it. */
-  startEgress?(pid: number): { readonly ready: Promise<void>; stop(): void };
+  startEgress?(pid: number): Egress;
   /** Sends a message to the host; `done` is called once it is written. */
   send(message: FromRuntime, done: () => void): void;
   /** Now on the machine's monotonic clock, ms. */
@@ -286,42 +287,6 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     session.reportAlarm.set(reader.reportDueAt);
   };
 
-  /**
-   * An `egress` session's network: once its program says its namespace is made (fd 4), slirp4netns is
-   * started on it, and told to go on once the network is configured. Should that fail, the session is
-   * killed before anything of its own ran, and ends as not started.
-   */
-  const connectEgress = (session: Session, child: ChildProcess): void => {
-    const step = child.stdio[4] as (NodeJS.ReadableStream & NodeJS.WritableStream) | null | undefined;
-    const fail = (why: string): void => {
-      if (session.ended) return;
-      deps.warn(`session ${session.id}: its network could not be made: ${why}`);
-      session.cause ??= 'spawn_failed';
-      killNow(session);
-    };
-    if (step === null || step === undefined || deps.startEgress === undefined) {
-      fail('no egress helper');
-      return;
-    }
-    step.on('error', () => {});
-    let said = '';
-    const onData = (chunk: Buffer): void => {
-      said += chunk.toString();
-      if (!said.includes('\n')) return;
-      step.removeListener('data', onData);
-      if (said !== 'netns\n' || session.ended || session.pid === undefined) return fail(`unexpected "${said.trim()}"`);
-      const egress = deps.startEgress!(session.pid);
-      session.egress = egress;
-      egress.ready.then(
-        () => {
-          if (!session.ended) step.write('go\n');
-        },
-        (err: Error) => fail(err.message),
-      );
-    };
-    step.on('data', onData);
-  };
-
   const start = (order: Extract<ToRuntime, { t: 'start' }>): void => {
     const session: Session = {
       id: order.id,
@@ -381,7 +346,21 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
     const notify = child.stdio[3];
     if (notify !== null && notify !== undefined)
       readNotifications(session, notifications, notify as NodeJS.ReadableStream);
-    if (order.egress === true) connectEgress(session, child);
+    if (order.egress === true)
+      followEgressStep(
+        child.stdio[4] as (NodeJS.ReadableStream & NodeJS.WritableStream) | null | undefined,
+        session.pid,
+        deps.startEgress,
+        {
+          ended: () => session.ended,
+          started: (egress) => (session.egress = egress),
+          failed: (why) => {
+            deps.warn(`session ${session.id}: its network could not be made: ${why}`);
+            session.cause ??= 'spawn_failed';
+            killNow(session);
+          },
+        },
+      );
     holdUntil(session, order.killBy);
     stopAt(session, order.deadlineAt);
     if (hostGone) terminate(session, orphanGrace(session.graceMs));

@@ -1,7 +1,7 @@
 import type { Context } from './context.js';
 import { Keys } from './keys.js';
 import { readIndex, type IndexSnapshot } from './live-index.js';
-import { LeaseManager } from './lease.js';
+import { Claims, LeaseManager } from './liveness/index.js';
 import {
   fixedWindowLimiter,
   gcraLimiter,
@@ -14,7 +14,6 @@ import { resolvePolicy, type Policy } from './options.js';
 import type { RedisClient } from './redis-errors.js';
 import type { ReplicaWait } from './replica-wait-pool.js';
 import { Scripts } from './script-runner.js';
-import { Claims } from './claims.js';
 import { SessionStore } from './sessions.js';
 import { OutputFeed, OutputStore, type OutputFeedOptions } from './output/index.js';
 import { WebhookStore } from './webhooks/index.js';

@@ -26,8 +26,21 @@ export {
   type ConsumeOutcome,
 } from './tokens.js';
 export * from './limiters/index.js';
-export { LeaseManager, type Lease, type LeaseRenewAnswer, type AcquireOptions, type AcquireOutcome } from './lease.js';
-export { Keepalive, LeaseLostError, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
+export {
+  Claims,
+  Keepalive,
+  LeaseLostError,
+  LeaseManager,
+  MAX_ENDPOINT_LENGTH,
+  type AcquireOptions,
+  type AcquireOutcome,
+  type ClaimOptions,
+  type KeepaliveOptions,
+  type Lease,
+  type LeaseRenewAnswer,
+  type RenewAnswer,
+  type SessionRenewAnswer,
+} from './liveness/index.js';
 export { SessionStore } from './sessions.js';
 export {
   sessionIdInSlot,
@@ -59,7 +72,6 @@ export {
 } from './events/index.js';
 export * from './output/index.js';
 export * from './webhooks/index.js';
-export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
 export * from './session-types.js';
 export { Sweeper, type FullScan, type SweeperOptions, type SweepResult } from './sweeper.js';
 export { HostChannel, type HostChannelOptions } from './host-channel.js';

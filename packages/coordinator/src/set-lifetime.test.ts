@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from './errors.js';
-import type { LeaseLostError } from './keepalive.js';
+import type { LeaseLostError } from './liveness/keepalive.js';
 import { LeaseField } from './records.js';
 import type { Claim } from './session-types.js';
 import { abortedWithin, elapse, issueAndAdmit, redisNow, testCoordinator } from './test-support/setup.js';

@@ -1,6 +1,14 @@
 import { DEFAULT_POOL, containments, sessionFilesystems, sessionNetworks } from '@cq/contract';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
+import {
+  HostLeases,
+  hostLeaseAnswer,
+  hostLeaseArgs,
+  hostLeaseKeys,
+  type HostLeaseAnswer,
+  type HostLeaseBeat,
+} from './liveness/host-leases.js';
 import { wrapRedisError } from './redis-errors.js';
 import { assertInteger, assertName, assertPool } from './validate.js';
 
@@ -48,7 +56,7 @@ export interface WorkerHeartbeat {
   readonly ended?: readonly string[];
   /**
    * `running` names every session the host runs (a periodic heartbeat): what is registered under the
-   * lease beyond them is put right ({@link HeartbeatAnswer.gone}), looked for when more are registered
+   * lease beyond them is put right ({@link HostLeaseAnswer.gone}), looked for when more are registered
    * than run, or, with `'check'`, whatever the numbers.
    */
   readonly full?: boolean | 'check';
@@ -62,38 +70,14 @@ export interface WorkerHeartbeat {
   readonly lease?: HostLeaseBeat;
 }
 
-/** A host lease's part of a heartbeat. */
-export interface HostLeaseBeat {
-  /**
-   * The lease's token, `<workerId>/<unique>`: one per host process and lease (a lease that was lost is
-   * never renewed). The sweep reads the host's id from it: of the sessions registered under a lease
-   * that ran out, it ends only those this host claimed.
-   */
-  readonly token: string;
-  /** How long the lease lasts from the heartbeat, ms (`LEASE_MS`). */
-  readonly ttlMs: number;
-  /** True for the token's first heartbeat: the lease is taken, not renewed. */
-  readonly fresh: boolean;
-  /** Sessions to register under the lease (a sweep ends them as `lost` once it ran out). */
-  readonly register?: readonly { readonly sessionId: string; readonly userId: string }[];
-}
-
 /** What a heartbeat answered: the state the host is asked to be in, and what became of its lease. */
-export interface HeartbeatAnswer {
+export interface HeartbeatAnswer extends HostLeaseAnswer {
   readonly state: WorkerState;
-  /** `held`: renewed (or taken) for its time to live, and the sessions registered; `lost`: it ran out. */
-  readonly lease: 'held' | 'lost' | undefined;
   /**
    * The users whose session changed (a stop) since the host's last heartbeat, posted beside the host
    * channel's message: the host renews their sessions now, as on the channel's nudge.
    */
   readonly nudged: readonly string[];
-  /**
-   * With {@link WorkerHeartbeat.full}: the sessions registered under the lease that the host does not
-   * run (their ends were in writes Redis lost or replayed). Their holds and registrations are gone; their
-   * records are the host's to end (`SessionStore.sweepUser`).
-   */
-  readonly gone: ReadonlyArray<{ sessionId: string; userId: string }>;
 }
 
 /** A worker host as seen in the registry. */
@@ -149,9 +133,12 @@ export type ReserveOutcome =
  */
 export class WorkerRegistry {
   readonly #context: Context;
+  /** The host leases the heartbeats take and renew (`liveness/host-leases.ts`). */
+  readonly #leases: HostLeases;
 
   constructor(context: Context) {
     this.#context = context;
+    this.#leases = new HostLeases(context);
   }
 
   #capacityKeys(pool: string = DEFAULT_POOL): string[] {
@@ -188,7 +175,7 @@ export class WorkerRegistry {
       [
         keys.worker(beat.workerId),
         ...this.#capacityKeys(pool),
-        ...this.#leaseKeys(beat.lease?.token),
+        ...hostLeaseKeys(keys, beat.lease?.token),
         keys.hostNudges(beat.workerId),
       ],
       [
@@ -202,50 +189,30 @@ export class WorkerRegistry {
         idList(beat.ended ?? []),
         containment,
         pool,
-        beat.lease?.token ?? '',
-        beat.lease?.ttlMs ?? 0,
-        beat.lease?.fresh === true ? 1 : '',
-        (beat.lease?.register ?? []).map((r) => `${r.sessionId}=${r.userId}`).join(','),
-        beat.full === 'check' ? 2 : beat.full === true ? 1 : '',
+        ...hostLeaseArgs(beat.lease, beat.full),
         isolation.network,
         isolation.filesystem,
         isolation.cpus ?? '',
       ],
     );
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
-    const lease = reply[3] === 'held' ? 'held' : reply[3] === 'lost' ? 'lost' : undefined;
     const nudged = Array.isArray(reply[4]) ? reply[4].map(String) : [];
-    const gone = (Array.isArray(reply[5]) ? reply[5].map(String) : []).map((entry) => {
-      const at = entry.indexOf('=');
-      return { sessionId: entry.slice(0, at), userId: entry.slice(at + 1) };
-    });
-    return { state: reply[2] === 'draining' ? 'draining' : 'active', lease, nudged, gone };
+    return { state: reply[2] === 'draining' ? 'draining' : 'active', nudged, ...hostLeaseAnswer(reply) };
   }
 
-  /** The keys of a host lease (those of an unused token when the host keeps none: they stay untouched). */
-  #leaseKeys(token: string | undefined): string[] {
-    const { keys } = this.#context;
-    return [keys.hostLeases(), keys.hostSessions(token ?? '-'), keys.workersGuard()];
+  /** Host leases that ran out, at most `limit`: {@link HostLeases.expired}. */
+  expiredLeases(limit?: number): Promise<string[]> {
+    return this.#leases.expired(limit);
   }
 
-  /**
-   * Host leases that ran out (none while the {workers} slot's loss guard waits after Redis may have
-   * lost writes), at most `limit`. One round trip.
-   */
-  async expiredLeases(limit = 100): Promise<string[]> {
-    const { keys, scripts } = this.#context;
-    const reply = await scripts.run('sweepHosts', [keys.hostLeases(), keys.workersGuard()], [limit]);
-    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('sweepHosts', reply);
-    return reply.slice(1).map(String);
+  /** The sessions registered under a host lease: {@link HostLeases.sessions}. */
+  leaseSessions(token: string): Promise<Record<string, string>> {
+    return this.#leases.sessions(token);
   }
 
-  /** The sessions registered under a host lease: user id by session id. One command (HGETALL). */
-  async leaseSessions(token: string): Promise<Record<string, string>> {
-    try {
-      return await this.#context.redis.hgetall(this.#context.keys.hostSessions(token));
-    } catch (err) {
-      throw wrapRedisError(err);
-    }
+  /** Forgets a host lease that ran out: {@link HostLeases.forget}. */
+  forgetLease(token: string): Promise<boolean> {
+    return this.#leases.forget(token);
   }
 
   /**
@@ -271,13 +238,6 @@ export class WorkerRegistry {
     return Number(reply[1]);
   }
 
-  /** Forgets a host lease that ran out, with its registrations (false: it holds). One round trip. */
-  async forgetLease(token: string): Promise<boolean> {
-    const { keys, scripts } = this.#context;
-    const reply = await scripts.run('forgetHost', [keys.hostLeases(), keys.hostSessions(token)], [token]);
-    return replyCode(reply) === ScriptCode.Ok;
-  }
-
   /**
    * Removes a host's record and share of the capacity at once (clean shutdown), giving back the holds of
    * the sessions named, and its lease with what was registered under it. One round trip.
@@ -294,7 +254,7 @@ export class WorkerRegistry {
       [
         this.#context.keys.worker(workerId),
         ...this.#capacityKeys(pool),
-        ...this.#leaseKeys(leaseToken),
+        ...hostLeaseKeys(this.#context.keys, leaseToken),
         this.#context.keys.hostNudges(workerId),
       ],
       [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, leaseToken ?? '', 0, '', '', '', '', '', ''],

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { WEBHOOK_DISPATCH_LEASE } from '../keys.js';
-import type { Lease } from '../lease.js';
+import type { Lease } from '../liveness/lease.js';
 import { testCoordinator } from '../test-support/setup.js';
 
 describe('the webhook dispatch cursor', () => {

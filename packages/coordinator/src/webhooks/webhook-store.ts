@@ -4,7 +4,7 @@ import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from '..
 import { parseEventId } from '../events/codec.js';
 import type { SessionEventType } from '../events/session-event.js';
 import { WEBHOOK_DISPATCH_LEASE } from '../keys.js';
-import type { Lease } from '../lease.js';
+import type { Lease } from '../liveness/lease.js';
 import { wrapRedisError } from '../redis-errors.js';
 
 /** A webhook endpoint as kept (its secret sealed: see {@link WebhookStore}). */

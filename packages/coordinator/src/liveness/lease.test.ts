@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { startRedisServer } from '@cq/test-harness';
-import { Coordinator } from './coordinator.js';
+import { Coordinator } from '../coordinator.js';
 import type { LeaseLostError } from './keepalive.js';
-import { abortedWithin, elapse, testCoordinator } from './test-support/setup.js';
+import { abortedWithin, elapse, testCoordinator } from '../test-support/setup.js';
 
 describe('leases', () => {
   const coordinator = testCoordinator();

@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { cleanUp, startRedisServer, type RedisServer, until } from '@cq/test-harness';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { Coordinator } from './coordinator.js';
-import type { AdmitOutcome, Claim } from './session-types.js';
+import { Coordinator } from '../coordinator.js';
+import type { AdmitOutcome, Claim } from '../session-types.js';
 
 /**
  * Redis that loses writes, for real: a redis-server SIGKILLed and started again from an older snapshot,

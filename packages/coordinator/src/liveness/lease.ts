@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { Context } from './context.js';
-import { ScriptCode, replyCode, unexpectedReply } from './errors.js';
+import type { Context } from '../context.js';
+import { ScriptCode, replyCode, unexpectedReply } from '../errors.js';
 import { Keepalive, type RenewAnswer } from './keepalive.js';
-import { assertInteger } from './validate.js';
+import { assertInteger } from '../validate.js';
 
 /** Options of {@link LeaseManager.acquire}. */
 export interface AcquireOptions {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { elapse, issueAndAdmit, testCoordinator } from './test-support/setup.js';
+import { elapse, issueAndAdmit, testCoordinator } from '../test-support/setup.js';
 
 const LEASE_MS = 300;
 const worker = { workerId: 'h1', leaseMs: 60_000, graceMs: 500 };

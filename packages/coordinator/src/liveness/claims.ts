@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { Context } from './context.js';
-import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
+import type { Context } from '../context.js';
+import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from '../errors.js';
 import { Keepalive, type RenewAnswer } from './keepalive.js';
-import type { Policy } from './options.js';
-import { parseLabels, parseMetadata } from './records.js';
+import type { Policy } from '../options.js';
+import { parseLabels, parseMetadata } from '../records.js';
 import {
   endReasonStates,
   endReasons,
@@ -14,9 +14,9 @@ import {
   type SessionRef,
   type StopReason,
   type TerminalState,
-} from './session-types.js';
-import { slotOf } from './slots.js';
-import { assertInteger } from './validate.js';
+} from '../session-types.js';
+import { slotOf } from '../slots.js';
+import { assertInteger } from '../validate.js';
 
 /**
  * A session renewal's answer: the lease's new life, whether a stop was requested (and why), the

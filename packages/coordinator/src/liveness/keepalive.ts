@@ -1,4 +1,4 @@
-import { CoordinatorError } from './errors.js';
+import { CoordinatorError } from '../errors.js';
 
 /** What one renewal attempt learned. */
 export type RenewAnswer =

@@ -79,19 +79,21 @@ export { USER_ID_PATTERN, assertUserId } from './validate.js';
 export { DEFAULT_POOL, POOL_PATTERN, MAX_LABELS } from '@cq/contract';
 export {
   WorkerRegistry,
-  NO_ISOLATION,
-  containments,
-  sessionFilesystems,
-  sessionNetworks,
   type Capacity,
-  type Containment,
-  type Isolation,
   type PoolView,
   type ReserveOutcome,
-  type SessionFilesystem,
-  type SessionNetwork,
   type WorkerHeartbeat,
   type WorkerRecord,
   type WorkerState,
 } from './workers.js';
+export {
+  NO_ISOLATION,
+  containments,
+  sessionFilesystems,
+  sessionNetworks,
+  type Containment,
+  type Isolation,
+  type SessionFilesystem,
+  type SessionNetwork,
+} from './isolation.js';
 export { readIndex, type IndexSnapshot, type IndexedUser, type RecentEnding } from './live-index.js';

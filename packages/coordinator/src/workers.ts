@@ -1,6 +1,14 @@
-import { DEFAULT_POOL, containments, sessionFilesystems, sessionNetworks } from '@cq/contract';
+import { DEFAULT_POOL, containments } from '@cq/contract';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
+import {
+  NO_ISOLATION,
+  assertIsolation,
+  containmentOf,
+  isolationOf,
+  type Containment,
+  type Isolation,
+} from './isolation.js';
 import {
   HostLeases,
   hostLeaseAnswer,
@@ -17,29 +25,6 @@ const NUDGE_TTL_MS = 60_000;
 
 /** A worker host's state: taking sessions, or draining (taking none, exiting when its last one ends). */
 export type WorkerState = 'active' | 'draining';
-
-export { containments };
-/** How a worker host keeps a session's processes inside it; see {@link containments}. */
-export type Containment = (typeof containments)[number];
-
-export { sessionNetworks, sessionFilesystems };
-/** What a host's sessions reach on the network; see {@link sessionNetworks}. */
-export type SessionNetwork = (typeof sessionNetworks)[number];
-/** What a host's sessions see of its files; see {@link sessionFilesystems}. */
-export type SessionFilesystem = (typeof sessionFilesystems)[number];
-
-/** How a worker host keeps its sessions apart from the host and from each other (`GET /v1/hosts`). */
-export interface Isolation {
-  /** What a session reaches on the network. */
-  readonly network: SessionNetwork;
-  /** What a session sees of the host's files. */
-  readonly filesystem: SessionFilesystem;
-  /** The CPUs one session may use at most (`SESSION_CPUS`); null: no cap. */
-  readonly cpus: number | null;
-}
-
-/** The isolation of a host that says nothing of it (an older host): none. */
-export const NO_ISOLATION: Isolation = Object.freeze({ network: 'host', filesystem: 'shared', cpus: null });
 
 /** What a worker host publishes about itself. */
 export interface WorkerHeartbeat {
@@ -386,36 +371,6 @@ export class WorkerRegistry {
       throw wrapRedisError(err);
     }
   }
-}
-
-/** A host record's containment: `group` unless it says `namespace` (a record from an older host says nothing). */
-function containmentOf(value: unknown): Containment {
-  return value === 'namespace' ? 'namespace' : 'group';
-}
-
-/** A heartbeat's isolation, checked (an InvalidArgumentError names what is wrong). */
-function assertIsolation(isolation: Isolation): Isolation {
-  const { network, filesystem, cpus } = isolation;
-  if (!(sessionNetworks as readonly string[]).includes(network))
-    throw new InvalidArgumentError(`isolation.network must be one of ${sessionNetworks.join(', ')}`);
-  if (!(sessionFilesystems as readonly string[]).includes(filesystem))
-    throw new InvalidArgumentError(`isolation.filesystem must be one of ${sessionFilesystems.join(', ')}`);
-  if (cpus !== null && (typeof cpus !== 'number' || !Number.isFinite(cpus) || cpus <= 0))
-    throw new InvalidArgumentError('isolation.cpus must be a number above 0, or null (no cap)');
-  return isolation;
-}
-
-/**
- * A host record's isolation from its `network`, `filesystem` and `cpus` fields: what is missing or
- * unknown reads as none (`host`, `shared`, no cap), as for a record from an older host that says nothing.
- */
-function isolationOf(network: unknown, filesystem: unknown, cpus: unknown): Isolation {
-  const cap = typeof cpus === 'string' && cpus !== '' ? Number(cpus) : NaN;
-  return {
-    network: (sessionNetworks as readonly unknown[]).includes(network) ? (network as SessionNetwork) : 'host',
-    filesystem: filesystem === 'private' ? 'private' : 'shared',
-    cpus: Number.isFinite(cap) && cap > 0 ? cap : null,
-  };
 }
 
 /** Session ids as one script argument. They are names (no commas), checked before they are joined. */

@@ -1,14 +1,13 @@
 // Bounds on session output with real hosts (standalone Redis: a proxy cuts one host off, MEMORY USAGE
 // reads a stream's size): retention, a flood, a host cut off from Redis. What must hold is asserted here;
 // how fast things go under a flood is measured by the bench (test/bench/src/output-flood.ts).
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NoSessionError } from '@cq/client';
 import { describe, expect, it } from 'vitest';
 import { until, type Started, rss } from '../support/processes.js';
 import { allLines, spawnWith } from '../support/output.js';
-import { startSystem } from '../support/system.js';
+import { sessionVisibleDir, startSystem } from '../support/system.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { cleanUp } from '@cq/test-harness';
 
@@ -113,7 +112,8 @@ describe('bounds on output', () => {
       // Every line kept, so the marker of what was dropped unsent is still there to see.
       LOG_KEEP_LINES: '1000000',
     });
-    const trigger = join(mkdtempSync(join(tmpdir(), 'cq-flood-')), 'now');
+    // Where the session can see it (its /tmp is its own).
+    const trigger = join(sessionVisibleDir('flood'), 'now');
     const s = await spawnWith(system, 'out-cut', { tickEveryMs: 100, floodBytes: 50_000_000, floodWhenFile: trigger });
     await until(async () => (await system.client.logs('out-cut', s.sessionId)).lines.length > 2, 10_000, 'prints');
     let peak = 0;

@@ -1,6 +1,4 @@
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync, existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { API_KEY, startSystem } from '../support/system.js';
 import { until } from '../support/processes.js';
@@ -18,9 +16,10 @@ async function spawnRaw(baseUrl: string, token: string): Promise<{ status: numbe
 describe('pools: one API, a host pool for each kind of session', () => {
   it('200 sessions over two pools: each ran on a host of its own pool (its command wrote which), none elsewhere', async () => {
     const system = await startSystem({ workers: 0 });
-    const record = join(mkdtempSync(join(tmpdir(), 'cq-pools-')), 'ran.log');
-    // Each pool's own command: it writes the pool it is, the session's user, fence and SESSION_POOL.
-    const command = (pool: string) => `echo "${pool} $USER_ID $FENCE $SESSION_POOL" >> ${record}`;
+    // Each pool's own command: it writes the pool it is, the session's user, fence and SESSION_POOL to
+    // the observer (the one thing of the host a session can write), whose log the test reads.
+    const record = system.observerLog;
+    const command = (pool: string) => `echo "${pool} $USER_ID $FENCE $SESSION_POOL" >> ${system.observerFile}`;
     await system.addWorker('host-cpu', { POOL: 'cpu', SLOTS: '20', SESSION_COMMAND: command('cpu') });
     await system.addWorker('host-gpu', { POOL: 'gpu', SLOTS: '10', SESSION_COMMAND: command('gpu') });
     const { client } = system;

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { DEFAULT_POOL, MAX_LABELS } from '@cq/contract';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { parseRateReply } from './limiters/rate-limit.js';
@@ -17,6 +16,7 @@ import {
   type SessionFilter,
   type SessionPage,
 } from './session-list.js';
+import { SessionChanges } from './session-changes.js';
 import { slotOf } from './slots.js';
 import type { Policy } from './options.js';
 import { wrapRedisError } from './redis-errors.js';
@@ -29,30 +29,11 @@ import {
   type LiveState,
   type SessionChange,
   type SessionMatch,
-  type SessionMismatch,
   type SessionView,
   type StopOutcome,
 } from './session-types.js';
 import { parseToken } from './tokens.js';
-import { assertInteger, assertName } from './validate.js';
-import { WorkerRegistry } from './workers.js';
-
-/** The script argument of a {@link SessionMatch}: the session meant, or '' for whichever is live. */
-function expectedSessionArg(match: SessionMatch): string {
-  if (match.sessionId === undefined) return '';
-  assertName(match.sessionId, 'sessionId');
-  return match.sessionId;
-}
-
-/** The outcome of a `session_mismatch` reply (`{-17, live session id or ''}`) to a call with `match`. */
-function mismatchOf(reply: readonly unknown[], match: SessionMatch): SessionMismatch {
-  const liveSessionId = String(reply[1] ?? '');
-  return {
-    outcome: 'session_mismatch',
-    sessionId: match.sessionId ?? '',
-    ...(liveSessionId === '' ? {} : { liveSessionId }),
-  };
-}
+import { assertInteger } from './validate.js';
 
 /** How long a cancelled admission's tombstone is kept: longer than any command can wait in a socket. */
 export const CANCELLED_ADMISSION_TTL_MS = 10 * 60_000;
@@ -67,12 +48,13 @@ export class SessionStore {
   readonly #context: Context;
   readonly #policy: Policy;
 
-  /** Where a stopped pending session's slot is given back (made at its first use). */
-  #workers: WorkerRegistry | undefined;
+  /** Stops, updates and activity of a live session (`session-changes.ts`). */
+  readonly #changes: SessionChanges;
 
   constructor(context: Context, policy: Policy) {
     this.#context = context;
     this.#policy = policy;
+    this.#changes = new SessionChanges(context, policy);
   }
 
   /**
@@ -193,11 +175,6 @@ export class SessionStore {
     return { cancelled: true, tokenRestored: reply[1] === 1 };
   }
 
-  /** The worker registry, for what a stop does on the `{workers}` slot (made on first use). */
-  get #registry(): WorkerRegistry {
-    return (this.#workers ??= new WorkerRegistry(this.#context));
-  }
-
   /**
    * Asks for the user's live session to stop: a pending one ends at once as `stopped` and its worker
    * slot is given back at once (whoever stops it: the HTTP routes, a bulk stop, any other caller); a
@@ -206,39 +183,8 @@ export class SessionStore {
    * One round trip; two for a pending session (its hold is on the {workers} slot, another cluster slot
    * than the user's). A hold that cannot be given back (Redis away just after the stop) runs out by itself.
    */
-  async requestStop(userId: string, match: SessionMatch = {}): Promise<StopOutcome> {
-    const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('requestStop', keys.ending, [
-      userId,
-      this.#policy.historyLength,
-      expectedSessionArg(match),
-      this.#context.keys.eventChannel(),
-      this.#context.keys.hostChannelPrefix(),
-    ]);
-    switch (replyCode(reply)) {
-      case ScriptCode.Ok: {
-        const outcome = String(reply[2]) as 'stopped' | 'stopping';
-        const sessionId = String(reply[1]);
-        const pool = String(reply[3] ?? DEFAULT_POOL);
-        // The stop is done, whatever follows: the two steps below are best effort, and a failure of
-        // either (an outage, a command refused) must not make a stop that happened answer as failed.
-        // A hold not given back runs out by itself (PENDING_TIMEOUT_MS and a margin).
-        if (outcome === 'stopped') await this.#registry.release([sessionId], pool).catch(() => 0);
-        // Beside the host channel's message (the script published it): a nudge the host's next heartbeat
-        // takes, should the message be lost while the host's subscription stays open; without it the
-        // session's next renewal brings the stop.
-        const workerId = String(reply[4] ?? '');
-        if (outcome === 'stopping' && workerId !== '')
-          await this.#registry.nudge(workerId, userId).catch(() => undefined);
-        return { outcome, sessionId, pool };
-      }
-      case ScriptCode.NoSession:
-        return { outcome: 'no_session' };
-      case ScriptCode.SessionMismatch:
-        return mismatchOf(reply, match);
-      default:
-        throw unexpectedReply('requestStop', reply);
-    }
+  requestStop(userId: string, match: SessionMatch = {}): Promise<StopOutcome> {
+    return this.#changes.requestStop(userId, match);
   }
 
   /** Changes the lifetime of the user's live session: {@link SessionStore.update} with `lifetimeMs` alone. */
@@ -261,47 +207,13 @@ export class SessionStore {
    * `stopping` one is left alone. With `match.sessionId`, only when that is the live session (else
    * `session_mismatch`, nothing changed).
    */
-  async update(
+  update(
     userId: string,
     change: SessionChange,
     maxLifetimeMs: number = this.#policy.maxLifetimeMs,
     match: SessionMatch = {},
   ): Promise<LifetimeOutcome> {
-    if (change.lifetimeMs === undefined && change.labels === undefined)
-      throw new InvalidArgumentError('a change needs lifetimeMs or labels');
-    if (change.lifetimeMs !== undefined) assertInteger(change.lifetimeMs, 'lifetimeMs', 1);
-    assertInteger(maxLifetimeMs, 'maxLifetimeMs', 1);
-    const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('updateSession', keys.ending, [
-      userId,
-      this.#policy.historyLength,
-      change.lifetimeMs ?? '',
-      maxLifetimeMs,
-      expectedSessionArg(match),
-      change.labels === undefined ? '' : JSON.stringify(change.labels),
-      MAX_LABELS,
-      this.#context.keys.eventChannel(),
-      this.#context.keys.hostChannelPrefix(),
-    ]);
-    switch (replyCode(reply)) {
-      case ScriptCode.Ok: {
-        const session = decodeSession(userId, reply.slice(1));
-        if (session === undefined) throw unexpectedReply('updateSession', reply);
-        return { outcome: 'changed', session };
-      }
-      case ScriptCode.NoSession:
-        return { outcome: 'no_session' };
-      case ScriptCode.LifetimeTooLong:
-        return { outcome: 'lifetime_too_long', largestLifetimeMs: Number(reply[1]) };
-      case ScriptCode.SessionStopping:
-        return { outcome: 'stopping', sessionId: String(reply[1]) };
-      case ScriptCode.TooManyLabels:
-        return { outcome: 'too_many_labels', count: Number(reply[1]) };
-      case ScriptCode.SessionMismatch:
-        return mismatchOf(reply, match);
-      default:
-        throw unexpectedReply('updateSession', reply);
-    }
+    return this.#changes.update(userId, change, maxLifetimeMs, match);
   }
 
   /**
@@ -311,24 +223,8 @@ export class SessionStore {
    * (answering `no_session`). With `match.sessionId`, only when that is the live session (else
    * `session_mismatch`, nothing changed). One round trip.
    */
-  async recordActivity(userId: string, match: SessionMatch = {}): Promise<ActivityOutcome> {
-    const keys = this.#context.keys.user(userId);
-    const reply = await this.#context.scripts.run('recordActivity', keys.ending, [
-      userId,
-      this.#policy.historyLength,
-      expectedSessionArg(match),
-      this.#context.keys.eventChannel(),
-    ]);
-    if (replyCode(reply) === ScriptCode.NoSession) return { outcome: 'no_session' };
-    if (replyCode(reply) === ScriptCode.SessionMismatch) return mismatchOf(reply, match);
-    if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('recordActivity', reply);
-    const lastActivityAt = String(reply[3] ?? '');
-    return {
-      outcome: 'recorded',
-      sessionId: String(reply[1]),
-      state: String(reply[2]) as LiveState,
-      ...(lastActivityAt === '' ? {} : { lastActivityAt: Number(lastActivityAt) }),
-    };
+  recordActivity(userId: string, match: SessionMatch = {}): Promise<ActivityOutcome> {
+    return this.#changes.recordActivity(userId, match);
   }
 
   /**

@@ -33,7 +33,9 @@
     ARGV[5] maximum session lifetime, milliseconds (caps the token's own request)
     ARGV[6] pending timeout, milliseconds: how long the session may wait for a worker
     ARGV[7] history length, entries kept per user
-    ARGV[8] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
+    ARGV[8] the loss guard's lease when no claim told the slot one, milliseconds (see includes/lossGuard)
+    ARGV[9] the loss guard's slack on top of that lease in its wait after a loss, milliseconds
+    ARGV[10] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, fence, lifetimeMs, metadata JSON, pendingDeadline (epoch ms), limit, remaining, resetAfterMs, pool} admitted
@@ -55,7 +57,7 @@ local guardKey = KEYS[11]
 local listedKey = KEYS[13]
 -- The session's key group (see includes/sessionKeys), here in this script's own order.
 local K = { session = KEYS[2], lease = KEYS[5], history = KEYS[6], liveIndex = KEYS[7], ended = KEYS[8],
-  events = KEYS[10], ids = KEYS[12], channel = ARGV[8] }
+  events = KEYS[10], ids = KEYS[12], channel = ARGV[10] }
 local sessionId = ARGV[1]
 local userId = ARGV[2]
 local intervalMs = tonumber(ARGV[3])
@@ -89,7 +91,7 @@ end
 -- the process that issued it runs.
 local floor, stamp = lossStampFloor(token[6])
 if not floor then
-  local guard = lossGuard(guardKey, now, 'session')
+  local guard = lossGuard(guardKey, now, tonumber(ARGV[8]), tonumber(ARGV[9]), 'session')
   if now < guard.untilMs then return { -18, guard.untilMs - now, guard.since } end
   if (tonumber(token[5]) or 0) < guard.since then return { -1, 'before_loss' } end
   floor, stamp = guard.floor, guard.stamp

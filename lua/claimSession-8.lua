@@ -26,7 +26,9 @@
     ARGV[7] user id
     ARGV[8] history length, entries kept per user
     ARGV[9] the pool the claiming host serves: a session of another pool is not claimed
-    ARGV[10] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
+    ARGV[10] the loss guard's lease when no claim told the slot one, milliseconds (see includes/lossGuard)
+    ARGV[11] the loss guard's slack on top of that lease in its wait after a loss, milliseconds
+    ARGV[12] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, deadline (epoch ms), leaseExpiresAt (epoch ms), lifetimeMs, metadata JSON, startedAt (epoch ms),
@@ -40,7 +42,7 @@
 ]]
 local rcall = redis.call
 --- @include "includes/sessionKeys"
-local K = sessionKeys(KEYS, ARGV[10])
+local K = sessionKeys(KEYS, ARGV[12])
 local guardKey = KEYS[8]
 local sessionId = ARGV[1]
 local fence = ARGV[2]
@@ -64,7 +66,7 @@ if (s[11] or 'default') ~= hostPool then return { -4, 'wrong_pool', s[11] or 'de
 local now = nowMs()
 -- The session's stamp (from its admission) stands in for the guard while that process runs.
 if not lossStampCovers(s[9], ARGV[5]) then
-  local guard = lossGuard(guardKey, now)
+  local guard = lossGuard(guardKey, now, tonumber(ARGV[10]), tonumber(ARGV[11]))
   if (tonumber(s[8]) or 0) < guard.since then
     endSession(K, userId, historyLength, 'lost', nil, now, 'state_lost')
     return { -4, 'state_lost' }

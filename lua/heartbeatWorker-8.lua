@@ -47,6 +47,8 @@
     ARGV[17] what they see of the host's files: 'private' or 'shared' (anything else is recorded as 'shared')
     ARGV[18] the CPUs one session may use at most, a number above 0 ('' or anything else: no cap,
              recorded as '')
+    ARGV[19] the loss guard's lease when no claim told the slot one, milliseconds (see includes/lossGuard)
+    ARGV[20] the loss guard's slack on top of that lease in its wait after a loss, milliseconds
 
   Output:
     {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn'), lease ('held' | 'lost' | ''), nudged}
@@ -83,6 +85,7 @@ local leasesKey = KEYS[5]
 local registeredKey = KEYS[6]
 local token = ARGV[11]
 local leaseMs = tonumber(ARGV[12])
+local guardLeaseMs, guardSlackMs = tonumber(ARGV[19]), tonumber(ARGV[20])
 
 --- @include "includes/nowMs"
 --- @include "includes/capacity"
@@ -126,12 +129,12 @@ if token ~= '' then
     holds = true
   elseif not expiresAt and ARGV[13] == '1' then
     -- A new lease: the slot's guard learns the longest lease in use, the wait after a loss.
-    lossGuardLease(KEYS[7], lossGuard(KEYS[7], now), leaseMs)
+    lossGuardLease(KEYS[7], lossGuard(KEYS[7], now, guardLeaseMs, guardSlackMs), leaseMs)
     holds = true
   else
     -- Run out, or gone: lost unless Redis may have lost the writes that renewed it (the guard still waits,
     -- and no sweep has ended anything of it since).
-    holds = now < lossGuard(KEYS[7], now).untilMs
+    holds = now < lossGuard(KEYS[7], now, guardLeaseMs, guardSlackMs).untilMs
   end
   if holds then
     rcall('ZADD', leasesKey, now + leaseMs, token)

@@ -18,6 +18,8 @@
     ARGV[6] idle timeout of the session it admits, milliseconds (integer, 0: never idle)
     ARGV[7] labels of the session it admits, JSON object of strings (checked by the caller)
     ARGV[8] pool the session it admits runs in
+    ARGV[9] the loss guard's lease when no claim told the slot one, milliseconds (see includes/lossGuard)
+    ARGV[10] the loss guard's slack on top of that lease in its wait after a loss, milliseconds
 
   Output:
     {1, expiresAt (epoch ms), limit, remaining, retryAfterMs, resetAfterMs} issued
@@ -45,7 +47,7 @@ local allowed, rate, commit = slidingWindowCheck(rateKey, limit, windowMs, now)
 if not allowed then
   return { -3, 0, rate[2], rate[3], rate[4], rate[5] }
 end
-local guard = lossGuard(guardKey, now, 'token')
+local guard = lossGuard(guardKey, now, tonumber(ARGV[9]), tonumber(ARGV[10]), 'token')
 commit()
 local expiresAt = now + ttlMs
 rcall('HSET', tokenKey, 'm', metadata, 'l', lifetimeMs, 'e', expiresAt, 'i', idleTimeoutMs, 'a', now,

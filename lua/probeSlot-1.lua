@@ -7,6 +7,9 @@
   Input:
     KEYS[1] the loss guard of the slot (hash, see includes/lossGuard)
 
+    ARGV[1] the loss guard's lease when no claim told the slot one, milliseconds (see includes/lossGuard)
+    ARGV[2] the loss guard's slack on top of that lease in its wait after a loss, milliseconds
+
   Output:
     {1, run_id} the run_id of the Redis process serving the slot
 ]]
@@ -16,4 +19,4 @@ local guardKey = KEYS[1]
 --- @include "includes/nowMs"
 --- @include "includes/lossGuard"
 
-return { 1, lossGuard(guardKey, nowMs()).run }
+return { 1, lossGuard(guardKey, nowMs(), tonumber(ARGV[1]), tonumber(ARGV[2])).run }

@@ -28,7 +28,9 @@
     ARGV[4] activity age, milliseconds: how long before this renewal was sent the host last saw the
             session active ('' when it has seen no activity)
     ARGV[5] '1' to answer the run_id of the Redis process (asks the slot's loss guard), '' not to
-    ARGV[6] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
+    ARGV[6] the loss guard's lease when no claim told the slot one, milliseconds (see includes/lossGuard)
+    ARGV[7] the loss guard's slack on top of that lease in its wait after a loss, milliseconds
+    ARGV[8] the event channel the events are published on (`<prefix>:events`: a channel, not a key)
 
   Output:
     {1, leaseExpiresAt (epoch ms), stopRequested (1|0), now (epoch ms), hardDeadline (epoch ms),
@@ -50,7 +52,7 @@ local userId = ARGV[3]
 local activityAge = tonumber(ARGV[4])
 local guardKey = KEYS[5]
 local wantRun = ARGV[5] == '1'
-local eventChannel = ARGV[6]
+local eventChannel = ARGV[8]
 
 --- @include "includes/nowMs"
 --- @include "includes/extendLease"
@@ -99,5 +101,5 @@ if idleTimeoutMs > 0 and lastActivity then
   end
 end
 local run = ''
-if wantRun then run = lossGuard(guardKey, now).run end
+if wantRun then run = lossGuard(guardKey, now, tonumber(ARGV[6]), tonumber(ARGV[7])).run end
 return { 1, expiresAt, stop and 1 or 0, now, hardDeadline, tonumber(s[3]), idleAt, stop or '', run }

@@ -10,6 +10,8 @@
     KEYS[2] the loss guard of the {workers} slot (hash, see includes/lossGuard)
 
     ARGV[1] at most this many leases
+    ARGV[2] the loss guard's lease when no claim told the slot one, milliseconds (see includes/lossGuard)
+    ARGV[3] the loss guard's slack on top of that lease in its wait after a loss, milliseconds
 
   Output:
     {1, token...} the leases that ran out (none while the guard waits)
@@ -17,6 +19,7 @@
 local rcall = redis.call
 local leasesKey = KEYS[1]
 local limit = tonumber(ARGV[1])
+local guardLeaseMs, guardSlackMs = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 --- @include "includes/nowMs"
 --- @include "includes/lossGuard"
@@ -24,5 +27,5 @@ local limit = tonumber(ARGV[1])
 local now = nowMs()
 local tokens = rcall('ZRANGEBYSCORE', leasesKey, '-inf', now, 'LIMIT', 0, limit)
 -- The guard only when there is something to answer: most looks find nothing, for three commands.
-if #tokens == 0 or now < lossGuard(KEYS[2], now).untilMs then return { 1 } end
+if #tokens == 0 or now < lossGuard(KEYS[2], now, guardLeaseMs, guardSlackMs).untilMs then return { 1 } end
 return { 1, unpack(tokens) }

@@ -59,14 +59,13 @@
   setup with persistence does not allow) starts a guard as it is.
 ]]
 -- Few functions and few upvalues: a script makes each of its local functions anew on every call, with
--- an upvalue for each outer local it uses, on every path, the refusals' too. So the numbers are written
--- where they are used:
+-- an upvalue for each outer local it uses, on every path, the refusals' too. So what the functions need
+-- comes as parameters, and the one number of the guard's own is written where it is used:
 --   2      seconds: how far back LASTSAVE must be for a mark to be kept
---   15000  ms, the wait's lease when no claim told the slot its lease (LEASE_MS's default)
---   250    ms, slack on top of the lease in the wait after a loss. Every session admitted before the loss
---          was stopped by its host within its lease of a renewal that the lost process answered, before
---          it was replaced; the slack covers the millisecond clock and the failover's own timing (a
---          Cluster master cut off stops taking writes about when its replica is promoted)
+-- The wait's times are the caller's arguments (every script that includes this takes them, as two ARGV:
+-- `lossGuardArgs` in packages/coordinator/src/liveness/constants.ts, where they are named once):
+--   defaultLeaseMs  the wait's lease when no claim told the slot one (DEFAULT_LEASE_MS, LEASE_MS's default)
+--   slackMs         slack on top of the lease in the wait after a loss (LOSS_WAIT_SLACK_MS, which says why)
 
 -- The mark of the process running this script, in the form of `stored` (a Cluster's has a node id).
 local function lossMarkNow(stored)
@@ -77,11 +76,12 @@ local function lossMarkNow(stored)
   return saved .. ':' .. node
 end
 
--- The guard of the slot at `guardKey`, at `now` (epoch ms): { since, untilMs, floor, lease, stamp, run }, where
+-- The guard of the slot at `guardKey`, at `now` (epoch ms), its wait after a loss being its lease (or
+-- `defaultLeaseMs`) and `slackMs`: { since, untilMs, floor, lease, stamp, run }, where
 -- `stamp` is for a record the guard lets through: a token's (`want` 'token'), a session's ('session'),
 -- or none; '' when the process cannot stamp (no mark) or the wait is not over; `run` is the run_id of the
 -- process running this script.
-local function lossGuard(guardKey, now, want)
+local function lossGuard(guardKey, now, defaultLeaseMs, slackMs, want)
   local g = rcall('HMGET', guardKey, 'run', 'since', 'until', 'floor', 'lease', 'mark')
   local since, untilMs, floor = tonumber(g[2]) or 0, tonumber(g[3]) or 0, tonumber(g[4]) or 0
   local lease, mark = tonumber(g[5]), g[6]
@@ -104,7 +104,7 @@ local function lossGuard(guardKey, now, want)
         tookOver = math.min(now, (math.floor(now / 1000) - uptime + 1) * 1000)
       end
       since = math.max(since, tookOver)
-      untilMs = math.max(untilMs, tookOver + (lease or 15000) + 250)
+      untilMs = math.max(untilMs, tookOver + (lease or defaultLeaseMs) + slackMs)
       floor = math.max(floor, now)
       rcall('HSET', guardKey, 'run', run, 'since', since, 'until', untilMs, 'floor', string.format('%.0f', floor))
     elseif not g[1] then
@@ -129,7 +129,7 @@ local function lossGuard(guardKey, now, want)
       end
       if tookOver then
         since = tookOver
-        untilMs = tookOver + 15000 + 250
+        untilMs = tookOver + defaultLeaseMs + slackMs
         floor = now
         rcall('HSET', guardKey, 'run', run, 'since', since, 'until', untilMs, 'floor', string.format('%.0f', floor))
       else

@@ -1,5 +1,6 @@
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULT_LEASE_MS } from '@cq/coordinator';
 import {
   choiceVar,
   commonConfig,
@@ -66,7 +67,7 @@ export interface WorkerConfig extends CommonConfig {
 const workerEnvShape = {
   ...commonEnvShape,
   SLOTS: intVar(4, 1, 1000),
-  LEASE_MS: intVar(15_000, 1000, 3_600_000),
+  LEASE_MS: intVar(DEFAULT_LEASE_MS, 1000, 3_600_000),
   SESSION_COMMAND: z
     .string()
     .optional()

@@ -28,10 +28,13 @@ export {
 export * from './limiters/index.js';
 export {
   Claims,
+  DEFAULT_LEASE_MS,
   Keepalive,
   LeaseLostError,
   LeaseManager,
+  LOSS_WAIT_SLACK_MS,
   MAX_ENDPOINT_LENGTH,
+  lossGuardArgs,
   type AcquireOptions,
   type AcquireOutcome,
   type ClaimOptions,

@@ -16,6 +16,7 @@ import {
   type SessionFilter,
   type SessionPage,
 } from './session-list.js';
+import { lossGuardArgs } from './liveness/constants.js';
 import { SessionChanges } from './session-changes.js';
 import { slotOf } from './slots.js';
 import type { Policy } from './options.js';
@@ -100,6 +101,7 @@ export class SessionStore {
           policy.maxLifetimeMs,
           policy.pendingTimeoutMs,
           this.#policy.historyLength,
+          ...lossGuardArgs,
           this.#context.keys.eventChannel(),
         ],
       );

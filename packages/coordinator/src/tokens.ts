@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './errors.js';
 import { parseRateReply, type RateLimitResult } from './limiters/rate-limit.js';
+import { lossGuardArgs } from './liveness/constants.js';
 import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
 import { DEFAULT_POOL } from '@cq/contract';
 import { USER_ID_PATTERN, assertInteger, assertLabels, assertPool, assertUserId } from './validate.js';
@@ -148,6 +149,7 @@ export class TokenStore {
         idleTimeoutMs,
         JSON.stringify(labels),
         pool,
+        ...lossGuardArgs,
       ],
     );
     const rate = parseRateReply([replyCode(reply) === ScriptCode.Ok ? 1 : 0, ...reply.slice(2)], 'issueToken');

@@ -17,6 +17,7 @@ import {
   type HostLeaseAnswer,
   type HostLeaseBeat,
 } from './liveness/host-leases.js';
+import { lossGuardArgs } from './liveness/constants.js';
 import { wrapRedisError } from './redis-errors.js';
 import { assertInteger, assertName, assertPool } from './validate.js';
 
@@ -131,6 +132,17 @@ export class WorkerRegistry {
     return [keys.workers(), keys.capacity(), keys.held(pool)];
   }
 
+  /** `heartbeatWorker`'s keys: the host's record, the pool's capacity, the host's lease and its nudges. */
+  #beatKeys(workerId: string, pool: string, leaseToken: string | undefined): string[] {
+    const { keys } = this.#context;
+    return [
+      keys.worker(workerId),
+      ...this.#capacityKeys(pool),
+      ...hostLeaseKeys(keys, leaseToken),
+      keys.hostNudges(workerId),
+    ];
+  }
+
   /**
    * Publishes (or refreshes) a host's record and share of the capacity for `ttlMs`, renews the holds of
    * its running sessions and gives back those of the ended ones. Answers the state the host is asked to
@@ -154,32 +166,24 @@ export class WorkerRegistry {
     const isolation = assertIsolation(beat.isolation ?? NO_ISOLATION);
     const pool = beat.pool ?? DEFAULT_POOL;
     assertPool(pool);
-    const { keys, scripts } = this.#context;
-    const reply = await scripts.run(
-      'heartbeatWorker',
-      [
-        keys.worker(beat.workerId),
-        ...this.#capacityKeys(pool),
-        ...hostLeaseKeys(keys, beat.lease?.token),
-        keys.hostNudges(beat.workerId),
-      ],
-      [
-        beat.workerId,
-        beat.slots,
-        beat.busy,
-        beat.startedAt,
-        ttlMs,
-        1,
-        idList(beat.running ?? []),
-        idList(beat.ended ?? []),
-        containment,
-        pool,
-        ...hostLeaseArgs(beat.lease, beat.full),
-        isolation.network,
-        isolation.filesystem,
-        isolation.cpus ?? '',
-      ],
-    );
+    const { scripts } = this.#context;
+    const reply = await scripts.run('heartbeatWorker', this.#beatKeys(beat.workerId, pool, beat.lease?.token), [
+      beat.workerId,
+      beat.slots,
+      beat.busy,
+      beat.startedAt,
+      ttlMs,
+      1,
+      idList(beat.running ?? []),
+      idList(beat.ended ?? []),
+      containment,
+      pool,
+      ...hostLeaseArgs(beat.lease, beat.full),
+      isolation.network,
+      isolation.filesystem,
+      isolation.cpus ?? '',
+      ...lossGuardArgs,
+    ]);
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
     const nudged = Array.isArray(reply[4]) ? reply[4].map(String) : [];
     return { state: reply[2] === 'draining' ? 'draining' : 'active', nudged, ...hostLeaseAnswer(reply) };
@@ -234,16 +238,10 @@ export class WorkerRegistry {
     leaseToken?: string,
   ): Promise<void> {
     const { scripts } = this.#context;
-    await scripts.run(
-      'heartbeatWorker',
-      [
-        this.#context.keys.worker(workerId),
-        ...this.#capacityKeys(pool),
-        ...hostLeaseKeys(this.#context.keys, leaseToken),
-        this.#context.keys.hostNudges(workerId),
-      ],
-      [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, leaseToken ?? '', 0, '', '', '', '', '', ''],
-    );
+    // ARGV[6] 0: withdrawn. The lease's token alone: the lease goes, with what was registered under it.
+    const lease = leaseToken === undefined ? undefined : { token: leaseToken, ttlMs: 0, fresh: false };
+    const args = [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, ...hostLeaseArgs(lease, false), '', '', ''];
+    await scripts.run('heartbeatWorker', this.#beatKeys(workerId, pool, leaseToken), [...args, ...lossGuardArgs]);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from '../context.js';
 import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from '../errors.js';
+import { lossGuardArgs } from './constants.js';
 import { Keepalive, type RenewAnswer } from './keepalive.js';
 import type { Policy } from '../options.js';
 import { parseLabels, parseMetadata } from '../records.js';
@@ -107,6 +108,7 @@ export class Claims {
         ref.userId,
         this.#policy.historyLength,
         options.pool ?? 'default',
+        ...lossGuardArgs,
         this.#context.keys.eventChannel(),
       ],
     );
@@ -155,6 +157,7 @@ export class Claims {
         claim.userId,
         activityAgeMs === undefined ? '' : Math.max(0, Math.round(activityAgeMs)),
         options.run === true ? 1 : '',
+        ...lossGuardArgs,
         this.#context.keys.eventChannel(),
       ],
     );
@@ -204,7 +207,7 @@ export class Claims {
    * to learn when the process that keeps their records was replaced. One round trip.
    */
   async probe(userId: string): Promise<string> {
-    const reply = await this.#context.scripts.run('probeSlot', [this.#context.keys.user(userId).guard], []);
+    const reply = await this.#context.scripts.run('probeSlot', [this.#context.keys.user(userId).guard], lossGuardArgs);
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('probeSlot', reply);
     return String(reply[1]);
   }

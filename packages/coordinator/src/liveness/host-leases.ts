@@ -1,6 +1,7 @@
 import type { Context } from '../context.js';
 import { ScriptCode, replyCode, unexpectedReply } from '../errors.js';
 import type { Keys } from '../keys.js';
+import { lossGuardArgs } from './constants.js';
 import { wrapRedisError } from '../redis-errors.js';
 
 /** A host lease's part of a heartbeat. */
@@ -87,7 +88,7 @@ export class HostLeases {
    */
   async expired(limit = 100): Promise<string[]> {
     const { keys, scripts } = this.#context;
-    const reply = await scripts.run('sweepHosts', [keys.hostLeases(), keys.workersGuard()], [limit]);
+    const reply = await scripts.run('sweepHosts', [keys.hostLeases(), keys.workersGuard()], [limit, ...lossGuardArgs]);
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('sweepHosts', reply);
     return reply.slice(1).map(String);
   }

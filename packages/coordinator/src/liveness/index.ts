@@ -26,7 +26,10 @@
  * 3. **The Redis process** (the loss guard, `lua/includes/lossGuard.lua`): a host lease is only as good
  *    as the process keeping the session's records. A hosted renewal answers its `run_id`, and
  *    `Claims.probe` asks it of one slot per master (`Claims.masterOf`) with every periodic heartbeat; a
- *    process that changed may have lost writes, and the next renewal finds what it lost.
+ *    process that changed may have lost writes, and the next renewal finds what it lost. The guard's
+ *    wait after a loss (a lease, `DEFAULT_LEASE_MS` where no claim told the slot one, plus
+ *    `LOSS_WAIT_SLACK_MS`) is named once, in `constants.ts`, and reaches every script that includes the
+ *    guard as arguments (`lossGuardArgs`).
  *
  * How they relate: the worker's `SessionCover` holds 2 and 3 for one session (until when its host lease
  * holds, and when its Redis process was last heard from, each plus `LEASE_MS`) and hands that to the
@@ -34,6 +37,7 @@
  * the cover, less the margin) is the instant the session runtime kills at.
  */
 export { Claims, MAX_ENDPOINT_LENGTH, type ClaimOptions, type SessionRenewAnswer } from './claims.js';
+export { DEFAULT_LEASE_MS, LOSS_WAIT_SLACK_MS, lossGuardArgs } from './constants.js';
 export { HostLeases, type HostLeaseAnswer, type HostLeaseBeat } from './host-leases.js';
 export { Keepalive, LeaseLostError, type KeepaliveOptions, type RenewAnswer } from './keepalive.js';
 export { LeaseManager, type AcquireOptions, type AcquireOutcome, type Lease, type LeaseRenewAnswer } from './lease.js';

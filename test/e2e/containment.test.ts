@@ -16,16 +16,9 @@ const HOSTILE = `exec /bin/sh ${ROOT}test/support/hostile-session.sh`;
 
 /** Heartbeats of one session in the observer file (role: main or daemon). */
 function beats(system: System, userId: string, fence: number, role?: string): number[] {
-  let text = '';
-  try {
-    text = readFileSync(system.observerLog, 'utf8');
-  } catch {
-    return [];
-  }
-  return text
-    .split('\n')
-    .map((line) => line.split(' '))
-    .filter((f) => f[0] === userId && Number(f[1]) === fence && (role === undefined || f[4] === role))
+  return system
+    .observedOf(userId, fence)
+    .filter((f) => role === undefined || f[4] === role)
     .map((f) => Number(f[2]));
 }
 

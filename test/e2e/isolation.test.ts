@@ -16,16 +16,9 @@ const TMP_MB = 8;
 
 /** The results a session wrote (name → outcome), newest last. */
 function results(system: System, userId: string, fence: number): Array<{ name: string; outcome: string; at: number }> {
-  let text = '';
-  try {
-    text = readFileSync(system.observerLog, 'utf8');
-  } catch {
-    return [];
-  }
-  return text
-    .split('\n')
-    .map((line) => line.split(' '))
-    .filter((f) => f[0] === userId && Number(f[1]) === fence && f[4] === 'result')
+  return system
+    .observedOf(userId, fence)
+    .filter((f) => f[4] === 'result')
     .map((f) => ({ name: f[5]!, outcome: decodeURIComponent(f[6] ?? ''), at: Number(f[2]) }));
 }
 

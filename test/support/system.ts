@@ -31,6 +31,8 @@ export interface System {
   ended(userId: string, sessionId: string, timeoutMs?: number): Promise<EndedSession>;
   /** Observer lines: user, fence, time, pid. */
   observed(): Array<{ userId: string; fence: number; at: number; pid: number }>;
+  /** The observer lines of one session (its user and fence) as their fields, the rest of each line after them. */
+  observedOf(userId: string, fence: number): string[][];
 }
 
 /**
@@ -151,6 +153,13 @@ export async function startSystem(
         `session ${sessionId} of ${userId} ended`,
       );
       return entry!;
+    },
+    observedOf(userId, fence) {
+      if (!existsSync(observerLog)) return [];
+      return readFileSync(observerLog, 'utf8')
+        .split('\n')
+        .map((line) => line.split(' '))
+        .filter((f) => f[0] === userId && Number(f[1]) === fence);
     },
     observed() {
       if (!existsSync(observerLog)) return [];

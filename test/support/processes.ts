@@ -25,6 +25,13 @@ const killAll = (): void => {
 cleanUp(killAll);
 process.on('exit', killAll);
 
+/** Kills `child` with the test file's other processes (at its end, or when the test process exits). */
+export function track(child: ChildProcess): ChildProcess {
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  return child;
+}
+
 /** Repository root. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 

@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from 'nod
 import { join } from 'node:path';
 import { CoordinatorClient, type EndedSession } from '@cq/client';
 import { cleanUp, randomPrefix } from '@cq/test-harness';
-import { ROOT, TEST_RUN, startApi, startWorker, until, type Started, type StartOptions } from './processes.js';
+import { ROOT, TEST_RUN, startApi, startWorker, track, until, type Started, type StartOptions } from './processes.js';
 import { connect, currentTarget, targetEnv, type RedisTarget } from './target.js';
 
 export const API_KEY = 'system-test-key-0123456789';
@@ -59,8 +59,13 @@ export function startObserver(): { fifo: string; log: string } {
   const log = join(dir, 'heartbeats.log');
   const made = spawnSync('mkfifo', ['-m', '666', fifo]);
   if (made.status !== 0) throw new Error(`mkfifo ${fifo}: ${made.stderr.toString()}`);
-  const cat = spawn('/bin/sh', ['-c', 'exec cat <> "$0" >> "$1"', fifo, log], { stdio: 'ignore' });
-  cleanUp(() => cat.kill('SIGKILL'));
+  // Tracked with the test's processes (killed at the file's end, or when the test process exits), and
+  // dying with the test process should that be killed (a parent-death signal).
+  track(
+    spawn('setpriv', ['--pdeathsig', 'KILL', '--', '/bin/sh', '-c', 'exec cat <> "$0" >> "$1"', fifo, log], {
+      stdio: 'ignore',
+    }),
+  );
   return { fifo, log };
 }
 

@@ -546,9 +546,12 @@
     const wasLive = selected.live;
     selected.state = state;
     selected.live = live;
+    // It ended: read once more for its last lines (the poll then stops). Until that read is in, the panel
+    // says it is reading, not that it shows all the kept output.
+    const lastRead = wasLive && !live && !selected.output.gone;
+    if (lastRead) selected.output.read = false;
     showOutputState();
-    // It ended: read once more for its last lines (the poll then stops).
-    if (wasLive && !live && !selected.output.gone) readOutputSoon(0);
+    if (lastRead) readOutputSoon(0);
   }
   function onSessionEvent(e) {
     if (selected === undefined || e.sessionId !== selected.sessionId) return;

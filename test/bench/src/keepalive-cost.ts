@@ -9,16 +9,14 @@
 // locked: one Worker with that concurrency whose jobs wait, its defaults (lockDuration 30 s, renewed
 // every 15 s, one batched extendLocks per renewal), on a Redis of its own.
 //
-// Then DELETE → SIGTERM: the session traps SIGTERM and appends the instant it arrived to a file (its own
-// clock, epoch ns); the bench sends DELETE /v1/users/{userId}/session at a known instant, 20 times.
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+// Then DELETE → SIGTERM: the session traps SIGTERM and writes the instant it arrived to an observer's
+// FIFO (its own clock, epoch ns: a session may write no file of the host's); the bench sends DELETE /v1/users/{userId}/session at a known instant, 20 times.
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { commandsDuring, startRedisServer, totalCalls, until, windowOf } from '@cq/test-harness';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { Stack } from './sessions.js';
+import { Observer, Stack } from './sessions.js';
 
 export interface KeepaliveCostRow {
   readonly sessions: number;
@@ -95,11 +93,11 @@ export async function benchKeepaliveCost(quick: boolean): Promise<KeepaliveCostB
   const bullWindowMs = quick ? 5000 : 30_000;
   const server = await startRedisServer();
   const redis = new Redis(server.url);
-  const terms = join(mkdtempSync(join(tmpdir(), 'cq-bench-')), 'terms.log');
+  const terms = new Observer('terms');
   const stack = new Stack(
     server.url,
     'keepalive',
-    `trap 'echo "$USER_ID term $(date +%s%N)" >> ${terms}; exit 0' TERM; sleep 3600 & wait`,
+    `trap 'echo "$USER_ID term $(date +%s%N)" >> ${terms.fifo}; exit 0' TERM; sleep 3600 & wait`,
   );
   const rows: KeepaliveCostRow[] = [];
   const stopMs: number[] = [];
@@ -158,8 +156,7 @@ export async function benchKeepaliveCost(quick: boolean): Promise<KeepaliveCostB
       let at: bigint | undefined;
       await until(
         () => {
-          if (!existsSync(terms)) return false;
-          const seen = readFileSync(terms, 'utf8')
+          const seen = readFileSync(terms.log, 'utf8')
             .split('\n')
             .flatMap((l) => {
               const match = new RegExp(`^${userId} term (\\d+)$`).exec(l);
@@ -179,6 +176,7 @@ export async function benchKeepaliveCost(quick: boolean): Promise<KeepaliveCostB
     return { leaseMs: LEASE_MS, windowMs, bullWindowMs, rows, stopMs };
   } finally {
     await stack.stop();
+    terms.stop();
     redis.disconnect();
     await server.stop();
   }

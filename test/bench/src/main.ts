@@ -17,6 +17,7 @@ import { measure, medianOf, type Sample } from './measure.js';
 import { benchRedis, redisBenchmark } from './redis.js';
 import { benchEventLatency, benchEventScripts } from './events.js';
 import { benchAdmission, benchSessions } from './sessions.js';
+import { benchIsolation, isolationMarkdown, isolationTargets } from './session-isolation.js';
 import { benchOutput } from './output.js';
 import { benchOutputFlood } from './output-flood.js';
 import { benchWebhooks } from './webhooks.js';
@@ -38,6 +39,7 @@ const SECTIONS = [
   'pipeline',
   'admission',
   'sessions',
+  'isolation',
   'events',
   'output',
   'output-flood',
@@ -694,6 +696,16 @@ try {
     target('session starts per second per host', sessions.startsPerSecond.ours, 200);
     results['sessions'] = sessions;
     out();
+  }
+
+  // 4b'. What isolating a session costs (issue 44) --------------------------------------------------
+  if (wanted('isolation')) {
+    out('## Session isolation: spawn → session started with each way of keeping sessions apart, beside the limit');
+    out();
+    const isolation = await benchIsolation(server.url, quick);
+    for (const line of isolationMarkdown(isolation)) out(line);
+    for (const [name, value, most] of isolationTargets(isolation)) target(name, value, most, true);
+    results['isolation'] = isolation;
   }
 
   // 4c. Session events ----------------------------------------------------------------------------

@@ -2,8 +2,12 @@
 // and host, real sessions): how long a spawn takes to have its session running, before the flood and
 // during it, and how long a neighbour's lines take from its print to Redis during it. Reported, not
 // asserted (test/e2e/output-bounds.test.ts asserts what must hold: every neighbour line arrives, in order).
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Stack } from './sessions.js';
+
+/** The test session, by its full path: a session's current directory is its own SESSION_DIR. */
+const SESSION = fileURLToPath(new URL('../../support/session.mjs', import.meta.url));
 
 export interface OutputFloodBench {
   floodBytes: number;
@@ -28,7 +32,7 @@ function percentiles(values: number[]): { p50: number; p99: number; max: number 
 
 export async function benchOutputFlood(redisUrl: string, quick: boolean): Promise<OutputFloodBench> {
   const floodBytes = quick ? 20_000_000 : 100_000_000;
-  const stack = new Stack(redisUrl, 'benchflood', `exec "${process.execPath}" test/support/session.mjs`);
+  const stack = new Stack(redisUrl, 'benchflood', `exec "${process.execPath}" "${SESSION}"`);
   try {
     await stack.startApi();
     const { containment } = await stack.addHost('flood-1', 4, { LOG_KEEP_LINES: '2000' });

@@ -1,20 +1,23 @@
 // The session start path on real processes: the built API and worker hosts, real HTTP, sessions that
 // write a timestamp when they start; beside the limit, Node's child_process.spawn of the same command.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import {
+  chmodSync,
   closeSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readFileSync,
   readSync,
+  rmSync,
   watch,
   writeFileSync,
   type FSWatcher,
 } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -100,9 +103,96 @@ export function startProc(script: string, env: Record<string, string>): Proc {
   };
 }
 
-/** An API and its worker hosts on one key prefix, whose sessions append "<user> <epoch ns>" to a file when they start. */
+/** Outside /tmp (each session has a /tmp of its own), readable by every user (sessions may run as SESSION_USER). */
+const VISIBLE = '/var/tmp/cq-bench';
+
+/**
+ * Where sessions say they started. A session sees the host's files read-only and has a /tmp of its own
+ * (bubblewrap, SESSION_NETWORK none or egress alike): it writes "<user> <epoch ns>" to a FIFO outside
+ * /tmp (opening a FIFO writes nothing to the filesystem), and a `cat` of the bench's own, holding the
+ * FIFO open for reading and writing (so it never sees an end), appends each line to {@link log}. A line
+ * is one write under PIPE_BUF (never mixed with another), stamped by the session itself.
+ */
+export class Observer {
+  readonly fifo: string;
+  readonly log: string;
+  readonly #cat: ChildProcess;
+  readonly #seen = new Map<string, number>();
+  #offset = 0;
+  #partial = '';
+
+  constructor(name = 'started') {
+    mkdirSync(VISIBLE, { recursive: true, mode: 0o755 });
+    const dir = mkdtempSync(join(VISIBLE, `${name}-`));
+    chmodSync(dir, 0o755);
+    this.fifo = join(dir, `${name}.fifo`);
+    this.log = join(dir, `${name}.log`);
+    const made = spawnSync('mkfifo', ['-m', '666', this.fifo]);
+    if (made.status !== 0) throw new Error(`mkfifo ${this.fifo}: ${made.stderr.toString()}`);
+    writeFileSync(this.log, '');
+    this.#cat = spawn('/bin/sh', ['-c', 'exec cat <> "$0" >> "$1"', this.fifo, this.log], { stdio: 'ignore' });
+    children.add(this.#cat);
+    this.#cat.once('exit', () => children.delete(this.#cat));
+  }
+
+  /** Start times (epoch ms) of the sessions seen so far, by user: reads what the log gained since last time. */
+  started(): Map<string, number> {
+    const fd = openSync(this.log, 'r');
+    try {
+      const buffer = Buffer.alloc(64 * 1024);
+      for (let n; (n = readSync(fd, buffer, 0, buffer.length, this.#offset)) > 0;) {
+        this.#offset += n;
+        const lines = (this.#partial + buffer.toString('utf8', 0, n)).split('\n');
+        this.#partial = lines.pop()!;
+        for (const line of lines) {
+          const [user, ns] = line.split(' ');
+          if (user !== undefined && ns !== undefined && !this.#seen.has(user))
+            this.#seen.set(user, Number(BigInt(ns) / 1000n) / 1000);
+        }
+      }
+    } finally {
+      closeSync(fd);
+    }
+    return this.#seen;
+  }
+
+  /** Waits (on inotify, not polling: the machine's two cores are the system's) until every user's session started. */
+  async waitStarted(users: readonly string[], timeoutMs = 30_000): Promise<Map<string, number>> {
+    let watcher: FSWatcher | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await new Promise<Map<string, number>>((resolve, reject) => {
+        const check = (): void => {
+          const seen = this.started();
+          if (users.every((u) => seen.has(u))) resolve(seen);
+        };
+        watcher = watch(this.log, check);
+        timer = setTimeout(
+          () =>
+            reject(
+              new Error(
+                `sessions not started within ${timeoutMs} ms: ${users.filter((u) => !this.#seen.has(u)).length} missing`,
+              ),
+            ),
+          timeoutMs,
+        );
+        check();
+      });
+    } finally {
+      watcher?.close();
+      clearTimeout(timer);
+    }
+  }
+
+  stop(): void {
+    this.#cat.kill('SIGKILL');
+    rmSync(dirname(this.fifo), { recursive: true, force: true });
+  }
+}
+
+/** An API and its worker hosts on one key prefix, whose sessions write "<user> <epoch ns>" to an {@link Observer} when they start. */
 export class Stack {
-  readonly file = join(mkdtempSync(join(tmpdir(), 'cq-bench-')), 'started.log');
+  readonly observer = new Observer();
   readonly hosts: Proc[] = [];
   api!: Proc;
   baseUrl = '';
@@ -114,8 +204,13 @@ export class Stack {
     readonly then: string,
   ) {}
 
+  /** What the sessions' lines arrive in. */
+  get file(): string {
+    return this.observer.log;
+  }
+
   get command(): string {
-    return `echo "$USER_ID $(date +%s%N)" >> ${this.file}; ${this.then}`;
+    return `echo "$USER_ID $(date +%s%N)" >> ${this.observer.fifo}; ${this.then}`;
   }
 
   async startApi(env: Record<string, string> = {}): Promise<void> {
@@ -211,69 +306,25 @@ export class Stack {
     return Promise.all(users.map(async (userId) => String((await this.post('/v1/tokens', { userId }))['token'])));
   }
 
-  readonly #seen = new Map<string, number>();
-  #offset = 0;
-  #partial = '';
-
-  /** Start times (epoch ms) of the sessions seen so far, by user: reads what the file gained since last time. */
+  /** Start times (epoch ms) of the sessions seen so far, by user. */
   started(): Map<string, number> {
-    if (!existsSync(this.file)) return this.#seen;
-    const fd = openSync(this.file, 'r');
-    try {
-      const buffer = Buffer.alloc(64 * 1024);
-      for (let n; (n = readSync(fd, buffer, 0, buffer.length, this.#offset)) > 0;) {
-        this.#offset += n;
-        const lines = (this.#partial + buffer.toString('utf8', 0, n)).split('\n');
-        this.#partial = lines.pop()!;
-        for (const line of lines) {
-          const [user, ns] = line.split(' ');
-          if (user !== undefined && ns !== undefined && !this.#seen.has(user))
-            this.#seen.set(user, Number(BigInt(ns) / 1000n) / 1000);
-        }
-      }
-    } finally {
-      closeSync(fd);
-    }
-    return this.#seen;
+    return this.observer.started();
   }
 
-  /** Waits (on inotify, not polling: the machine's two cores are the system's) until every user's session started. */
+  /** Waits until every user's session started. */
   async waitStarted(users: readonly string[], timeoutMs = 30_000): Promise<Map<string, number>> {
-    if (!existsSync(this.file)) writeFileSync(this.file, '');
-    let watcher: FSWatcher | undefined;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await new Promise<Map<string, number>>((resolve, reject) => {
-        const check = (): void => {
-          const seen = this.started();
-          if (users.every((u) => seen.has(u))) resolve(seen);
-        };
-        watcher = watch(this.file, check);
-        timer = setTimeout(
-          () =>
-            reject(
-              new Error(
-                `sessions not started within ${timeoutMs} ms: ${users.filter((u) => !this.#seen.has(u)).length} missing`,
-              ),
-            ),
-          timeoutMs,
-        );
-        check();
-      });
-    } finally {
-      watcher?.close();
-      clearTimeout(timer);
-    }
+    return this.observer.waitStarted(users, timeoutMs);
   }
 
   async stop(): Promise<void> {
     await Promise.all(this.hosts.map((h) => h.stop()));
     await this.api?.stop();
+    this.observer.stop();
   }
 }
 
 /** Latencies in ms → p50 and p99. */
-function percentiles(values: number[]): { p50: number; p99: number; n: number } {
+export function percentiles(values: number[]): { p50: number; p99: number; n: number } {
   const sorted = [...values].sort((a, b) => a - b);
   const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
   return { p50: at(0.5), p99: at(0.99), n: sorted.length };
@@ -322,7 +373,7 @@ function readStarted(file: string): Map<string, number> {
 }
 
 /** Resident set size of `pid`, bytes. */
-function rss(pid: number): number {
+export function rss(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
 }

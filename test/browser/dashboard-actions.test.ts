@@ -8,13 +8,13 @@ import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
-import { startSystem } from '../support/system.js';
+import { sessionProgram, startSystem } from '../support/system.js';
 import { cleanUp } from '@cq/test-harness';
 
 const ARTIFACTS = `${ROOT}test/test-artifacts`;
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 /** Sessions that print a line a second for a day: they run until stopped. */
-const OUTPUT_SESSION = `exec ${process.execPath} ${ROOT}test/support/output-session.mjs`;
+const OUTPUT_SESSION = `exec ${process.execPath} ${sessionProgram('output-session.mjs')}`;
 const FOREVER = { lines: 100_000, intervalMs: 1000 };
 
 const OPS_KEY = 'dashboard-ops-key-0123456789';

@@ -6,7 +6,7 @@ import { Coordinator } from '@cq/coordinator';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
-import { API_KEY, startSystem } from '../support/system.js';
+import { API_KEY, sessionProgram, startSystem } from '../support/system.js';
 import { startReceiver } from '../support/webhook-receiver.js';
 import { cleanUp } from '@cq/test-harness';
 
@@ -15,7 +15,7 @@ const ARTIFACTS = `${ROOT}test/test-artifacts`;
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 
 /** Sessions that print alternately to stdout and stderr, then exit 0 (test/support/output-session.mjs). */
-const OUTPUT_SESSION = `exec ${process.execPath} ${ROOT}test/support/output-session.mjs`;
+const OUTPUT_SESSION = `exec ${process.execPath} ${sessionProgram('output-session.mjs')}`;
 
 describe('the dashboard: events on opening, the chart, a session output, the webhooks', async () => {
   mkdirSync(ARTIFACTS, { recursive: true });

@@ -8,11 +8,11 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { watchLease } from '../support/lease-watch.js';
 import { ROOT, alive, sessionDirOf, sessionPids, startNode, until, type Started, rss } from '../support/processes.js';
 import { allLines } from '../support/output.js';
-import { sessionVisibleDir, startSystem, type System } from '../support/system.js';
+import { sessionProgram, sessionVisibleDir, startSystem, type System } from '../support/system.js';
 import { cleanUp } from '@cq/test-harness';
 
 const LEASE_MS = 3000;
-const HOSTILE = `exec /bin/sh ${ROOT}test/support/hostile-session.sh`;
+const HOSTILE = `exec /bin/sh ${sessionProgram('hostile-session.sh')}`;
 
 /** Heartbeats of one session in the observer file (role: main or daemon). */
 function beats(system: System, userId: string, fence: number, role?: string): number[] {

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoordinatorClient, type EndedSession } from '@cq/client';
 import { cleanUp, randomPrefix } from '@cq/test-harness';
@@ -48,6 +48,17 @@ export function sessionVisibleDir(name: string): string {
 }
 
 /**
+ * A copy of the session program `name` of test/support where every session can run it: a session sees
+ * neither the host's /tmp (a clone may sit there) nor, as SESSION_USER, a directory only root enters.
+ */
+export function sessionProgram(name: string): string {
+  const path = join(sessionVisibleDir('program'), name);
+  copyFileSync(`${ROOT}test/support/${name}`, path);
+  chmodSync(path, 0o755);
+  return path;
+}
+
+/**
  * The observer: sessions write lines to a FIFO (the host's filesystem is read-only to them, and a FIFO
  * needs no write to it); a `cat` of the test's own, that holds it open for reading and writing (so it
  * never sees an end), appends them to a log. A line is written at once (under PIPE_BUF: never mixed
@@ -86,10 +97,6 @@ export async function startSystem(
     options.target ??
     (options.redisUrl === undefined ? currentTarget() : { kind: 'standalone', url: options.redisUrl });
   const keyPrefix = randomPrefix();
-  if (ROOT.startsWith('/tmp/'))
-    throw new Error(
-      `the system tests run sessions from ${ROOT}: clone outside /tmp (each session has a /tmp of its own)`,
-    );
   const { fifo: observerFile, log: observerLog } = startObserver();
   const common = { ...targetEnv(target), KEY_PREFIX: keyPrefix };
   const apiEnv = {
@@ -107,7 +114,7 @@ export async function startSystem(
   const workerEnv = {
     ...common,
     // exec: the session program itself leads its process group, so its own exit code is reported.
-    SESSION_COMMAND: `exec env ${TEST_RUN}=${process.pid} ${process.execPath} ${ROOT}test/support/session.mjs ${observerFile}`,
+    SESSION_COMMAND: `exec env ${TEST_RUN}=${process.pid} ${process.execPath} ${sessionProgram('session.mjs')} ${observerFile}`,
     LEASE_MS: '3000',
     SESSION_GRACE_MS: '1000',
     ...options.workerEnv,

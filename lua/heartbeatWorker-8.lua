@@ -14,7 +14,7 @@
 
   Input:
     KEYS[1] the host's record key (hash {id, state, slots, busy, startedAt, seenAt, containment, pool,
-            network, filesystem, cpus}; expires)
+            network, filesystem, cpus, proxy}; expires)
     KEYS[2] the worker registry index (sorted set: host id by when its heartbeat runs out, epoch ms)
     KEYS[3] the capacity hash {total, c:<workerId> = the host's share}
     KEYS[4] the held set of the host's pool (sorted set: session id by when its hold runs out, epoch ms)
@@ -49,6 +49,7 @@
              recorded as '')
     ARGV[19] the loss guard's lease when no claim told the slot one, milliseconds (see includes/lossGuard)
     ARGV[20] the loss guard's slack on top of that lease in its wait after a loss, milliseconds
+    ARGV[21] where API processes reach the host's session proxy listener (`host:port`; '' for none)
 
   Output:
     {1, now (epoch ms), state ('active' | 'draining' | 'withdrawn'), lease ('held' | 'lost' | ''), nudged}
@@ -79,6 +80,7 @@ local network = ARGV[16]
 if network ~= 'none' and network ~= 'egress' then network = 'host' end
 local filesystem = ARGV[17]
 if filesystem ~= 'private' then filesystem = 'shared' end
+local proxy = ARGV[21] or ''
 local cpus = ARGV[18]
 if not (tonumber(cpus) and tonumber(cpus) > 0) then cpus = '' end
 local leasesKey = KEYS[5]
@@ -111,7 +113,8 @@ local previous = rcall('HMGET', recordKey, 'state', 'startedAt')
 local state = 'active'
 if previous[1] == 'draining' and previous[2] == startedAt then state = 'draining' end
 rcall('HSET', recordKey, 'id', workerId, 'state', state, 'slots', slots, 'busy', busy, 'startedAt', startedAt,
-  'seenAt', now, 'containment', containment, 'pool', pool, 'network', network, 'filesystem', filesystem, 'cpus', cpus)
+  'seenAt', now, 'containment', containment, 'pool', pool, 'network', network, 'filesystem', filesystem, 'cpus', cpus,
+  'proxy', proxy)
 rcall('PEXPIRE', recordKey, ttlMs)
 rcall('ZADD', indexKey, now + ttlMs, workerId)
 scoreAll(heldKey, now + ttlMs, running)

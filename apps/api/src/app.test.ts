@@ -197,8 +197,10 @@ describe('the HTTP edge in the error format', async () => {
   const byDefault = await startTestApi();
 
   it('a body that stalls, or headers that do, are answered 408 in the error format within the bound (10 s by default)', async () => {
-    expect(byDefault.app.server.requestTimeout).toBe(10_000);
+    // Headers by Node's headers timeout; bodies by the API's own bound (app.ts): Node's request timeout is
+    // off on the server, which also carries the session proxy's uploads.
     expect(byDefault.app.server.headersTimeout).toBe(10_000);
+    expect(byDefault.app.server.requestTimeout).toBe(0);
     for (const request of [
       // Content-Length: 100, a few bytes of it, then nothing.
       'POST /v1/spawn HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"tok',

@@ -1,5 +1,6 @@
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import swagger from '@fastify/swagger';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, {
   type ConnectionError,
@@ -34,6 +35,8 @@ import { SSE_HEARTBEAT_MS, eventRoutes } from './routes/events.js';
 import { logRoutes } from './routes/logs.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { accessRoutes } from './routes/access.js';
+import { sessionProxyPlugin } from './proxy/plugin.js';
+import type { SessionProxy } from './proxy/session-proxy.js';
 
 /** Largest request body accepted, bytes; larger ones get 413. */
 export const BODY_LIMIT = 64 * 1024;
@@ -138,7 +141,32 @@ const sse = sseModule as unknown as FastifyPluginAsync<SSEPluginOptions>;
 /** Builds the API (not yet listening). Close it with `app.close()`: that also closes its Redis clients. */
 export async function buildApp(options: BuildAppOptions) {
   const requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  // One HTTP server for the API and the session proxy: a request (or upgrade) whose Host names a session's
+  // origin goes to the proxy (proxy/session-proxy.ts), every other one to the API. Node's request timeout
+  // is off on it (a large upload to a session may take longer); the API bounds its own bodies (below).
+  const proxied: { proxy?: SessionProxy | undefined } = {};
+  const timedOut = clientErrorHandler(requestTimeoutMs);
   const app = Fastify({
+    serverFactory: (handler) => {
+      const server = createServer(
+        {
+          headersTimeout: requestTimeoutMs,
+          requestTimeout: 0,
+          connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(requestTimeoutMs / 4))),
+        },
+        (request: IncomingMessage, response: ServerResponse) => {
+          const { proxy } = proxied;
+          if (proxy?.isSessionHost(request.headers.host) === true) proxy.handle(request, response);
+          else handler(request, response);
+        },
+      );
+      server.setTimeout(0);
+      if (options.config.proxy !== undefined)
+        server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) =>
+          proxied.proxy === undefined ? socket.destroy() : proxied.proxy.upgrade(request, socket, head),
+        );
+      return server;
+    },
     // Request log lines never hold a credential a client put in the query string (request-log.ts).
     loggerInstance: options.logger.child({}, { serializers: { req: requestSerializer } }),
     bodyLimit: BODY_LIMIT,
@@ -148,14 +176,6 @@ export async function buildApp(options: BuildAppOptions) {
     routerOptions: { maxParamLength: 256 },
     clientErrorHandler: clientErrorHandler(requestTimeoutMs),
     frameworkErrors,
-    // A slow client holds a connection at most this long before it has sent its whole request. Node
-    // checks the bound at connectionsCheckingInterval, so that is kept well under it.
-    requestTimeout: requestTimeoutMs,
-    http: {
-      headersTimeout: requestTimeoutMs,
-      requestTimeout: requestTimeoutMs,
-      connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(requestTimeoutMs / 4))),
-    },
     trustProxy: options.config.trustProxy,
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
@@ -163,6 +183,23 @@ export async function buildApp(options: BuildAppOptions) {
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+  });
+  // A slow client holds a connection at most `requestTimeoutMs` before it has sent its whole request: its
+  // headers by Node's headers timeout, its body by this bound (answered 408 as Node's own would be).
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.raw.complete) {
+      done();
+      return;
+    }
+    const socket = request.raw.socket;
+    const timer = setTimeout(() => {
+      if (!request.raw.complete)
+        timedOut(Object.assign(new Error('request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }) as never, socket);
+    }, requestTimeoutMs);
+    timer.unref();
+    request.raw.once('end', () => clearTimeout(timer));
+    request.raw.once('close', () => clearTimeout(timer));
+    done();
   });
   app.addHook('onRequest', async (_request, reply) => {
     if (closing)
@@ -221,6 +258,10 @@ export async function buildApp(options: BuildAppOptions) {
   await app.register(logRoutes);
   await app.register(webhookRoutes);
   await app.register(accessRoutes);
+  // The session proxy: POST /v1/sessions/{id}/connect, the /ports/ route, and the proxy the server above
+  // hands session origins to.
+  await app.register(sessionProxyPlugin, { config: options.config, headersTimeoutMs: requestTimeoutMs });
+  proxied.proxy = app.sessionProxy;
   await app.register(dashboardPlugin, {
     prefix: DASHBOARD_PATH,
     sessionList,

@@ -5,6 +5,7 @@ import {
   intVar,
   optionalIntVar,
   parseEnv,
+  proxySecretVar,
   stringVar,
   type CommonConfig,
 } from '@cq/service-kit';
@@ -67,6 +68,23 @@ export interface ApiConfig extends CommonConfig {
    * unreadable (their deliveries fail, logged); set it to rotate service keys freely.
    */
   webhookSecretKey: string | undefined;
+  /** The session proxy (PROXY_*); undefined without PROXY_SECRET: its routes answer `503 proxy_not_configured`. */
+  proxy: ProxyConfig | undefined;
+}
+
+/** The session proxy's settings (the contract's "The session proxy"). */
+export interface ProxyConfig {
+  /** PROXY_SECRET: shared with every worker host of the deployment. */
+  readonly secret: string;
+  /**
+   * PROXY_DOMAIN: sessions are served on `<port>-<sessionId>.<domain>`; undefined: `localhost:<the port
+   * the API listens on>` (PORT, or the one the system gave for PORT=0).
+   */
+  readonly domain: string | undefined;
+  /** PROXY_MAX_CONNECTIONS: open proxied connections of one session through this process. @defaultValue 256 */
+  readonly maxConnections: number;
+  /** PROXY_TLS: the session origins are https (TLS terminated in front of the API). @defaultValue false */
+  readonly tls: boolean;
 }
 
 const apiKeysVar = z
@@ -115,6 +133,14 @@ const apiEnvShape = {
   MAX_CONNECTIONS: optionalIntVar(MIN_CONNECTIONS, 1_000_000),
   KEEP_ALIVE_TIMEOUT_MS: intVar(5000, 1, 600_000),
   WEBHOOK_ALLOW_PRIVATE: stringVar('false', /^(true|false)$/, 'true or false'),
+  PROXY_SECRET: proxySecretVar(),
+  PROXY_DOMAIN: stringVar(
+    '',
+    /^[a-z0-9.-]{1,200}(:\d{1,5})?$/,
+    'a domain, with a port if not the default (e.g. sessions.example.com or localhost:3000)',
+  ),
+  PROXY_MAX_CONNECTIONS: intVar(256, 1, 1_000_000),
+  PROXY_TLS: stringVar('false', /^(true|false)$/, 'true or false'),
   WEBHOOK_SECRET_KEY: z
     .string()
     .optional()
@@ -178,5 +204,14 @@ export function loadApiConfig(
     keepAliveTimeoutMs: parsed.KEEP_ALIVE_TIMEOUT_MS,
     webhookAllowPrivate: parsed.WEBHOOK_ALLOW_PRIVATE === 'true',
     webhookSecretKey: parsed.WEBHOOK_SECRET_KEY,
+    proxy:
+      parsed.PROXY_SECRET === undefined
+        ? undefined
+        : {
+            secret: parsed.PROXY_SECRET,
+            domain: parsed.PROXY_DOMAIN === '' ? undefined : parsed.PROXY_DOMAIN.toLowerCase(),
+            maxConnections: parsed.PROXY_MAX_CONNECTIONS,
+            tls: parsed.PROXY_TLS === 'true',
+          },
   };
 }

@@ -20,6 +20,7 @@ export function wire(event: UserEvent): string {
       labels: event.labels ?? {},
       ...(event.workerId === undefined ? {} : { workerId: event.workerId }),
       ...(event.endpoint === undefined ? {} : { endpoint: event.endpoint }),
+      ...(event.port === undefined ? {} : { port: event.port }),
       ...(event.deadline === undefined ? {} : { deadline: iso(event.deadline) }),
       ...(event.lifetimeMs === undefined ? {} : { lifetimeMs: event.lifetimeMs }),
       ...(event.exitCode === undefined ? {} : { exitCode: event.exitCode }),

@@ -95,6 +95,9 @@ export async function callEveryOperation(baseUrl: string, apiKey: string, worker
   out.listSessions = outcome(page);
   const listed: string[] = (page.data?.sessions ?? []).map((session) => session.sessionId);
   out.getSessionById = outcome(await client.GET('/v1/sessions/{sessionId}', { params: { path: { sessionId } } }));
+  const connected = await client.POST('/v1/sessions/{sessionId}/connect', { params: { path: { sessionId } }, body: { port: 8080 } });
+  out.connectSession = outcome(connected);
+  const connectUrl: string | undefined = connected.data?.url;
   out.getLogs = outcome(await client.GET('/v1/users/{userId}/sessions/{sessionId}/logs', { params: { path: { userId, sessionId }, query: { limit: 10 } } }));
   const userEvents = await client.GET('/v1/users/{userId}/session/events', { params: user, parseAs: 'stream' });
   out.streamUserEvents = outcome(userEvents);
@@ -127,7 +130,7 @@ export async function callEveryOperation(baseUrl: string, apiKey: string, worker
   out.listDeliveries = outcome(await client.GET('/v1/webhooks/{id}/deliveries', { params: { path: { id } } }));
   out.deleteWebhook = outcome(await client.DELETE('/v1/webhooks/{id}', { params: { path: { id } } }));
 
-  void [scopes, state, listed, ended, containment, network, cpus, secret];
+  void [scopes, state, listed, ended, containment, network, cpus, secret, connectUrl];
   return out;
 }
 
@@ -182,8 +185,10 @@ describe('the OpenAPI document, as a code generator reads it', async () => {
         .map((o) => o.operationId)
         .sort(),
     );
-    // Documented: every /v1 route, /, /healthz and /readyz; nothing else (/metrics, /openapi.json, the dashboard).
-    const documented = (url: string) => url.startsWith('/v1/') || ['/', '/healthz', '/readyz'].includes(url);
+    // Documented: every /v1 route, /, /healthz and /readyz; nothing else (/metrics, /openapi.json, the dashboard,
+    // and the session proxy's /ports/ pass-through, whose query and body are the session's: docs/http-api.md).
+    const documented = (url: string) =>
+      (url.startsWith('/v1/') && !url.includes('/ports/')) || ['/', '/healthz', '/readyz'].includes(url);
     const routes = api.app.routeTable.filter((r) => r.method !== 'HEAD');
     expect(operations.map((o) => o.where).sort()).toEqual(
       routes
@@ -415,6 +420,8 @@ describe('the OpenAPI document, as a code generator reads it', async () => {
       recordActivity: '204',
       listSessions: '200',
       getSessionById: '200',
+      // The test API runs without PROXY_SECRET.
+      connectSession: '503 proxy_not_configured',
       getLogs: '200',
       streamUserEvents: '200',
       streamEvents: '200',

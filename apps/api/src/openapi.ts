@@ -10,6 +10,7 @@ const openapiTags = [
   { name: 'events', description: 'Session events as server-sent events' },
   { name: 'output', description: "Sessions' output, as pages or server-sent events" },
   { name: 'webhooks', description: 'Session events POSTed to webhooks (Standard Webhooks)' },
+  { name: 'session proxy', description: "A session's ports, reached through the API" },
   { name: 'access', description: 'The calling key' },
   { name: 'operations', description: 'Health and pointers, without a key' },
 ] as const;
@@ -44,6 +45,7 @@ export const openapiOperations: Readonly<Record<string, { operationId: string; t
   'GET /v1/webhooks': { operationId: 'listWebhooks', tag: 'webhooks' },
   'DELETE /v1/webhooks/:id': { operationId: 'deleteWebhook', tag: 'webhooks' },
   'GET /v1/webhooks/:id/deliveries': { operationId: 'listDeliveries', tag: 'webhooks' },
+  'POST /v1/sessions/:sessionId/connect': { operationId: 'connectSession', tag: 'session proxy' },
   'GET /v1/whoami': { operationId: 'whoami', tag: 'access' },
 };
 

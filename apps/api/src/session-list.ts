@@ -79,7 +79,7 @@ export class SessionListReader {
 /** What every view of a live session shows as it is: who and what it is, where it runs, whether it is ready. */
 export type SessionFields = Pick<
   LiveSession,
-  'sessionId' | 'userId' | 'fence' | 'state' | 'pool' | 'labels' | 'ready' | 'endpoint' | 'workerId'
+  'sessionId' | 'userId' | 'fence' | 'state' | 'pool' | 'labels' | 'ready' | 'endpoint' | 'port' | 'workerId'
 >;
 
 /** The fields of a live session every view shows as they are (the times each view shows in its own way). */
@@ -93,6 +93,7 @@ export function sessionFields(session: SessionView): SessionFields {
     labels: { ...session.labels },
     ready: session.ready,
     ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
+    ...(session.port === undefined ? {} : { port: session.port }),
     ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
   };
 }

@@ -10,6 +10,8 @@ import {
   optionalIntVar,
   parseEnv,
   pathVar,
+  proxySecretVar,
+  hostPortVar,
   stringVar,
   type CommonConfig,
 } from '@cq/service-kit';
@@ -62,6 +64,12 @@ export interface WorkerConfig extends CommonConfig {
   logKeepLines: number;
   /** How long a session's output is kept after it ends, ms. @defaultValue 86400000 */
   logRetentionMs: number;
+  /** The session proxy's shared secret; undefined: no proxy listener. */
+  proxySecret: string | undefined;
+  /** Where the proxy listener listens (port 0: any free one). @defaultValue 127.0.0.1:0 */
+  proxyListen: { host: string; port: number };
+  /** The address API processes use to reach the listener; undefined: the address it listens on. */
+  proxyAdvertise: { host: string; port: number } | undefined;
 }
 
 const workerEnvShape = {
@@ -104,6 +112,9 @@ const workerEnvShape = {
   LOG_KEEP_LINES: intVar(10_000, 1, 1_000_000),
   // At least a second, at most a year.
   LOG_RETENTION_MS: intVar(86_400_000, 1000, 31_536_000_000),
+  PROXY_SECRET: proxySecretVar(),
+  PROXY_LISTEN: hostPortVar('127.0.0.1:0', true),
+  PROXY_ADVERTISE: hostPortVar(undefined, false),
 };
 
 /** Parses a worker host's environment; throws a one-line ConfigError naming the first bad variable. */
@@ -128,5 +139,8 @@ export function loadWorkerConfig(env: Readonly<Record<string, string | undefined
     logRateBytes: parsed.LOG_RATE_BYTES,
     logKeepLines: parsed.LOG_KEEP_LINES,
     logRetentionMs: parsed.LOG_RETENTION_MS,
+    proxySecret: parsed.PROXY_SECRET,
+    proxyListen: parsed.PROXY_LISTEN!,
+    proxyAdvertise: parsed.PROXY_ADVERTISE,
   };
 }

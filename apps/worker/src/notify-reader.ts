@@ -1,6 +1,6 @@
 // What a session writes on SESSION_NOTIFY_FD, read into the messages the runtime sends its host: bytes
-// in, messages out. JSON lines: `{"ready": true, "endpoint"?: "..."}` marks the session ready (the host
-// hears of it again only when the endpoint changes); `{"active": true}` and every readiness line are
+// in, messages out. JSON lines: `{"ready": true, "endpoint"?: "...", "port"?: <1-65535>}` marks the
+// session ready (the host hears of it again only when the endpoint or the port changes); `{"active": true}` and every readiness line are
 // activity (the host hears of it at once, then at most every ACTIVE_REPORT_MS, with the instant of the
 // latest); anything else is reported as a bad line (the first few) and ignored. At most one line of
 // MAX_NOTIFY_LINE bytes is held. It sends nothing and sets no timer: every call is given its instant
@@ -30,8 +30,8 @@ export class NotifyReader {
    */
   readonly #bucket: TokenBucket;
   #bad = 0;
-  /** The endpoint last announced; null: not ready yet. */
-  #announced: string | undefined | null = null;
+  /** The port and endpoint last announced; null: not ready yet. */
+  #announced: string | null = null;
   #reportedAt = Number.NEGATIVE_INFINITY;
   /** The latest activity not reported yet (monotonic ms). */
   #latest: number | undefined;
@@ -85,7 +85,12 @@ export class NotifyReader {
       this.#reject('not JSON', messages);
       return;
     }
-    const { ready, endpoint, active } = (message ?? {}) as { ready?: unknown; endpoint?: unknown; active?: unknown };
+    const { ready, endpoint, active, port } = (message ?? {}) as {
+      ready?: unknown;
+      endpoint?: unknown;
+      active?: unknown;
+      port?: unknown;
+    };
     if (ready !== true) {
       if (active === true) this.#active(now, messages);
       else this.#reject('not {"ready": true, ...} or {"active": true}', messages);
@@ -98,10 +103,20 @@ export class NotifyReader {
       this.#reject(`endpoint must be a string of 1 to ${MAX_ENDPOINT} characters`, messages);
       return;
     }
+    if (port !== undefined && (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65_535)) {
+      this.#reject('port must be an integer from 1 to 65535', messages);
+      return;
+    }
     this.#active(now, messages);
-    if (this.#announced === endpoint) return;
-    this.#announced = endpoint;
-    messages.push({ t: 'ready', id: this.#id, ...(endpoint === undefined ? {} : { endpoint }) });
+    const announced = `${port ?? ''} ${endpoint ?? ''}`;
+    if (this.#announced === announced) return;
+    this.#announced = announced;
+    messages.push({
+      t: 'ready',
+      id: this.#id,
+      ...(endpoint === undefined ? {} : { endpoint }),
+      ...(port === undefined ? {} : { port }),
+    });
   }
 
   #reject(reason: string, messages: NotifyMessage[]): void {

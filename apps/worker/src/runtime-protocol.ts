@@ -80,8 +80,11 @@ export type FromRuntime =
       /** Bytes the `[output dropped]` lines of this message account for. */
       readonly dropped?: number;
     }
-  /** The session announced on `SESSION_NOTIFY_FD` that it is ready (sent again only when the endpoint changes). */
-  | { readonly t: 'ready'; readonly id: string; readonly endpoint?: string }
+  /**
+   * The session announced on `SESSION_NOTIFY_FD` that it is ready, with the port the session proxy opens by
+   * default (sent again only when the endpoint or the port changes).
+   */
+  | { readonly t: 'ready'; readonly id: string; readonly endpoint?: string; readonly port?: number }
   /**
    * The session was active at `at` (monotonic ms): it wrote `{"active": true}` or a readiness line on
    * `SESSION_NOTIFY_FD`. At most one every {@link ACTIVE_REPORT_MS} per session; the last one always

@@ -182,7 +182,7 @@ export class SessionLifecycle {
             for (const line of lines) this.#log.debug({ stream, line }, 'session output');
           output.push(stream, lines, droppedBytes);
         },
-        onReady: (endpoint) => this.#announce(endpoint),
+        onReady: (endpoint, port) => this.#announce(endpoint, port),
         onActive: (at) => {
           if (this.#activeAt === undefined || at > this.#activeAt) this.#activeAt = at;
         },
@@ -313,16 +313,20 @@ export class SessionLifecycle {
     );
   }
 
-  #announce(endpoint: string | undefined): void {
+  #announce(endpoint: string | undefined, port?: number): void {
     const { coordinator, leaseMs } = this.#deps;
     this.#announcing = this.#announcing.then(async () => {
       try {
-        const marked = await retryWhile(UnavailableError, () => coordinator.claims.markReady(this.#claim, endpoint), {
-          initialDelayMs: 100,
-          maxDelayMs: 1000,
-          giveUpAfterMs: leaseMs,
-        });
-        if (marked) this.#log.info({ endpoint }, 'session ready');
+        const marked = await retryWhile(
+          UnavailableError,
+          () => coordinator.claims.markReady(this.#claim, endpoint, port),
+          {
+            initialDelayMs: 100,
+            maxDelayMs: 1000,
+            giveUpAfterMs: leaseMs,
+          },
+        );
+        if (marked) this.#log.info({ endpoint, port }, 'session ready');
       } catch (err) {
         this.#log.warn({ err }, 'could not record that the session is ready');
       }

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { removeCgroup, type CgroupLayout, type CgroupSpec } from './cgroups.js';
 import { PROCESS_GROUPS, type ContainmentPlan } from './containment.js';
 import { hostDir, writeResolvConf } from './isolation.js';
+import type { SessionNetTarget } from './proxy/session-ports.js';
 import { demoSessionPath, runtimeProgram, sessionEnvironment } from './session-env.js';
 import { fromMonotonic, toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
@@ -17,6 +18,10 @@ export interface SessionLauncher {
   open?(): Promise<void>;
   /** Lets go of what it holds, once no session runs any more (the host is stopping). */
   close?(): Promise<void>;
+  /** The network of the running session of that id (for the session proxy); undefined when none runs. */
+  netTarget?(sessionId: string): SessionNetTarget | undefined;
+  /** Calls `listener` with the id of each session that ends. */
+  onEnded?(listener: (sessionId: string) => void): void;
 }
 
 /** What a launcher is given for one session. */
@@ -32,7 +37,7 @@ export interface LaunchSpec {
   /** Receives each line the session prints (cut at 16 KiB; `[output dropped: <n> bytes]` where output was dropped). */
   readonly onOutput: (stream: 'stdout' | 'stderr', lines: readonly string[], droppedBytes: number) => void;
   /** The session announced it is ready on `SESSION_NOTIFY_FD` (again when its endpoint changes). */
-  readonly onReady?: (endpoint: string | undefined) => void;
+  readonly onReady?: (endpoint: string | undefined, port?: number) => void;
   /**
    * The session was active at this `performance.now()` instant (`{"active": true}` or readiness on
    * `SESSION_NOTIFY_FD`); reported at most about every 100 ms, the latest instant always.
@@ -120,6 +125,7 @@ export class RuntimeLauncher implements SessionLauncher {
   /** Where this host makes its sessions' directories. */
   readonly #dirs: string;
   readonly #sessions = new Map<string, Running>();
+  readonly #endListeners: Array<(sessionId: string) => void> = [];
   #runtime: ChildProcess | undefined;
   #ready: Promise<void> | undefined;
   #startedAt = 0;
@@ -226,7 +232,7 @@ export class RuntimeLauncher implements SessionLauncher {
         running.spec.onOutput(message.stream, message.lines, message.dropped ?? 0);
         break;
       case 'ready':
-        running.spec.onReady?.(message.endpoint);
+        running.spec.onReady?.(message.endpoint, message.port);
         break;
       case 'active':
         running.spec.onActive?.(fromMonotonic(message.at));
@@ -295,6 +301,17 @@ export class RuntimeLauncher implements SessionLauncher {
     release();
   }
 
+  netTarget(sessionId: string): SessionNetTarget | undefined {
+    for (const running of this.#sessions.values())
+      if (running.spec.sessionEnv['SESSION_ID'] === sessionId && !running.settled)
+        return { network: this.#plan.isolation.network, pid: running.pid };
+    return undefined;
+  }
+
+  onEnded(listener: (sessionId: string) => void): void {
+    this.#endListeners.push(listener);
+  }
+
   launch(spec: LaunchSpec): SessionHandle {
     const id = String(++this.#next);
     const user = this.#plan.user;
@@ -318,6 +335,7 @@ export class RuntimeLauncher implements SessionLauncher {
         clearTimeout(running.overdue);
         clearTimeout(running.confirm);
         this.#sessions.delete(id);
+        for (const listener of this.#endListeners) listener(spec.sessionEnv['SESSION_ID'] ?? '');
         settle(exit);
       },
     };

@@ -9,6 +9,7 @@ import { probeContainment, type PlannedContainment } from './containment.js';
 import { hostDir } from './isolation.js';
 import { Heartbeat, heartbeatPeriodMs } from './liveness/heartbeat.js';
 import { HostLease } from './liveness/host-lease.js';
+import { startHostProxy, type HostProxy } from './proxy/index.js';
 import type { SessionLauncher } from './session-process.js';
 import { SessionRunner } from './session-runner.js';
 import { containmentRequest, isolationOf, logContainment, prepareSessions } from './session-setup.js';
@@ -27,21 +28,14 @@ export interface WorkerHostOptions {
    * @defaultValue probed from the configuration at {@link WorkerHost.start} (throws when it cannot be had)
    */
   containment?: PlannedContainment;
-  /**
-   * How the host keeps its sessions apart, as its heartbeat tells (`GET /v1/hosts`).
-   * @defaultValue `{network: 'host', filesystem: 'shared', cpus: null}`: not isolated
-   */
+  /** How it keeps sessions apart, as its heartbeat tells. @defaultValue `{network: 'host', filesystem: 'shared', cpus: null}` */
   isolation?: Isolation;
   /**
    * How often the host publishes its heartbeat (which renews its host lease), ms; the record lives three
-   * times as long. Never more than a third of `LEASE_MS`.
-   * @defaultValue 2000
+   * times as long. Never more than a third of `LEASE_MS`. @defaultValue 2000
    */
   heartbeatMs?: number;
-  /**
-   * How often BullMQ looks for jobs whose host died (stalled), ms.
-   * @defaultValue 10000
-   */
+  /** How often BullMQ looks for jobs whose host died (stalled), ms. @defaultValue 10000 */
   stalledIntervalMs?: number;
 }
 
@@ -75,6 +69,8 @@ export class WorkerHost {
   readonly #lease: HostLease;
   /** The heartbeat, and the sessions it batches; set by {@link WorkerHost.start}. */
   #heartbeat: Heartbeat | undefined;
+  /** The session proxy's listener (with PROXY_SECRET). */
+  #proxy: HostProxy | undefined;
   #draining: Promise<void> | undefined;
   #drainedResolve: (() => void) | undefined;
   readonly #drained = new Promise<void>((resolve) => (this.#drainedResolve = resolve));
@@ -150,6 +146,7 @@ export class WorkerHost {
     await this.#redisSetup.start();
     await checkShards(this.#coordinatorRedis, this.#coordinator.keys, this.#config);
     await launcher.open?.();
+    this.#proxy = await startHostProxy(this.#config, launcher, this.#logger);
     const connection = createRedis(this.#config, 'blocking', {
       logger: this.#logger,
       name: `cq-worker-queue:${this.#config.workerId}`,
@@ -170,6 +167,7 @@ export class WorkerHost {
         containment: containment.plan.mode,
         isolation: this.#options.isolation ?? isolationOf(containment.plan, this.#config.sessionCpus),
         pool: this.#config.pool,
+        ...(this.#proxy === undefined ? {} : { proxy: this.#proxy.advertise }),
       }),
       onDrainAsked: () => void this.drain('asked through the API'),
     }));
@@ -240,6 +238,7 @@ export class WorkerHost {
       );
     }
     this.#channel?.close();
+    await this.#proxy?.close();
     await this.#launcher?.close?.();
     this.#cgroups?.release();
     // The runtime removed each session's directory before it exited: what is left is the host's own.

@@ -37,6 +37,20 @@ export const apiErrors = {
   },
   no_capacity: { status: 503, message: "No worker host of the session's pool has a free slot now; retry shortly." },
   unavailable: { status: 503, message: 'Redis is unavailable; retry shortly.' },
+  session_starting: {
+    status: 503,
+    message: 'The session has not started yet; retry after Retry-After seconds.',
+  },
+  port_closed: { status: 502, message: 'Nothing listens on this port in the session.' },
+  host_unreachable: { status: 502, message: "The session's worker host cannot be reached now." },
+  proxy_busy: {
+    status: 503,
+    message: 'This session has as many open connections through this API process as PROXY_MAX_CONNECTIONS allows.',
+  },
+  proxy_not_configured: {
+    status: 503,
+    message: 'The session proxy is off: set PROXY_SECRET (the same on the API and every worker host).',
+  },
   internal: { status: 500, message: 'Something went wrong on our side; it has been logged.' },
 } as const;
 

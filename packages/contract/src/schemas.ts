@@ -27,3 +27,4 @@ export * from './schemas/hosts.js';
 export * from './schemas/access.js';
 export * from './schemas/logs.js';
 export * from './schemas/webhooks.js';
+export * from './schemas/proxy.js';

@@ -41,6 +41,8 @@ export const SessionField = {
   ready: 'ready',
   /** Where the session can be reached, as it announced ('' for nowhere in particular). */
   endpoint: 'endpoint',
+  /** The port it announced for the session proxy ('' or absent: none). */
+  port: 'port',
   /** The slot's loss guard as its admission found it, stamped with the Redis process (lua/includes/lossGuard.lua). */
   lossStamp: 'g',
   /** Its labels, JSON; absent on a session admitted before sessions had labels ('{}'). */
@@ -101,6 +103,8 @@ export function decodeSession(userId: string, flat: readonly unknown[]): Session
   };
   const endpoint = h.get(SessionField.endpoint);
   if (endpoint !== undefined && endpoint !== '') view.endpoint = endpoint;
+  const port = optionalNumber(h.get(SessionField.port));
+  if (port !== undefined) view.port = port;
   const pendingDeadline = state === 'pending' ? optionalNumber(h.get(SessionField.pendingDeadline)) : undefined;
   if (pendingDeadline !== undefined) view.pendingDeadline = pendingDeadline;
   const workerId = h.get(SessionField.workerId);

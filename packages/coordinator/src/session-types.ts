@@ -32,6 +32,8 @@ export interface SessionView {
   readonly ready: boolean;
   /** Where it can be reached, as it announced. */
   readonly endpoint?: string;
+  /** The port the session announced for the session proxy (its readiness line's `port`). */
+  readonly port?: number;
   /** Until when a pending session may wait for a worker. */
   readonly pendingDeadline?: number;
   readonly workerId?: string;

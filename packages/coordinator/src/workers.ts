@@ -54,6 +54,8 @@ export interface WorkerHeartbeat {
   readonly pool?: string;
   /** The host's lease, renewed with the heartbeat (see {@link WorkerRegistry.publish}). */
   readonly lease?: HostLeaseBeat;
+  /** Where API processes reach its session proxy listener (`host:port`); undefined: it has none. */
+  readonly proxy?: string;
 }
 
 /** What a heartbeat answered: the state the host is asked to be in, and what became of its lease. */
@@ -81,6 +83,8 @@ export interface WorkerRecord {
   readonly isolation: Isolation;
   /** The pool it serves (`default` for a record written without one). */
   readonly pool: string;
+  /** Where API processes reach its session proxy listener (`host:port`); undefined: it has none. */
+  readonly proxy?: string;
 }
 
 /** A pool's worker capacity: slots of its live hosts (active hosts' `SLOTS`, draining hosts' running sessions). */
@@ -183,6 +187,7 @@ export class WorkerRegistry {
       isolation.filesystem,
       isolation.cpus ?? '',
       ...lossGuardArgs,
+      beat.proxy ?? '',
     ]);
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('heartbeatWorker', reply);
     const nudged = Array.isArray(reply[4]) ? reply[4].map(String) : [];
@@ -241,7 +246,7 @@ export class WorkerRegistry {
     // ARGV[6] 0: withdrawn. The lease's token alone: the lease goes, with what was registered under it.
     const lease = leaseToken === undefined ? undefined : { token: leaseToken, ttlMs: 0, fresh: false };
     const args = [workerId, 0, 0, 0, 1, 0, '', idList(ended), '', pool, ...hostLeaseArgs(lease, false), '', '', ''];
-    await scripts.run('heartbeatWorker', this.#beatKeys(workerId, pool, leaseToken), [...args, ...lossGuardArgs]);
+    await scripts.run('heartbeatWorker', this.#beatKeys(workerId, pool, leaseToken), [...args, ...lossGuardArgs, '']);
   }
 
   /**
@@ -345,6 +350,20 @@ export class WorkerRegistry {
     });
   }
 
+  /**
+   * Where API processes reach the session proxy listener of host `workerId` (`host:port`), as its last
+   * heartbeat said; undefined when the host's record ran out or it has no listener. One command.
+   */
+  async proxyOf(workerId: string): Promise<string | undefined> {
+    const { keys, redis } = this.#context;
+    try {
+      const proxy = await redis.hget(keys.worker(workerId), 'proxy');
+      return proxy === null || proxy === '' ? undefined : proxy;
+    } catch (err) {
+      throw wrapRedisError(err);
+    }
+  }
+
   /** The hosts whose heartbeat is live (their record has not run out), by id. */
   async list(): Promise<WorkerRecord[]> {
     const { keys, redis } = this.#context;
@@ -363,6 +382,7 @@ export class WorkerRegistry {
           containment: containmentOf(r['containment']),
           isolation: isolationOf(r['network'], r['filesystem'], r['cpus']),
           pool: r['pool'] ?? DEFAULT_POOL,
+          ...(r['proxy'] ? { proxy: r['proxy'] } : {}),
         }))
         .sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
     } catch (err) {

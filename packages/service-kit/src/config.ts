@@ -125,6 +125,42 @@ export function redisUrlVar(defaultValue: string) {
     });
 }
 
+/** `PROXY_SECRET`: undefined when unset (no session proxy), else at least 32 characters, never echoed. */
+export function proxySecretVar() {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      if (raw.trim().length < 32) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be at least 32 characters (got ${raw.trim().length}; e.g. openssl rand -hex 32)`,
+        });
+        return z.NEVER;
+      }
+      return raw.trim();
+    });
+}
+
+/** `host:port` (port 0 allowed: any free one), or `defaultValue` when unset. */
+export function hostPortVar(defaultValue: string | undefined, allowPortZero: boolean) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      const value = raw === undefined || raw.trim() === '' ? defaultValue : raw.trim();
+      if (value === undefined) return undefined;
+      const match = /^([^:\s]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$/.exec(value);
+      const port = Number(match?.[2]);
+      if (match === null || port > 65535 || port < (allowPortZero ? 0 : 1)) {
+        ctx.addIssue({ code: 'custom', message: `must be host:port (got "${value}")` });
+        return z.NEVER;
+      }
+      return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+    });
+}
+
 /** `host:port,host:port,...`, or undefined when unset. */
 export function nodeListVar() {
   return z

@@ -7,6 +7,8 @@ export {
   choiceVar,
   optionalDecimalVar,
   pathVar,
+  proxySecretVar,
+  hostPortVar,
   logLevels,
   nodeListVar,
   parseEnv,
@@ -29,3 +31,17 @@ export { runUntilSignal } from './shutdown.js';
 export { loadConfigOrExit } from './startup.js';
 export { BUDGET, attempt, retryWhile, settleWithin } from './time.js';
 export * from './redis-setup/index.js';
+export {
+  PROXY_SECRET_MIN_LENGTH,
+  TICKET_MAX_BYTES,
+  TICKET_PREFIX,
+  TICKET_TTL_MS,
+  answerLine,
+  readAnswer,
+  readFirstLine,
+  readTicket,
+  ticketKey,
+  ticketLine,
+  type Ticket,
+  type TunnelRefusal,
+} from './proxy-ticket.js';

@@ -6,6 +6,8 @@ export const SCOPES = [
   'tokens:write',
   'sessions:read',
   'sessions:write',
+  'sessions:connect',
+  'sessions:exec',
   'hosts:read',
   'hosts:write',
   'webhooks:read',

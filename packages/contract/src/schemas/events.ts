@@ -16,6 +16,7 @@ export const sessionEventData = z
     at: z.string().describe('When the change happened (Redis time), ISO-8601'),
     workerId: z.string().optional(),
     endpoint: z.string().optional().describe('ready: where the session can be reached, as it announced'),
+    port: z.number().int().optional().describe('ready: the port the session proxy opens by default, as it announced'),
     deadline: z.string().optional().describe('running: when the lifetime cap runs out'),
     lifetimeMs: z.number().int().optional().describe('pending: the lifetime it will have once started'),
     pool: z.string().describe("The session's pool"),

@@ -15,6 +15,11 @@ export const sessionView = z
     labels: z.record(z.string(), z.string()).describe('Its labels (changeable with PATCH)'),
     ready: z.boolean().describe('The session announced on SESSION_NOTIFY_FD that it is ready'),
     endpoint: z.string().optional().describe('Where it can be reached, as it announced (at most 512 characters)'),
+    port: z
+      .number()
+      .int()
+      .optional()
+      .describe('The port the session proxy opens by default, as the session announced it (its readiness line)'),
     workerId: z.string().optional(),
     startedAt: z.string().optional(),
     leaseExpiresAt: z.string().optional(),

@@ -42,6 +42,8 @@ export interface SessionEvent {
   readonly workerId?: string;
   /** `ready`: where the session can be reached, when it said. */
   readonly endpoint?: string;
+  /** `ready`: the port the session proxy opens by default, when it said. */
+  readonly port?: number;
   /** `running`: when the lifetime cap runs out, epoch ms. */
   readonly deadline?: number;
   /** `pending`: the lifetime it will have once started, ms. */

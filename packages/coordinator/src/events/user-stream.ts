@@ -44,6 +44,7 @@ export function currentStateEvent(session: SessionView): UserEvent {
     labels: session.labels,
     ...(session.workerId === undefined ? {} : { workerId: session.workerId }),
     ...(type === 'ready' && session.endpoint !== undefined ? { endpoint: session.endpoint } : {}),
+    ...(type === 'ready' && session.port !== undefined ? { port: session.port } : {}),
     ...(type === 'running' && session.deadline !== undefined ? { deadline: session.deadline } : {}),
     ...(type === 'pending' ? { lifetimeMs: session.lifetimeMs } : {}),
   };

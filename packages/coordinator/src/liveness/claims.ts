@@ -262,17 +262,19 @@ export class Claims {
 
   /**
    * The owner marks the running session ready, with the endpoint where it can be reached (at most
-   * {@link MAX_ENDPOINT_LENGTH} characters; a later call may change it). False when the session is no
-   * longer this owner's. One round trip.
+   * {@link MAX_ENDPOINT_LENGTH} characters) and the port the session proxy opens by default (a later call
+   * may change either). False when the session is no longer this owner's. One round trip.
    */
-  async markReady(claim: Claim, endpoint?: string): Promise<boolean> {
+  async markReady(claim: Claim, endpoint?: string, port?: number): Promise<boolean> {
     if (endpoint !== undefined && (endpoint.length > MAX_ENDPOINT_LENGTH || endpoint === ''))
       throw new InvalidArgumentError(`endpoint must be 1 to ${MAX_ENDPOINT_LENGTH} characters`);
+    if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65_535))
+      throw new InvalidArgumentError('port must be an integer from 1 to 65535');
     const keys = this.#context.keys.user(claim.userId);
     const reply = await this.#context.scripts.run(
       'markReady',
       [keys.session, keys.events],
-      [claim.owner, endpoint ?? '', this.#context.keys.eventChannel()],
+      [claim.owner, endpoint ?? '', this.#context.keys.eventChannel(), port ?? ''],
     );
     if (replyCode(reply) === ScriptCode.LeaseLost) return false;
     if (replyCode(reply) !== ScriptCode.Ok) throw unexpectedReply('markReady', reply);

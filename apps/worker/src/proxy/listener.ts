@@ -1,0 +1,126 @@
+// A worker host's proxy listener (the contract's session proxy, the host's hop): API processes connect
+// to it with a ticket signed under PROXY_SECRET (@cq/service-kit's proxy-ticket.ts) naming a session and
+// a port; it opens that port inside the session (session-ports.ts) and carries bytes both ways until
+// either side closes. A connection without a valid ticket is answered `unauthorized` and closed before
+// anything reaches a session. A session that ends closes every connection to it at once.
+import { createServer, type Server, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { TICKET_MAX_BYTES, answerLine, readFirstLine, readTicket, type TunnelRefusal } from '@cq/service-kit';
+import type { Logger } from 'pino';
+import { openSessionPort, type PortConnection, type SessionNetTarget } from './session-ports.js';
+
+/** How long an API process has to send its ticket, ms. */
+export const TICKET_WAIT_MS = 5000;
+
+export interface ProxyListenerOptions {
+  /** The ticket key (`ticketKey(PROXY_SECRET)`). */
+  readonly key: Buffer;
+  /** The running session of that id, or undefined. */
+  readonly target: (sessionId: string) => SessionNetTarget | undefined;
+  readonly logger: Logger;
+  /** Opens a port inside a session (tests count or slow it). @defaultValue {@link openSessionPort} */
+  readonly open?: (target: SessionNetTarget, port: number) => Promise<PortConnection>;
+}
+
+export class ProxyListener {
+  readonly #options: ProxyListenerOptions;
+  readonly #server: Server;
+  /** Open connections by session, closed when it ends. */
+  readonly #bySession = new Map<string, Set<Socket>>();
+
+  constructor(options: ProxyListenerOptions) {
+    this.#options = options;
+    this.#server = createServer({ noDelay: true, pauseOnConnect: false }, (socket) => void this.#accept(socket));
+    this.#server.on('error', (err) => options.logger.error({ err }, 'proxy listener failed'));
+  }
+
+  /** Listens on `host:port` (port 0: any free one); answers the address it listens on. */
+  listen(host: string, port: number): Promise<{ host: string; port: number }> {
+    return new Promise((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen({ host, port }, () => {
+        this.#server.removeListener('error', reject);
+        const address = this.#server.address();
+        if (address === null || typeof address === 'string') reject(new Error('no address'));
+        else resolve({ host: address.address, port: address.port });
+      });
+    });
+  }
+
+  /** Connections open to a session right now. */
+  connections(sessionId: string): number {
+    return this.#bySession.get(sessionId)?.size ?? 0;
+  }
+
+  /** The session ended: every connection to it is closed now. */
+  sessionEnded(sessionId: string): void {
+    const open = this.#bySession.get(sessionId);
+    if (open === undefined) return;
+    this.#bySession.delete(sessionId);
+    for (const socket of open) socket.destroy();
+  }
+
+  /** Stops listening and closes every connection. */
+  async close(): Promise<void> {
+    for (const sessionId of [...this.#bySession.keys()]) this.sessionEnded(sessionId);
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  async #accept(socket: Socket): Promise<void> {
+    socket.on('error', () => {});
+    const refuse = (refusal: TunnelRefusal): void => void socket.end(answerLine(refusal));
+    let line: string;
+    try {
+      line = await readFirstLine(socket, TICKET_MAX_BYTES, TICKET_WAIT_MS);
+    } catch {
+      refuse('unauthorized');
+      return;
+    }
+    const ticket = readTicket(this.#options.key, line);
+    if (ticket === undefined) {
+      this.#options.logger.warn(
+        { remote: socket.remoteAddress },
+        'proxy listener: a connection without a valid ticket was refused',
+      );
+      refuse('unauthorized');
+      return;
+    }
+    const target = this.#options.target(ticket.sessionId);
+    if (target === undefined) {
+      refuse('no_session');
+      return;
+    }
+    const opened = await (this.#options.open ?? openSessionPort)(target, ticket.port);
+    if ('refused' in opened) {
+      refuse(opened.refused);
+      return;
+    }
+    // The session may have ended while its port was being opened.
+    if (this.#options.target(ticket.sessionId) === undefined || socket.destroyed) {
+      opened.stream.destroy();
+      refuse('no_session');
+      return;
+    }
+    this.#join(ticket.sessionId, socket, opened.stream);
+  }
+
+  #join(sessionId: string, socket: Socket, stream: Duplex): void {
+    let open = this.#bySession.get(sessionId);
+    if (open === undefined) this.#bySession.set(sessionId, (open = new Set()));
+    open.add(socket);
+    stream.on('error', () => {});
+    const close = (): void => {
+      open.delete(socket);
+      if (open.size === 0 && this.#bySession.get(sessionId) === open) this.#bySession.delete(sessionId);
+      socket.destroy();
+      stream.destroy();
+    };
+    socket.once('close', close);
+    stream.once('close', close);
+    socket.write(answerLine());
+    // Backpressure both ways: a slow reader on either side slows the other, nothing piles up here.
+    socket.pipe(stream);
+    stream.pipe(socket);
+    socket.resume();
+  }
+}

@@ -1,0 +1,183 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { connectTo, hostRequest, originHost } from '../support/proxy.js';
+import { until } from '../support/processes.js';
+import { API_KEY, sessionProgram, startSystem, type System } from '../support/system.js';
+
+// The session proxy (the contract's "The session proxy"): every request reaches a session's port only
+// through the API, with a connect token, on the session's own origin.
+const PROXY_SECRET = randomBytes(32).toString('hex');
+
+describe('the session proxy', () => {
+  let system: System;
+  const sessions = new Map<string, { sessionId: string; fence: number }>();
+
+  /** A session serving proxy-session.mjs on port 8080, ready. */
+  async function serving(userId: string): Promise<string> {
+    const { client } = system;
+    const session = await client.spawn((await client.issueToken({ userId })).token);
+    sessions.set(userId, session);
+    await until(async () => (await client.findSession(userId))?.ready === true, 15_000, `${userId}'s session ready`);
+    return session.sessionId;
+  }
+
+  beforeAll(async () => {
+    system = await startSystem({
+      apiEnv: { PROXY_SECRET },
+      workerEnv: {
+        PROXY_SECRET,
+        SESSION_COMMAND: `exec ${process.execPath} ${sessionProgram('proxy-session.mjs')}`,
+        SLOTS: '8',
+      },
+    });
+  });
+  afterAll(async () => {
+    for (const userId of sessions.keys()) await system.client.stopSession(userId).catch(() => {});
+  });
+
+  it('a connect token opens its session’s port from a program (CQ-Connect-Token); the session sees the request as sent, less the proxy’s own', async () => {
+    const sessionId = await serving('proxy-a');
+    const connect = await connectTo(system.api.baseUrl, sessionId);
+    expect(connect.status).toBe(201);
+    expect(connect.port).toBe(8080);
+    expect(connect.url).toMatch(new RegExp(`^http://8080-${sessionId}\\.localhost:\\d+/\\?cq_connect=`));
+    const host = originHost(system.api.baseUrl, sessionId, 8080);
+    const res = await hostRequest(system.api.baseUrl, host, '/echo?a=1&cq_connect=x&b=2', {
+      method: 'POST',
+      headers: {
+        'cq-connect-token': connect.token,
+        'x-forwarded-for': '203.0.113.9',
+        'x-forwarded-host': 'evil.example',
+        'cq-user-id': 'someone-else',
+        'cq-session-id': 'not-this',
+        cookie: `cq_proxy=${connect.token}; theirs=1`,
+        'content-type': 'text/plain',
+      },
+      body: 'hello',
+    });
+    expect(res.status).toBe(200);
+    const seen = res.json<{ method: string; url: string; headers: Record<string, string>; body: number }>();
+    expect(seen.method).toBe('POST');
+    expect(seen.url).toBe('/echo?a=1&b=2');
+    expect(seen.body).toBe(5);
+    expect(seen.headers['host']).toBe(host);
+    expect(seen.headers['cq-user-id']).toBe('proxy-a');
+    expect(seen.headers['cq-session-id']).toBe(sessionId);
+    expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1');
+    expect(seen.headers['x-forwarded-host']).toBe(host);
+    expect(seen.headers['x-forwarded-proto']).toBe('http');
+    expect(seen.headers['cookie']).toBe('theirs=1');
+    expect(seen.headers['cq-connect-token']).toBeUndefined();
+    expect(JSON.stringify(seen)).not.toContain(connect.token);
+  });
+
+  it('a connect URL is exchanged for a host-only HttpOnly SameSite=Lax cookie and a redirect without the token; the cookie then opens the page', async () => {
+    const sessionId = sessions.get('proxy-a')?.sessionId ?? (await serving('proxy-a'));
+    const connect = await connectTo(system.api.baseUrl, sessionId);
+    const host = originHost(system.api.baseUrl, sessionId, 8080);
+    const url = new URL(connect.url);
+    const first = await hostRequest(system.api.baseUrl, host, `${url.pathname}${url.search}`);
+    expect(first.status).toBe(302);
+    expect(first.headers['location']).toBe('/');
+    const cookie = String(first.headers['set-cookie']);
+    expect(cookie).toMatch(/^cq_proxy=cqc1\.[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/);
+    expect(cookie).not.toMatch(/Domain/i);
+    const page = await hostRequest(system.api.baseUrl, host, '/', { headers: { cookie: cookie.split(';')[0]! } });
+    expect(page.status).toBe(200);
+    expect(page.body.toString()).toContain('<script src="/app.js">');
+  });
+
+  it('refuses: no token 401, a bad one 401, another session’s 403, another port’s 403, a closed port 502 port_closed', async () => {
+    const a = sessions.get('proxy-a')?.sessionId ?? (await serving('proxy-a'));
+    const b = await serving('proxy-b');
+    const tokenA = (await connectTo(system.api.baseUrl, a)).token;
+    const hostB = originHost(system.api.baseUrl, b, 8080);
+    const cases: Array<[Record<string, string>, string, number, string]> = [
+      [{}, hostB, 401, 'unauthorized'],
+      [{ 'cq-connect-token': `${tokenA}x` }, hostB, 401, 'unauthorized'],
+      [{ 'cq-connect-token': tokenA }, hostB, 403, 'forbidden'],
+      [{ 'cq-connect-token': tokenA }, originHost(system.api.baseUrl, a, 9090), 403, 'forbidden'],
+    ];
+    for (const [headers, host, status, code] of cases) {
+      const res = await hostRequest(system.api.baseUrl, host, '/echo', { headers });
+      expect(res.status, `${host} ${JSON.stringify(headers)}`).toBe(status);
+      expect(res.json<{ error: { code: string } }>().error.code).toBe(code);
+    }
+    const closed = await connectTo(system.api.baseUrl, a, { port: 9090 });
+    const res = await hostRequest(system.api.baseUrl, originHost(system.api.baseUrl, a, 9090), '/', {
+      headers: { 'cq-connect-token': closed.token },
+    });
+    expect(res.status).toBe(502);
+    expect(res.json<{ error: { code: string } }>().error.code).toBe('port_closed');
+  });
+
+  it('WebSockets with the header token: 2,000 messages echoed whole and in order', async () => {
+    const sessionId = sessions.get('proxy-b')?.sessionId ?? (await serving('proxy-b'));
+    const { token } = await connectTo(system.api.baseUrl, sessionId);
+    const port = new URL(system.api.baseUrl).port;
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, {
+      headers: { host: originHost(system.api.baseUrl, sessionId, 8080), 'cq-connect-token': token },
+    });
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    const got: string[] = [];
+    const all = new Promise<void>((resolve) =>
+      ws.on('message', (data) => {
+        got.push(data.toString());
+        if (got.length === 2000) resolve();
+      }),
+    );
+    for (let i = 0; i < 2000; i++) ws.send(`m${i}`);
+    await all;
+    expect(got).toEqual(Array.from({ length: 2000 }, (_, i) => `m${i}`));
+    const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+    ws.close(1000);
+    expect(await closed).toBe(1000);
+  });
+
+  it('the API-origin route /v1/sessions/{id}/ports/{port}/ takes an API key, answers with CSP sandbox, and passes no Authorization on', async () => {
+    const sessionId = sessions.get('proxy-a')?.sessionId ?? (await serving('proxy-a'));
+    const res = await fetch(`${system.api.baseUrl}/v1/sessions/${sessionId}/ports/8080/echo?x=1`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toBe('sandbox');
+    const seen = (await res.json()) as { url: string; headers: Record<string, string> };
+    expect(seen.url).toBe('/echo?x=1');
+    expect(seen.headers['authorization']).toBeUndefined();
+    const anonymous = await fetch(`${system.api.baseUrl}/v1/sessions/${sessionId}/ports/8080/echo`);
+    expect(anonymous.status).toBe(401);
+  });
+
+  it('a session that ends closes its proxied connections at once, and its token then gets 404 no_session', async () => {
+    const sessionId = await serving('proxy-c');
+    const { token } = await connectTo(system.api.baseUrl, sessionId);
+    const host = originHost(system.api.baseUrl, sessionId, 8080);
+    const port = new URL(system.api.baseUrl).port;
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, 'cq-connect-token': token } });
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    const closedAt = new Promise<number>((resolve) => ws.once('close', () => resolve(Date.now())));
+    const stoppedAt = Date.now();
+    await system.client.stopSession('proxy-c');
+    await system.ended('proxy-c', sessionId);
+    const endedAt = Date.now();
+    expect(await closedAt).toBeLessThanOrEqual(endedAt + 1000);
+    expect(await closedAt).toBeGreaterThanOrEqual(stoppedAt);
+    await until(
+      async () =>
+        (await hostRequest(system.api.baseUrl, host, '/echo', { headers: { 'cq-connect-token': token } })).status ===
+        404,
+      2000,
+      'the ended session’s token refused with 404',
+    );
+    const res = await hostRequest(system.api.baseUrl, host, '/echo', { headers: { 'cq-connect-token': token } });
+    expect(res.json<{ error: { code: string } }>().error.code).toBe('no_session');
+    sessions.delete('proxy-c');
+  });
+});

@@ -7,6 +7,10 @@
 //   PUT|POST /count   the body's length in bytes, counted as it streams
 //   GET /sse          an event every 50 ms: "data: <n>", flushed at once
 //   GET /slow         headers, then nothing for ever (a reader that waits)
+//   GET /step         server-sent events, one at a time: the first at once, each next one only after a
+//                     POST /next (a proxy that held events back would leave the reader waiting for ever)
+//   GET /ws-count     how many WebSockets are open on it now
+//   GET /sent         bytes /bytes answers have handed to the kernel so far
 //   WS  /ws           echoes every message (text or binary)
 // Node's own modules only: the session sees the host read-only and nothing of the checkout's packages.
 import { createHash } from 'node:crypto';
@@ -14,6 +18,10 @@ import { createServer } from 'node:http';
 import { writeSync } from 'node:fs';
 
 const port = Number(process.env.PROXY_PORT ?? 8080);
+const steppers = new Set();
+let step = 0;
+let webSockets = 0;
+let sent = 0;
 
 const page = `<!doctype html><html><head><title>loading</title></head><body><p id="out">loading</p>
 <script src="/app.js"></script></body></html>`;
@@ -57,6 +65,7 @@ const server = createServer((req, res) => {
       while (left > 0) {
         const part = left >= chunk.length ? chunk : chunk.subarray(0, left);
         left -= part.length;
+        sent += part.length;
         if (!res.write(part)) {
           res.once('drain', write);
           return;
@@ -77,6 +86,22 @@ const server = createServer((req, res) => {
     let n = 0;
     const timer = setInterval(() => res.write(`data: ${n++} ${Date.now()}\n\n`), 50);
     res.on('close', () => clearInterval(timer));
+  } else if (url.pathname === '/step') {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
+    res.write(`data: ${step}\n\n`);
+    steppers.add(res);
+    res.on('close', () => steppers.delete(res));
+  } else if (url.pathname === '/next') {
+    step++;
+    for (const reader of steppers) reader.write(`data: ${step}\n\n`);
+    res.writeHead(204);
+    res.end();
+  } else if (url.pathname === '/sent') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ sent }));
+  } else if (url.pathname === '/ws-count') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ open: webSockets }));
   } else if (url.pathname === '/slow') {
     res.writeHead(200, { 'content-type': 'text/plain' });
     res.write('waiting\n');
@@ -99,6 +124,10 @@ server.on('upgrade', (req, socket) => {
     `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
   );
   socket.setNoDelay(true);
+  webSockets++;
+  socket.once('close', () => webSockets--);
+  // A connection cut without a close frame ends the WebSocket (as the ws package does).
+  socket.once('end', () => socket.destroy());
   let buffered = Buffer.alloc(0);
   socket.on('data', (chunk) => {
     buffered = Buffer.concat([buffered, chunk]);

@@ -416,8 +416,11 @@ export class SessionProxy {
       socket.destroy();
       tunnel.destroy();
     };
-    socket.once('close', close);
-    tunnel.once('close', close);
+    // A WebSocket has no half-closed state: either side's end (a cut connection, a close) ends both.
+    for (const side of [socket, tunnel]) {
+      side.once('end', close);
+      side.once('close', close);
+    }
     // Each message the client sends is activity (coalesced to a write a second).
     socket.on('data', () => this.#activity.touch(found.userId, target.sessionId));
     socket.pipe(tunnel);

@@ -11,6 +11,7 @@
 //                     POST /next (a proxy that held events back would leave the reader waiting for ever)
 //   GET /ws-count     how many WebSockets are open on it now
 //   GET /sent         bytes /bytes answers have handed to the kernel so far
+//   GET /seen         the method and path of every request it received, in order
 //   WS  /ws           echoes every message (text or binary)
 // Node's own modules only: the session sees the host read-only and nothing of the checkout's packages.
 import { createHash } from 'node:crypto';
@@ -22,6 +23,7 @@ const steppers = new Set();
 let step = 0;
 let webSockets = 0;
 let sent = 0;
+const seen = [];
 
 const page = `<!doctype html><html><head><title>loading</title></head><body><p id="out">loading</p>
 <script src="/app.js"></script></body></html>`;
@@ -44,6 +46,7 @@ const script = `(async () => {
 
 const server = createServer((req, res) => {
   const url = new URL(req.url, 'http://session');
+  if (url.pathname !== '/seen') seen.push(`${req.method} ${req.url}`);
   if (url.pathname === '/') {
     res.writeHead(200, { 'content-type': 'text/html' });
     res.end(page);
@@ -96,6 +99,9 @@ const server = createServer((req, res) => {
     for (const reader of steppers) reader.write(`data: ${step}\n\n`);
     res.writeHead(204);
     res.end();
+  } else if (url.pathname === '/seen') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ seen }));
   } else if (url.pathname === '/sent') {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ sent }));

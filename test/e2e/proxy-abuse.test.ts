@@ -1,4 +1,6 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { loadScripts } from '@cq/coordinator';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { connect as netConnect } from 'node:net';
 import { startRedisServer, watchServer } from '@cq/test-harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -113,6 +115,40 @@ describe('the session proxy against abuse', () => {
     const [badAnswers, goodAnswers] = await Promise.all([Promise.all(bad), good]);
     expect(new Set(badAnswers.map((a) => a.status))).toEqual(new Set([401]));
     expect(goodAnswers.map((a) => a.status)).toEqual(goodAnswers.map(() => 200));
+  });
+
+  it('requests through the proxy are activity: a session with a 2 s idle timeout stays running while used for 5 s, at most one activity write a second; left alone, it stops idle', async () => {
+    const { client } = system;
+    const idle = await client.spawn((await client.issueToken({ userId: 'abuse-idle', idleTimeoutMs: 2000 })).token);
+    await until(async () => (await client.findSession('abuse-idle'))?.ready === true, 15_000, 'the session ready');
+    const idleToken = (await connectTo(system.api.baseUrl, idle.sessionId)).token;
+    const idleHost = originHost(system.api.baseUrl, idle.sessionId, 8080);
+    const watch = await watchServer(redisUrl);
+    let used = 0;
+    const startedAt = Date.now();
+    const writes = await watch
+      .during(async () => {
+        // The workload: a request every 100 ms for 5 s (2.5 idle timeouts).
+        while (Date.now() - startedAt < 5000) {
+          const answer = await hostRequest(system.api.baseUrl, idleHost, '/echo', {
+            headers: { 'cq-connect-token': idleToken },
+          });
+          expect(answer.status).toBe(200);
+          used++;
+          await sleep(100);
+        }
+      })
+      .finally(() => watch.stop());
+    // The API's activity writes: calls of recordActivity (the host's renewals write the session's activity
+    // too, on their own schedule).
+    const sha = createHash('sha1').update(loadScripts().get('recordActivity')!.lua).digest('hex');
+    const activity = writes.filter((w) => w.args[0]?.toLowerCase() === 'evalsha' && w.args[1] === sha);
+    console.log(`proxy activity: ${used} requests in 5 s wrote activity ${activity.length} times`);
+    expect((await client.findSession('abuse-idle'))?.state).toBe('running');
+    expect(activity.length).toBeGreaterThanOrEqual(3);
+    expect(activity.length).toBeLessThanOrEqual(6);
+    const ended = await system.ended('abuse-idle', idle.sessionId, 10_000);
+    expect(ended).toMatchObject({ state: 'stopped', reason: 'idle' });
   });
 
   /** Sends raw bytes to the API, answers what came back until the connection closed (or 2 s passed). */

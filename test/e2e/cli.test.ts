@@ -1,44 +1,11 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { ROOT, until } from '../support/processes.js';
+import { cq, cqStarted } from '../support/cli.js';
+import { until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
 import { signatureValid, startReceiver } from '../support/webhook-receiver.js';
-
-/** Runs the built `cq` with `args`; resolves with its exit code and output. */
-function cq(
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [`${ROOT}packages/cli/bin/cq.js`, ...args], {
-      env: { PATH: process.env['PATH'] ?? '', ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-/** Starts the built `cq` with `args` and leaves it running: its output so far, and its exit. */
-function cqStarted(
-  args: string[],
-  env: Record<string, string>,
-): { output: { stdout: string; stderr: string }; exited: Promise<number | null>; stop: () => void } {
-  const child = spawn(process.execPath, [`${ROOT}packages/cli/bin/cq.js`, ...args], {
-    env: { PATH: process.env['PATH'] ?? '', ...env },
-  });
-  const output = { stdout: '', stderr: '' };
-  child.stdout.on('data', (c: Buffer) => (output.stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (output.stderr += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  onTestFinished(() => void child.kill());
-  return { output, exited, stop: () => void child.kill() };
-}
 
 describe('the cq command line', async () => {
   // WEBHOOK_ALLOW_PRIVATE: the webhooks test's receiver listens on 127.0.0.1.

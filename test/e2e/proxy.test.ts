@@ -1,6 +1,10 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createServer, type AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { cq, cqStarted } from '../support/cli.js';
 import { connectTo, hostRequest, originHost } from '../support/proxy.js';
 import { until } from '../support/processes.js';
 import { API_KEY, sessionProgram, startSystem, type System } from '../support/system.js';
@@ -8,6 +12,16 @@ import { API_KEY, sessionProgram, startSystem, type System } from '../support/sy
 // The session proxy (the contract's "The session proxy"): every request reaches a session's port only
 // through the API, with a connect token, on the session's own origin.
 const PROXY_SECRET = randomBytes(32).toString('hex');
+
+/** A port nothing listens on now (the system's choice). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
 
 describe('the session proxy', () => {
   let system: System;
@@ -150,6 +164,79 @@ describe('the session proxy', () => {
     expect(seen.headers['authorization']).toBeUndefined();
     const anonymous = await fetch(`${system.api.baseUrl}/v1/sessions/${sessionId}/ports/8080/echo`);
     expect(anonymous.status).toBe(401);
+  });
+
+  it('cq open prints a connect URL of the user’s session (its ready port by default, --port another); cq forward serves the port locally, tried with curl', async () => {
+    const sessionId = sessions.get('proxy-a')?.sessionId ?? (await serving('proxy-a'));
+    const env = { CQ_API_URL: system.api.baseUrl, CQ_API_KEY: API_KEY };
+    const opened = await cq(['open', 'proxy-a'], env);
+    expect(opened.code, opened.stderr).toBe(0);
+    expect(opened.stdout.trim()).toMatch(
+      new RegExp(`^http://8080-${sessionId}\\.localhost:\\d+/\\?cq_connect=cqc1\\.`),
+    );
+    const other = await cq(['open', 'proxy-a', '--port', '9090', '--json'], env);
+    expect(JSON.parse(other.stdout)).toMatchObject({ port: 9090 });
+    expect((await cq(['open', 'nobody-here'], env)).code).toBe(5);
+
+    const localPort = await freePort();
+    const forwarding = cqStarted(['forward', 'proxy-a', `${localPort}:8080`], env);
+    await until(() => forwarding.output.stderr.includes('forwarding'), 10_000, 'cq forward listening');
+    const curl = promisify(execFile);
+    const { stdout } = await curl('curl', [
+      '-sS',
+      '-X',
+      'POST',
+      '--data',
+      'hello',
+      `http://127.0.0.1:${localPort}/echo?q=1`,
+    ]);
+    const seen = JSON.parse(stdout) as { method: string; url: string; body: number; headers: Record<string, string> };
+    expect(seen).toMatchObject({ method: 'POST', url: '/echo?q=1', body: 5 });
+    expect(seen.headers['cq-session-id']).toBe(sessionId);
+    const big = await curl('curl', [
+      '-sS',
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code} %{size_download}',
+      `http://127.0.0.1:${localPort}/bytes?n=5000000`,
+    ]);
+    expect(big.stdout).toBe('200 5000000');
+    // A WebSocket through the forwarded port.
+    const ws = new WebSocket(`ws://127.0.0.1:${localPort}/ws`);
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    const echoed = new Promise<string>((resolve) => ws.once('message', (data) => resolve(data.toString())));
+    ws.send('through cq forward');
+    expect(await echoed).toBe('through cq forward');
+    ws.close(1000);
+    forwarding.stop();
+    expect(await forwarding.exited).toBe(0);
+  });
+
+  it('the client: connect() answers the URL, the origin, the headers and the WebSocket URL a program uses', async () => {
+    const sessionId = sessions.get('proxy-a')?.sessionId ?? (await serving('proxy-a'));
+    const session = await system.client.session(sessionId);
+    const connection = await session.connect();
+    expect(connection.port).toBe(8080);
+    expect(connection.origin).toBe(`http://8080-${sessionId}.localhost:${new URL(system.api.baseUrl).port}`);
+    expect(connection.headers).toEqual({ 'CQ-Connect-Token': connection.token });
+    expect(connection.webSocketUrl('/ws')).toBe(
+      `ws://8080-${sessionId}.localhost:${new URL(system.api.baseUrl).port}/ws`,
+    );
+    const host = new URL(connection.origin).host;
+    const res = await hostRequest(system.api.baseUrl, host, '/echo', { headers: { ...connection.headers } });
+    expect(res.status).toBe(200);
+    const ws = new WebSocket(`ws://127.0.0.1:${new URL(system.api.baseUrl).port}/ws`, {
+      headers: { host, ...connection.headers },
+    });
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    ws.close(1000);
   });
 
   it('a session that ends closes its proxied connections at once, and its token then gets 404 no_session', async () => {

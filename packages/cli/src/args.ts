@@ -22,6 +22,8 @@ const knownOptions = {
   session: { type: 'string' },
   next: { type: 'boolean', default: false },
   after: { type: 'string' },
+  port: { type: 'string' },
+  browser: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
 

@@ -38,6 +38,10 @@ commands:
   webhooks create <url> [--events a,b]                          a webhook for those session events (all when absent); prints its secret once
   webhooks delete <id> | webhooks deliveries <id>               delete one (its pending deliveries stop) | its delivery attempts
   whoami                                                        the key's name and scopes
+  open <userId> [--port P] [--browser]                          a URL that opens a port of the user's live session (its
+                                                                ready port by default) in a browser; --browser opens it
+  forward <userId> <localPort>:<port>                           serve a port of the user's live session on 127.0.0.1:
+                                                                <localPort>, through the API, until interrupted
   demo [--users N]                                              spawn sessions for a few users and show what happens
 
 options:

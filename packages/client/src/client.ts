@@ -12,6 +12,8 @@ import { Session, startSession, type StartOptions } from './session.js';
 import type {
   Admission,
   BulkStopAccepted,
+  Connect,
+  ConnectRequest,
   BulkStopRequest,
   SessionById,
   SessionsPage,
@@ -51,6 +53,21 @@ export class CoordinatorClient {
 
   constructor(options: ClientOptions = {}) {
     this.#options = resolveOptions(options);
+  }
+
+  /**
+   * A connect URL for a port of a live session (`POST /v1/sessions/{sessionId}/connect`): `url` opens it
+   * in a browser (on the session's own origin); programs send `token` as `CQ-Connect-Token` on every
+   * request and WebSocket upgrade ({@link ProxyConnection.headers}). The port defaults to the one the
+   * session announced as ready.
+   */
+  async connect(sessionId: string, request: ConnectRequest = {}): Promise<ProxyConnection> {
+    const answer: Connect = await this.#request(
+      'POST',
+      `/v1/sessions/${encodeURIComponent(sessionId)}/connect`,
+      request,
+    );
+    return proxyConnection(answer);
   }
 
   /** Where this client sends its requests. */
@@ -355,4 +372,24 @@ function sessionPath(userId: string, suffix: string, options: SessionMatchOption
 
 function logsPath(userId: string, sessionId: string): string {
   return `/v1/users/${encodeURIComponent(userId)}/sessions/${encodeURIComponent(sessionId)}/logs`;
+}
+
+/** A connect URL's parts, and what a program needs to reach the session's port with its token. */
+export interface ProxyConnection extends Connect {
+  /** The session port's origin, `http(s)://<port>-<sessionId>.<PROXY_DOMAIN>`. */
+  readonly origin: string;
+  /** The headers that open the port from a program: `{'CQ-Connect-Token': token}`. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The `ws:`/`wss:` URL of `path` on the session's origin (open it with the {@link headers}). */
+  webSocketUrl(path?: string): string;
+}
+
+function proxyConnection(answer: Connect): ProxyConnection {
+  const origin = new URL(answer.url).origin;
+  return {
+    ...answer,
+    origin,
+    headers: { 'CQ-Connect-Token': answer.token },
+    webSocketUrl: (path = '/') => `${origin.replace(/^http/, 'ws')}${path.startsWith('/') ? path : `/${path}`}`,
+  };
 }

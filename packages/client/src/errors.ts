@@ -174,6 +174,20 @@ export class InternalError extends ApiError {
   override name = 'InternalError';
 }
 
+/**
+ * A refusal of the session proxy: 502 `port_closed` (nothing listens on the port in the session), 502
+ * `host_unreachable`, 503 `session_starting`, `proxy_busy` (retry after `retryAfterMs`), 503
+ * `proxy_not_configured` (the API runs without PROXY_SECRET).
+ */
+export class ProxyError extends UnavailableError {
+  override name = 'ProxyError';
+  readonly retryAfterMs: number | undefined;
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, retryAfterMs?: number) {
+    super(status, code, message, body);
+    this.retryAfterMs = retryAfterMs !== undefined && Number.isFinite(retryAfterMs) ? retryAfterMs : undefined;
+  }
+}
+
 /** A wait of the client's own ran out (e.g. {@link CoordinatorClient.start}'s `timeoutMs`). */
 export class TimeoutError extends ApiError {
   override name = 'TimeoutError';
@@ -256,6 +270,11 @@ const errorOfCode: Readonly<Record<ApiErrorCode, Make>> = {
   session_mismatch: (s, c, m, b) => new SessionMismatchError(s, c, m, b),
   no_capacity: (s, c, m, b, e, h) => new NoCapacityError(s, c, m, b, retryAfterMs(e, h)),
   unavailable: (s, c, m, b) => new UnavailableError(s, c, m, b),
+  session_starting: (s, c, m, b, e, h) => new ProxyError(s, c, m, b, retryAfterMs(e, h)),
+  port_closed: (s, c, m, b) => new ProxyError(s, c, m, b),
+  host_unreachable: (s, c, m, b) => new ProxyError(s, c, m, b),
+  proxy_busy: (s, c, m, b, e, h) => new ProxyError(s, c, m, b, retryAfterMs(e, h)),
+  proxy_not_configured: (s, c, m, b) => new ProxyError(s, c, m, b),
   internal: (s, c, m, b) => new InternalError(s, c, m, b),
 };
 

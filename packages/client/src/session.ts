@@ -1,7 +1,8 @@
-import type { CoordinatorClient, StreamedEvent } from './client.js';
+import type { CoordinatorClient, ProxyConnection, StreamedEvent } from './client.js';
 import type { EventsOptions } from './options.js';
 import { ApiError, NoSessionError, SessionEndedError, TimeoutError } from './errors.js';
 import type {
+  ConnectRequest,
   EndedSession,
   IssueTokenRequest,
   LiveSession,
@@ -110,6 +111,14 @@ export class Session {
   /** Merges `labels` into its labels (`null` removes one); answers it as it is now. */
   setLabels(labels: Record<string, string | null>): Promise<LiveSession> {
     return this.#client.updateSession(this.userId, { labels }, { sessionId: this.sessionId });
+  }
+
+  /**
+   * A connect URL for one of its ports (default: the one it announced as ready), and the token a program
+   * sends as `CQ-Connect-Token`: see {@link CoordinatorClient.connect}.
+   */
+  connect(request: ConnectRequest = {}): Promise<ProxyConnection> {
+    return this.#client.connect(this.sessionId, request);
   }
 
   /** It is in use: its idle clock starts again. */

@@ -39,6 +39,8 @@ holds<Equal<Wire.SessionLogs, Contract.SessionLogs>>();
 holds<Equal<Wire.WebhookData, Contract.WebhookData>>();
 holds<Equal<Wire.CreatedWebhook, Contract.CreatedWebhook>>();
 holds<Equal<Wire.Whoami, Contract.Whoami>>();
+holds<Within<Wire.ConnectRequest, NonNullable<Contract.ConnectRequest>>>();
+holds<Equal<Wire.Connect, Contract.Connect>>();
 // Tighter than the contract: every event's data is the contract's, discriminated by its type; a
 // delivery's type is an event type.
 holds<Within<Wire.SessionEventData, Contract.SessionEventData>>();

@@ -23,6 +23,8 @@ export type Scope =
   | 'tokens:write'
   | 'sessions:read'
   | 'sessions:write'
+  | 'sessions:connect'
+  | 'sessions:exec'
   | 'hosts:read'
   | 'hosts:write'
   | 'webhooks:read'
@@ -55,6 +57,11 @@ export type ApiErrorCode =
   | 'session_mismatch'
   | 'no_capacity'
   | 'unavailable'
+  | 'session_starting'
+  | 'port_closed'
+  | 'host_unreachable'
+  | 'proxy_busy'
+  | 'proxy_not_configured'
   | 'internal';
 
 /** `POST /v1/tokens` body. */
@@ -100,6 +107,8 @@ export interface LiveSession {
   /** The session announced it is ready (at `endpoint`, when it said where). */
   ready: boolean;
   endpoint?: string | undefined;
+  /** The port the session proxy opens by default, as the session announced it. */
+  port?: number | undefined;
   workerId?: string | undefined;
   startedAt?: string | undefined;
   leaseExpiresAt?: string | undefined;
@@ -252,6 +261,8 @@ export interface RunningEvent extends EventBase {
 export interface ReadyEvent extends EventBase {
   type: 'ready';
   endpoint?: string | undefined;
+  /** The port the session proxy opens by default, when it said. */
+  port?: number | undefined;
 }
 
 /** A stop is under way. */
@@ -326,4 +337,20 @@ export type Deliveries = Array<{
 export interface Whoami {
   name: string;
   scopes: Scope[];
+}
+
+/** `POST /v1/sessions/{sessionId}/connect` body. */
+export interface ConnectRequest {
+  /** The port to open (default: the session's ready port). */
+  port?: number | undefined;
+  /** How long the token lives, ms (default and most: until the session ends, at most 24 h). */
+  ttlMs?: number | undefined;
+}
+
+/** A connect URL: opens a session's port in a browser; `token` is for programs (`CQ-Connect-Token`). */
+export interface Connect {
+  url: string;
+  token: string;
+  port: number;
+  expiresAt: string;
 }

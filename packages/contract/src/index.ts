@@ -38,4 +38,6 @@ export type {
   StreamErrorData,
   Whoami,
   Scope,
+  ConnectRequest,
+  Connect,
 } from './types.js';

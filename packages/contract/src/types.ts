@@ -15,6 +15,8 @@ import type {
   hostsView,
   poolsView,
   whoamiView,
+  connectRequest,
+  connectResponse,
   issueTokenBody,
   outputEndData,
   outputLine,
@@ -92,3 +94,5 @@ export type Deliveries = z.infer<typeof deliveriesView>['deliveries'];
 export type Whoami = z.infer<typeof whoamiView>;
 /** A scope a key may hold. */
 export type Scope = Whoami['scopes'][number];
+export type ConnectRequest = z.infer<typeof connectRequest>;
+export type Connect = z.infer<typeof connectResponse>;

@@ -4,6 +4,7 @@ import { events } from './events.js';
 import { history } from './history.js';
 import { drain, hosts, pools } from './hosts.js';
 import { logs } from './logs.js';
+import { forward, open } from './proxy.js';
 import { activity, extend, labels, ls, session, status, stop } from './session.js';
 import { spawn } from './spawn.js';
 import { token } from './token.js';
@@ -34,4 +35,6 @@ export const commands: ReadonlyMap<string, Command> = new Map([
   ['demo', demo],
   ['webhooks', webhooks],
   ['whoami', whoami],
+  ['open', open],
+  ['forward', forward],
 ]);

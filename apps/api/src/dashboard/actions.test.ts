@@ -40,13 +40,19 @@ describe("the dashboard's actions", async () => {
     const me = await send(api.baseUrl, 'GET', '/dashboard/api/me', { headers: basic(KEYS.ops) });
     expect(me.body).toMatchObject({
       name: 'ops',
-      actions: { stop: true, lifetime: true, drain: true, stopMatching: true },
+      actions: { stop: true, lifetime: true, drain: true, stopMatching: true, open: false },
     });
     expect(me.headers.get('set-cookie')).toBe(
       `XSRF-TOKEN=${me.body.antiForgeryToken}; Path=/dashboard; SameSite=Strict`,
     );
     const viewer = await send(api.baseUrl, 'GET', '/dashboard/api/me', { headers: basic(KEYS.viewer) });
-    expect(viewer.body.actions).toEqual({ stop: false, lifetime: false, drain: false, stopMatching: false });
+    expect(viewer.body.actions).toEqual({
+      stop: false,
+      lifetime: false,
+      drain: false,
+      stopMatching: false,
+      open: false,
+    });
     // Another key, another token.
     expect(viewer.body.antiForgeryToken).not.toBe(me.body.antiForgeryToken);
     const apiOnly = await send(api.baseUrl, 'GET', '/dashboard', { headers: basic(KEYS.api) });
@@ -122,6 +128,8 @@ describe("the dashboard's actions", async () => {
     expect(noRoute.body.error).toMatchObject({ code: 'forbidden', scope: 'sessions:write' });
     const noDrain = await act(actorOnly, 'drain', { workerId: 'dash-act-host' });
     expect(noDrain.body.error).toMatchObject({ code: 'forbidden', scope: 'hosts:write' });
+    const noOpen = await act(actorOnly, 'open', { sessionId });
+    expect(noOpen.body.error).toMatchObject({ code: 'forbidden', scope: 'sessions:connect' });
     expect((await api.client.getSession('dash-act-refused')).state).toBe('running');
   });
 

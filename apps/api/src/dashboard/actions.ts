@@ -65,6 +65,7 @@ export const ACTION_SCOPES = {
   lifetime: 'sessions:write',
   drain: 'hosts:write',
   stopMatching: 'sessions:write',
+  open: 'sessions:connect',
 } as const satisfies Record<string, Scope>;
 
 /** The actions a caller may take from the dashboard (the page shows buttons for these only). */
@@ -75,16 +76,17 @@ export function actionsOf(caller: Caller): Record<keyof typeof ACTION_SCOPES, bo
     lifetime: act && holds(caller, ACTION_SCOPES.lifetime),
     drain: act && holds(caller, ACTION_SCOPES.drain),
     stopMatching: act && holds(caller, ACTION_SCOPES.stopMatching),
+    open: act && holds(caller, ACTION_SCOPES.open),
   };
 }
 
 /**
  * The dashboard's actions, under `/dashboard/api/`: who signed in (`me`), how many sessions a filter
  * matches (`matching`, for a bulk stop's confirmation: among at most `matchingMaxExamined` live
- * sessions), and `actions/stop`, `actions/lifetime`,
- * `actions/drain`, `actions/stop-matching`, each through the API route that does it
- * (`DELETE`/`PATCH /v1/users/{userId}/session`, `POST /v1/hosts/{workerId}/drain`,
- * `POST /v1/sessions/stop`) with the operator's key. The dashboard's hook has already checked
+ * sessions), and `actions/stop`, `actions/lifetime`, `actions/drain`, `actions/stop-matching`,
+ * `actions/open`, each through the API route that does it (`DELETE`/`PATCH /v1/users/{userId}/session`,
+ * `POST /v1/hosts/{workerId}/drain`, `POST /v1/sessions/stop`, `POST /v1/sessions/{id}/connect`) with
+ * the operator's key. The dashboard's hook has already checked
  * `dashboard:act` and that the request is the page's own (origin and anti-forgery token).
  */
 export async function dashboardActions(
@@ -159,6 +161,24 @@ export async function dashboardActions(
     async (request, reply) => {
       const url = `/v1/hosts/${encodeURIComponent(request.body.workerId)}/drain`;
       const answer = await forward(app, keyOf(request), 'POST', url);
+      return reply.code(answer.status).send(answer.body);
+    },
+  );
+
+  // A connect URL for the session's ready port (POST /v1/sessions/{id}/connect, audited there): the page
+  // opens it in a new tab, on the session's own origin.
+  scope.post(
+    '/api/actions/open',
+    {
+      schema: {
+        hide: true,
+        body: z.object({ sessionId: sessionIdSchema, port: z.number().int().min(1).max(65_535).optional() }).strict(),
+      },
+    },
+    async (request, reply) => {
+      const { sessionId, port } = request.body;
+      const url = `/v1/sessions/${encodeURIComponent(sessionId)}/connect`;
+      const answer = await forward(app, keyOf(request), 'POST', url, port === undefined ? {} : { port });
       return reply.code(answer.status).send(answer.body);
     },
   );

@@ -68,7 +68,10 @@
       return;
     }
     $('whoami').textContent = 'signed in as ' + me.name;
-    document.body.classList.toggle('can-act', me.actions.stop || me.actions.lifetime || me.actions.drain);
+    document.body.classList.toggle(
+      'can-act',
+      me.actions.stop || me.actions.lifetime || me.actions.drain || me.actions.open,
+    );
     $('stop-matching').hidden = !me.actions.stopMatching;
   }
   function actionState(text, outcome) {
@@ -129,6 +132,23 @@
   function sessionActions(r) {
     const td = cell('', 'act');
     if (r.state === 'stopping') return td;
+    // A ready session that announced its port: open it in a new tab, on the session's own origin (the tab
+    // is opened at the click, so no pop-up blocker stops it, and learns nothing of this page).
+    if (me.actions.open && r.state === 'running' && r.ready && r.port !== undefined)
+      td.append(
+        button('Open', 'open', async () => {
+          const tab = window.open('about:blank', '_blank');
+          if (tab) tab.opener = null;
+          try {
+            const answer = await act('open', { sessionId: r.sessionId });
+            if (tab) tab.location.href = answer.url;
+            actionState('Opened port ' + answer.port + ' of the session of ' + r.userId + ' in a new tab.', 'done');
+          } catch (err) {
+            if (tab) tab.close();
+            actionState('Not done: ' + err.message, 'failed');
+          }
+        }),
+      );
     if (me.actions.stop)
       td.append(
         button('Stop', 'stop', () =>

@@ -122,6 +122,19 @@ function redisPassword() {
 }
 
 /**
+ * The session proxy's shared secret (PROXY_SECRET when set, else 64 hex digits kept in
+ * .data/proxy-secret): the API and the hosts forward to sessions' ports with it (`cq open <user>`).
+ */
+function proxySecret() {
+  if (process.env.PROXY_SECRET) return process.env.PROXY_SECRET;
+  return keptSecret(
+    'proxy-secret',
+    (kept) => kept.length >= 32,
+    () => randomBytes(32).toString('hex'),
+  );
+}
+
+/**
  * What the hosts get for running sessions as another user. SESSION_USER when set (empty: as the hosts'
  * own user) is passed on as it is; else, run as root, `nobody`, where the system has that user and
  * util-linux's setpriv (which the hosts change user with); else nothing (sessions run as the user who
@@ -316,7 +329,7 @@ const apiKeys = process.env.API_KEYS || apiKey;
 const host = process.env.HOST ?? '127.0.0.1';
 // 3000, the CLI's default URL, unless something listens there already.
 const port = process.env.PORT ?? String(await freePort(3000, host));
-const common = { REDIS_URL: redisUrl, KEY_PREFIX: process.env.KEY_PREFIX ?? 'cq' };
+const common = { REDIS_URL: redisUrl, KEY_PREFIX: process.env.KEY_PREFIX ?? 'cq', PROXY_SECRET: proxySecret() };
 // The hosts log each line of session output at debug: into their log files, unless LOG_LEVEL says otherwise.
 const workerLogLevel = process.env.LOG_LEVEL ?? 'debug';
 const sessionEnv = sessionUserEnv();
@@ -352,6 +365,9 @@ if (existsSync(api)) {
   log(`API key    ${apiKey}${process.env.API_KEYS ? '' : '  (kept in .data/dev-api-key)'}`);
   log(`dashboard  ${base}/dashboard  (any user name, the API key as password)`);
   log(`try        ${cqUrl}CQ_API_KEY=${apiKey} npx cq demo`);
+  log(
+    `a session's page: ${cqUrl}CQ_API_KEY=${apiKey} npx cq spawn --user alice, then npx cq open alice (the demo serves one on port 8080)`,
+  );
   log(
     `or         curl -s -X POST ${base}/v1/tokens -H 'authorization: Bearer ${apiKey}' -H 'content-type: application/json' -d '{"userId":"alice"}'`,
   );

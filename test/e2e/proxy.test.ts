@@ -239,6 +239,27 @@ describe('the session proxy', () => {
     ws.close(1000);
   });
 
+  it('the built-in demo session serves a small page on port 8080 and announces it: cq open works on it as it is', async () => {
+    await system.addWorker('demo-host', { SESSION_COMMAND: '', POOL: 'demo' });
+    const { client } = system;
+    const { sessionId } = await client.spawn((await client.issueToken({ userId: 'proxy-demo', pool: 'demo' })).token);
+    sessions.set('proxy-demo', { sessionId, fence: 1 });
+    await until(async () => (await client.findSession('proxy-demo'))?.ready === true, 15_000, 'the demo ready');
+    expect((await client.findSession('proxy-demo'))?.port).toBe(8080);
+    const env = { CQ_API_URL: system.api.baseUrl, CQ_API_KEY: API_KEY };
+    const opened = await cq(['open', 'proxy-demo', '--json'], env);
+    const { url } = JSON.parse(opened.stdout) as { url: string };
+    const first = await hostRequest(
+      system.api.baseUrl,
+      new URL(url).host,
+      `${new URL(url).pathname}${new URL(url).search}`,
+    );
+    const cookie = String(first.headers['set-cookie']).split(';')[0]!;
+    const page = await hostRequest(system.api.baseUrl, new URL(url).host, '/', { headers: { cookie } });
+    expect(page.status).toBe(200);
+    expect(page.body.toString()).toContain(`User <b>proxy-demo</b>, session <code>${sessionId}</code>`);
+  });
+
   it('a session that ends closes its proxied connections at once, and its token then gets 404 no_session', async () => {
     const sessionId = await serving('proxy-c');
     const { token } = await connectTo(system.api.baseUrl, sessionId);

@@ -6,6 +6,7 @@ import { dirname, join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ROOT, alive, ancestorsOf, sessionPids, until } from '../support/processes.js';
+import { hostRequest } from '../support/proxy.js';
 import { cleanUp } from '@cq/test-harness';
 
 /** The lines of the README's `## Quick start` sh block. */
@@ -279,6 +280,23 @@ describe('the README quick start', () => {
       expect(ids, args.join(' ').slice(0, 60)).toEqual(Array(4).fill(sessionUid()));
       expect(environ).not.toContain(password);
     }
+
+    // The session proxy is on (its secret kept in .data/proxy-secret): cq open gives a URL that opens the
+    // page the demo serves, once the demo announced it.
+    expect(statSync(`${clone}/.data/proxy-secret`).mode & 0o777).toBe(0o600);
+    await until(
+      () => (JSON.parse(cq('status', user, '--json')) as { port?: number }).port === 8080,
+      20_000,
+      'the demo announcing its page',
+    );
+    const opened = new URL(cq('open', user).trim());
+    const exchanged = await hostRequest(url, opened.host, `${opened.pathname}${opened.search}`);
+    expect(exchanged.status).toBe(302);
+    const demoPage = await hostRequest(url, opened.host, '/', {
+      headers: { cookie: String(exchanged.headers['set-cookie']).split(';')[0]! },
+    });
+    expect(demoPage.status).toBe(200);
+    expect(demoPage.body.toString()).toContain(`User <b>${user}</b>`);
 
     process.kill(-up.pid!, 'SIGINT');
     expect(await exited).toBe(0);

@@ -78,10 +78,22 @@ function connectLoopback(port: number): Promise<PortConnection> {
 /** A connection to 127.0.0.1:`port` in the network namespace of process `pid`, through socat. */
 function connectInNamespace(pid: number, port: number): Promise<PortConnection> {
   return new Promise((resolve) => {
-    // -t: after one direction ends, the other may go on (an HTTP client that half-closes) for an hour.
+    // -t: after one direction ends, the other may go on (an HTTP client that half-closes) for an hour;
+    // shut-close: the session's end of the connection closes socat's stdout at once (an answer delimited
+    // by the connection's close ends then, not when the API's side ends too).
     const child = spawn(
       'nsenter',
-      [`--net=/proc/${pid}/ns/net`, '--', 'socat', '-d', '-d', '-t', '3600', 'STDIO', `TCP:127.0.0.1:${port},nodelay`],
+      [
+        `--net=/proc/${pid}/ns/net`,
+        '--',
+        'socat',
+        '-d',
+        '-d',
+        '-t',
+        '3600',
+        'STDIO,shut-close',
+        `TCP:127.0.0.1:${port},nodelay`,
+      ],
       { stdio: ['pipe', 'pipe', 'pipe'] },
     );
     let said = '';

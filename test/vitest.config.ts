@@ -16,6 +16,7 @@ const onBothTargets = [
   'e2e/client.test.ts',
   'e2e/host-channel.test.ts',
   'e2e/isolation.test.ts',
+  'e2e/proxy.test.ts',
 ];
 
 /**

@@ -150,7 +150,7 @@ async function startScript(script: string, redisUrl: string, nodeArgs: string[] 
 }
 
 /** One run of the load generator, in a process of its own. */
-async function load(spec: LoadSpec): Promise<LoadResult> {
+export async function load(spec: LoadSpec): Promise<LoadResult> {
   const child = spawn(process.execPath, [here('./http-load.js'), JSON.stringify(spec)], {
     env: { PATH: process.env['PATH'] ?? '' },
     stdio: ['ignore', 'pipe', 'inherit'],

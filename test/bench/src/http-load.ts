@@ -1,11 +1,14 @@
 // The HTTP benchmark's load generator, in a process of its own (so it takes none of the measured
-// process's CPU, and the benchmark's own process none of its): one autocannon run of a POST, described
-// by the JSON in argv[2] ({@link LoadSpec}); prints one JSON line ({@link LoadResult}) and exits.
+// process's CPU, and the benchmark's own process none of its): one autocannon run of a POST (or of
+// `method`), described by the JSON in argv[2] ({@link LoadSpec}); prints one JSON line ({@link LoadResult})
+// and exits.
 import autocannon from 'autocannon';
 
 /** One run of the load generator. */
 export interface LoadSpec {
   url: string;
+  /** @defaultValue 'POST' */
+  method?: 'GET' | 'POST';
   /** The JSON body; ignored with `randomUser`. */
   body: string;
   headers: Record<string, string>;
@@ -35,11 +38,11 @@ const spec = JSON.parse(process.argv[2]!) as LoadSpec;
 const startedNs = process.hrtime.bigint();
 const result = await autocannon({
   url: spec.url,
-  method: 'POST',
+  method: spec.method ?? 'POST',
   connections: spec.connections,
   duration: spec.seconds,
-  headers: { 'content-type': 'application/json', ...spec.headers },
-  body: spec.body,
+  headers: spec.method === 'GET' ? spec.headers : { 'content-type': 'application/json', ...spec.headers },
+  ...(spec.method === 'GET' ? {} : { body: spec.body }),
   ...(spec.randomUser
     ? {
         requests: [

@@ -18,6 +18,7 @@ import { benchOutputFloodSection } from './sections/output-flood.js';
 import { benchOutputSection } from './sections/output.js';
 import { benchPipelineSection } from './sections/pipeline.js';
 import { benchPoolsSection } from './sections/pools.js';
+import { benchProxySection } from './sections/proxy.js';
 import { benchRedisCostSection } from './sections/redis-cost.js';
 import { benchReplicationSection } from './sections/replication.js';
 import { benchSessionListSection } from './sections/session-list.js';
@@ -42,6 +43,7 @@ const SECTIONS: ReadonlyArray<readonly [string, (bench: Bench) => Promise<void>]
   ['keepalive', benchKeepaliveSection],
   ['session-list', benchSessionListSection],
   ['pools', benchPoolsSection],
+  ['proxy', benchProxySection],
   ['memory', benchMemorySection],
   ['replication', benchReplicationSection],
 ];

@@ -24,7 +24,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Coordinator } from '@cq/coordinator';
 import { Redis } from 'ioredis';
 
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const API_KEY = 'bench-sessions-key-0123456789';
 const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -104,7 +104,7 @@ export function startProc(script: string, env: Record<string, string>): Proc {
 }
 
 /** Outside /tmp (each session has a /tmp of its own), readable by every user (sessions may run as SESSION_USER). */
-const VISIBLE = '/var/tmp/cq-bench';
+export const VISIBLE = '/var/tmp/cq-bench';
 
 /**
  * Where sessions say they started. A session sees the host's files read-only and has a /tmp of its own

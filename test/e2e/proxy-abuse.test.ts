@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { loadScripts } from '@cq/coordinator';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect as netConnect } from 'node:net';
@@ -149,6 +149,50 @@ describe('the session proxy against abuse', () => {
     expect(activity.length).toBeLessThanOrEqual(6);
     const ended = await system.ended('abuse-idle', idle.sessionId, 10_000);
     expect(ended).toMatchObject({ state: 'stopped', reason: 'idle' });
+  });
+
+  it('the host’s listener refuses anything without a valid ticket before a byte reaches a session: garbage, a ticket of another secret, an expired one', async () => {
+    const started = await system.workers[0]!.waitForLog((l) => l['msg'] === 'session proxy listener started');
+    const [listenHost, listenPort] = String(started['advertise']).split(':') as [string, string];
+    const seenBefore = (await ask({ 'cq-connect-token': token }, '/seen')).json<{ seen: string[] }>().seen.length;
+    const ticket = (secret: string, expiresAt: number): string => {
+      const body = `CQP1 ${sessionId} 8080 ${expiresAt}`;
+      const key = createHmac('sha256', secret).update('cq session proxy: host ticket').digest();
+      return `${body} ${createHmac('sha256', key).update(body).digest('hex')}\n`;
+    };
+    const request = `GET /hidden HTTP/1.1\r\nHost: x\r\n\r\n`;
+    const attempts = [
+      request,
+      `CQP1 ${sessionId} 8080 ${Date.now() + 10_000} ${'0'.repeat(64)}\n${request}`,
+      ticket(randomBytes(32).toString('hex'), Date.now() + 10_000) + request,
+      ticket(PROXY_SECRET, Date.now() - 1000) + request,
+    ];
+    for (const bytes of attempts) {
+      const answer = await new Promise<string>((resolve) => {
+        const socket = netConnect({ host: listenHost, port: Number(listenPort) });
+        let got = '';
+        socket.on('data', (c: Buffer) => (got += c.toString('latin1')));
+        socket.on('error', () => {});
+        socket.on('close', () => resolve(got));
+        socket.setTimeout(7000, () => socket.destroy());
+        socket.write(bytes);
+      });
+      expect(answer).toBe('CQP1 ERR unauthorized\n');
+    }
+    // The right secret, and the session answers (the refusals above were about the tickets alone).
+    const good = await new Promise<string>((resolve) => {
+      const socket = netConnect({ host: listenHost, port: Number(listenPort) });
+      let got = '';
+      socket.on('data', (c: Buffer) => {
+        got += c.toString('latin1');
+        if (got.includes('\r\n\r\n')) socket.destroy();
+      });
+      socket.on('close', () => resolve(got));
+      socket.write(ticket(PROXY_SECRET, Date.now() + 10_000) + `GET /echo HTTP/1.1\r\nHost: x\r\n\r\n`);
+    });
+    expect(good.startsWith('CQP1 OK\nHTTP/1.1 200 OK')).toBe(true);
+    const seen = (await ask({ 'cq-connect-token': token }, '/seen')).json<{ seen: string[] }>().seen.slice(seenBefore);
+    expect(seen).toEqual(['GET /echo']);
   });
 
   /** Sends raw bytes to the API, answers what came back until the connection closed (or 2 s passed). */

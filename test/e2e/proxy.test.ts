@@ -260,6 +260,88 @@ describe('the session proxy', () => {
     expect(page.body.toString()).toContain(`User <b>proxy-demo</b>, session <code>${sessionId}</code>`);
   });
 
+  it('with the proxy’s cookie, another origin’s page (a sibling session) may not open a WebSocket or POST; the session’s own page may', async () => {
+    const a = sessions.get('proxy-a')?.sessionId ?? (await serving('proxy-a'));
+    const b = sessions.get('proxy-b')?.sessionId ?? (await serving('proxy-b'));
+    const { token } = await connectTo(system.api.baseUrl, a);
+    const hostA = originHost(system.api.baseUrl, a, 8080);
+    const cookie = `cq_proxy=${token}`;
+    const siblingOrigin = `http://${originHost(system.api.baseUrl, b, 8080)}`;
+    const post = (origin: string) =>
+      hostRequest(system.api.baseUrl, hostA, '/echo', { method: 'POST', headers: { cookie, origin }, body: 'x' });
+    expect((await post(siblingOrigin)).status).toBe(403);
+    expect((await post(`http://${hostA}`)).status).toBe(200);
+    const port = new URL(system.api.baseUrl).port;
+    const upgrade = (origin: string) =>
+      new Promise<number>((resolve) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host: hostA, cookie, origin } });
+        ws.once('open', () => {
+          ws.close(1000);
+          resolve(101);
+        });
+        ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      });
+    expect(await upgrade(siblingOrigin)).toBe(403);
+    expect(await upgrade(`http://${hostA}`)).toBe(101);
+  });
+
+  it('a session’s own 503 reaches the client as it is, sent to the session once (no retries on its behalf); an h2c offer to the API is answered as a plain request', async () => {
+    const sessionId = sessions.get('proxy-a')?.sessionId ?? (await serving('proxy-a'));
+    const { token } = await connectTo(system.api.baseUrl, sessionId);
+    const host = originHost(system.api.baseUrl, sessionId, 8080);
+    const seen = async () =>
+      (await hostRequest(system.api.baseUrl, host, '/seen', { headers: { 'cq-connect-token': token } })).json<{
+        seen: string[];
+      }>().seen;
+    const before = (await seen()).length;
+    const busy = await hostRequest(system.api.baseUrl, host, '/unavailable', {
+      headers: { 'cq-connect-token': token },
+    });
+    expect(busy.status).toBe(503);
+    expect(busy.body.toString()).toBe('busy');
+    expect((await seen()).slice(before)).toEqual(['GET /unavailable']);
+    const curl = promisify(execFile);
+    const { stdout } = await curl('curl', [
+      '-sS',
+      '--http2',
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code}',
+      `${system.api.baseUrl}/healthz`,
+    ]);
+    expect(stdout).toBe('200');
+  });
+
+  it('on the host’s network a token opens only its own session’s port: another session’s port, or the host’s, is 502 port_closed', async () => {
+    await system.addWorker('hostnet-host', { POOL: 'hostnet', SESSION_NETWORK: 'host' });
+    const { client } = system;
+    const ports = [await freePort(), await freePort()];
+    const ids: string[] = [];
+    for (const [i, port] of ports.entries()) {
+      const userId = `proxy-hostnet-${i}`;
+      const { sessionId } = await client.spawn(
+        (await client.issueToken({ userId, pool: 'hostnet', metadata: { port } })).token,
+      );
+      sessions.set(userId, { sessionId, fence: 1 });
+      await until(async () => (await client.findSession(userId))?.port === port, 15_000, `${userId} ready`);
+      ids.push(sessionId);
+    }
+    const ask = async (sessionId: string, port: number) => {
+      const { token } = await connectTo(system.api.baseUrl, sessionId, { port });
+      return hostRequest(system.api.baseUrl, originHost(system.api.baseUrl, sessionId, port), '/echo', {
+        headers: { 'cq-connect-token': token },
+      });
+    };
+    expect((await ask(ids[0]!, ports[0]!)).status).toBe(200);
+    const other = await ask(ids[0]!, ports[1]!);
+    expect(other.status).toBe(502);
+    expect(other.json<{ error: { code: string } }>().error.code).toBe('port_closed');
+    // The API's own port, on the same loopback: not the session's either.
+    const api = await ask(ids[1]!, Number(new URL(system.api.baseUrl).port));
+    expect(api.json<{ error: { code: string } }>().error.code).toBe('port_closed');
+  });
+
   it('a session that ends closes its proxied connections at once, and its token then gets 404 no_session', async () => {
     const sessionId = await serving('proxy-c');
     const { token } = await connectTo(system.api.baseUrl, sessionId);

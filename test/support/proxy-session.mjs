@@ -1,5 +1,6 @@
-// A session serving HTTP and WebSocket for the session proxy's tests, on 127.0.0.1:$PROXY_PORT (8080 by
-// default) of its own network. It announces readiness with that port on SESSION_NOTIFY_FD.
+// A session serving HTTP and WebSocket for the session proxy's tests, on 127.0.0.1 of its own network,
+// port SESSION_METADATA's `port`, else $PROXY_PORT, else 8080. It announces readiness with that port on
+// SESSION_NOTIFY_FD.
 //   GET /             a page whose script fetches /echo and opens a WebSocket to /ws, then writes what it
 //                     saw into document.title ("fetch ok; ws ok")
 //   ANY /echo         JSON of the request as received: method, url, headers
@@ -12,13 +13,14 @@
 //   GET /ws-count     how many WebSockets are open on it now
 //   GET /sent         bytes /bytes answers have handed to the kernel so far
 //   GET /seen         the method and path of every request it received, in order
+//   GET /unavailable  503 with Retry-After: 1 (the session's own refusal)
 //   WS  /ws           echoes every message (text or binary)
 // Node's own modules only: the session sees the host read-only and nothing of the checkout's packages.
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { writeSync } from 'node:fs';
 
-const port = Number(process.env.PROXY_PORT ?? 8080);
+const port = Number(JSON.parse(process.env.SESSION_METADATA || '{}').port ?? process.env.PROXY_PORT ?? 8080);
 const steppers = new Set();
 let step = 0;
 let webSockets = 0;
@@ -99,6 +101,9 @@ const server = createServer((req, res) => {
     for (const reader of steppers) reader.write(`data: ${step}\n\n`);
     res.writeHead(204);
     res.end();
+  } else if (url.pathname === '/unavailable') {
+    res.writeHead(503, { 'retry-after': '1', 'content-type': 'text/plain' });
+    res.end('busy');
   } else if (url.pathname === '/seen') {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ seen }));

@@ -1,6 +1,6 @@
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import swagger from '@fastify/swagger';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { ServerResponse, createServer, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, {
   type ConnectionError,
@@ -162,9 +162,22 @@ export async function buildApp(options: BuildAppOptions) {
       );
       server.setTimeout(0);
       if (options.config.proxy !== undefined)
-        server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) =>
-          proxied.proxy === undefined ? socket.destroy() : proxied.proxy.upgrade(request, socket, head),
-        );
+        server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) => {
+          const { proxy } = proxied;
+          if (proxy?.isSessionHost(request.headers.host) === true) {
+            proxy.upgrade(request, socket, head);
+            return;
+          }
+          // The API itself takes no upgrade (an h2c offer, say): the request is answered as the plain
+          // request it also is, and its connection closed after the answer.
+          socket.on('error', () => {});
+          if (head.length > 0) socket.unshift(head);
+          const response = new ServerResponse(request);
+          response.shouldKeepAlive = false;
+          response.assignSocket(socket);
+          response.once('finish', () => socket.end());
+          handler(request, response);
+        });
       return server;
     },
     // Request log lines never hold a credential a client put in the query string (request-log.ts).
@@ -187,7 +200,8 @@ export async function buildApp(options: BuildAppOptions) {
   // A slow client holds a connection at most `requestTimeoutMs` before it has sent its whole request: its
   // headers by Node's headers timeout, its body by this bound (answered 408 as Node's own would be).
   app.addHook('onRequest', (request, _reply, done) => {
-    if (request.raw.complete) {
+    // The session proxy's /ports/ route streams bodies to the session, bounded by the session itself.
+    if (request.raw.complete || request.routeOptions.url?.includes('/ports/') === true) {
       done();
       return;
     }

@@ -53,7 +53,8 @@ PAGE
   tries=0
   while [ "$tries" -lt 100 ]; do
     kill -0 "$web" 2>/dev/null || { web=; return 1; }
-    socat -u OPEN:/dev/null TCP:127.0.0.1:8080 2>/dev/null && return 0
+    # (and socat still there: on the host's network the port may be another session's, which answered)
+    socat -u OPEN:/dev/null TCP:127.0.0.1:8080 2>/dev/null && sleep 0.01 && kill -0 "$web" 2>/dev/null && return 0
     tries=$((tries + 1))
     sleep 0.01
   done

@@ -23,6 +23,21 @@ const PROXY_ONLY = [
   'forwarded',
 ];
 
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1) and `Expect`: they describe the client's connection to the API,
+ * not a request the session should see; undici sets its own.
+ */
+const HOP_BY_HOP = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+];
+
 /** The value of cookie `name` in a Cookie header, or undefined. */
 export function cookieValue(header: string | undefined, name: string): string | undefined {
   if (header === undefined) return undefined;
@@ -50,8 +65,17 @@ export function withoutCookie(header: string | undefined, name: string): string 
 export function withoutTokenParam(search: string): string {
   return search
     .split('&')
-    .filter((pair) => pair !== '' && pair.split('=')[0] !== TOKEN_PARAM)
+    .filter((pair) => pair !== '' && decodedName(pair.split('=')[0]!) !== TOKEN_PARAM)
     .join('&');
+}
+
+/** A query parameter's name as URLSearchParams reads it (`cq%5Fconnect` is `cq_connect`). */
+function decodedName(raw: string): string {
+  try {
+    return decodeURIComponent(raw.replaceAll('+', ' '));
+  } catch {
+    return raw;
+  }
 }
 
 export interface Forwarding {
@@ -70,8 +94,12 @@ export function sessionHeaders(
   forwarding: Forwarding,
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name] = value;
-  for (const name of PROXY_ONLY) delete out[name];
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || HOP_BY_HOP.includes(name)) continue;
+    // A server that reads headers as CGI variables (CQ_USER_ID) takes cq_user_id for cq-user-id.
+    if (PROXY_ONLY.includes(name.replaceAll('_', '-'))) continue;
+    out[name] = value;
+  }
   if (forwarding.consumedAuthorization) delete out['authorization'];
   const cookie = withoutCookie(headers.cookie, PROXY_COOKIE);
   if (cookie === undefined) delete out['cookie'];

@@ -118,7 +118,12 @@ export const sessionProxyPlugin = fp(
         reply.header('content-security-policy', 'sandbox');
         const prefix = `/v1/sessions/${sessionId}/ports/${port}`;
         try {
-          return await proxy.forward(request, reply, { sessionId, port, consumedAuthorization: true }, prefix);
+          return await proxy.forward(
+            request,
+            reply,
+            { sessionId, port, consumedAuthorization: true, onApiOrigin: true },
+            prefix,
+          );
         } catch (err) {
           if (err instanceof ProxyRefusal) return proxy.refuse(reply, err);
           throw err;

@@ -8,7 +8,7 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import replyFrom from '@fastify/reply-from';
-import type { Coordinator } from '@cq/coordinator';
+import { UnavailableError, type Coordinator } from '@cq/coordinator';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
@@ -19,7 +19,7 @@ import { connectTokenKey, readConnectToken, type ConnectGrant } from './connect-
 import { PROXY_COOKIE, TOKEN_HEADER, TOKEN_PARAM, cookieValue, sessionHeaders, withoutTokenParam } from './headers.js';
 import { sessionOrigin } from './origin.js';
 import { ProxyTargets, type ProxyTarget } from './targets.js';
-import { TunnelError, openTunnel } from './tunnel.js';
+import { TunnelError, openTunnel, readHead } from './tunnel.js';
 import { ticketKey } from '@cq/service-kit';
 
 /** A refusal of the proxy: status, code, message, extra headers. */
@@ -42,6 +42,11 @@ export interface ForwardTarget {
   readonly port: number;
   /** The request's Authorization was an API key of ours: it does not reach the session. */
   readonly consumedAuthorization: boolean;
+  /**
+   * Served on the API's own origin (the /ports/ route): the answer keeps `Content-Security-Policy: sandbox`
+   * whatever the session sends, and no cookie of the session is set on the API's origin.
+   */
+  readonly onApiOrigin?: boolean;
 }
 
 export interface SessionProxyOptions {
@@ -137,6 +142,11 @@ export class SessionProxy {
     await app.register(replyFrom, { undici: this.#agent, disableRequestLogging: true });
     app.setErrorHandler((err, request, reply) => {
       if (err instanceof ProxyRefusal) return this.refuse(reply, err);
+      if (err instanceof UnavailableError)
+        return this.refuse(reply, new ProxyRefusal('unavailable', undefined, { 'retry-after': '1' }));
+      const status = (err as { statusCode?: unknown }).statusCode;
+      if (typeof status === 'number' && status >= 400 && status < 500)
+        return this.refuse(reply, new ProxyRefusal('invalid_request', (err as Error).message));
       request.log.error({ err }, 'session proxy failed');
       return reply.code(500).send(errorBody('internal', httpErrors.internal.message));
     });
@@ -167,17 +177,48 @@ export class SessionProxy {
     await this.#agent.destroy();
   }
 
+  /**
+   * Answers a refusal and closes the connection: a refused client sent nothing the session gets, and a
+   * body it is still sending (slowly, without end) must not hold the connection (Node's own request
+   * timeout is off on this server).
+   */
   refuse(reply: FastifyReply, refusal: ProxyRefusal): FastifyReply {
-    return reply.code(refusal.status).headers(refusal.headers).send(errorBody(refusal.code, refusal.message));
+    const raw = reply.request.raw;
+    reply.raw.once('finish', () => {
+      if (!raw.complete) raw.socket.destroy();
+    });
+    return reply
+      .code(refusal.status)
+      .headers({ ...refusal.headers, connection: 'close' })
+      .send(errorBody(refusal.code, refusal.message));
   }
 
-  /** The grant a session-origin request carries (header, query or cookie), checked against its origin. */
-  #authorize(headers: IncomingMessage['headers'], url: string, origin: { sessionId: string; port: number }) {
+  /**
+   * The grant a session-origin request carries (header, query or cookie), checked against its origin. A
+   * cookie is the browser's, sent whichever page asks: for a WebSocket or a method that changes something,
+   * the request must come from the session origin's own page (its `Origin`), so that another session's
+   * page, a sibling origin of the same site, cannot act with this one's cookie.
+   */
+  #authorize(
+    headers: IncomingMessage['headers'],
+    url: string,
+    origin: { sessionId: string; port: number },
+    method: string,
+    upgrade = false,
+  ) {
     const header = headers[TOKEN_HEADER];
     const query = url.indexOf('?') === -1 ? '' : url.slice(url.indexOf('?') + 1);
     const fromQuery = new URLSearchParams(query).get(TOKEN_PARAM) ?? undefined;
-    const token =
-      (typeof header === 'string' ? header : undefined) ?? fromQuery ?? cookieValue(headers.cookie, PROXY_COOKIE);
+    const fromCookie = cookieValue(headers.cookie, PROXY_COOKIE);
+    const token = (typeof header === 'string' ? header : undefined) ?? fromQuery ?? fromCookie;
+    if (
+      token === fromCookie &&
+      token !== undefined &&
+      (upgrade || !['GET', 'HEAD', 'OPTIONS'].includes(method)) &&
+      headers.origin !== undefined &&
+      headers.origin !== `${this.#options.config.tls ? 'https' : 'http'}://${String(headers.host).toLowerCase()}`
+    )
+      throw new ProxyRefusal('forbidden', "Another origin's page may not use this session's cookie.");
     if (token === undefined)
       throw new ProxyRefusal(
         'unauthorized',
@@ -205,7 +246,7 @@ export class SessionProxy {
           connection: 'close',
         },
       );
-    const { grant, fromQuery, query } = this.#authorize(request.headers, url, origin);
+    const { grant, fromQuery, query } = this.#authorize(request.headers, url, origin, request.method);
     if (fromQuery && (request.method === 'GET' || request.method === 'HEAD'))
       return this.#exchange(reply, grant, url, query);
     return this.forward(request, reply, { ...origin, consumedAuthorization: false });
@@ -275,9 +316,17 @@ export class SessionProxy {
     target: ForwardTarget,
     stripPrefix = '',
   ): Promise<FastifyReply> {
-    const found = await this.#target(target.sessionId);
+    // The slot is counted from now, and given back when the answer's connection closes, however early.
     const release = this.#hold(target.sessionId);
     reply.raw.once('close', release);
+    if (reply.raw.destroyed) release();
+    let found: ProxyTarget & { kind: 'running' };
+    try {
+      found = await this.#target(target.sessionId);
+    } catch (err) {
+      release();
+      throw err;
+    }
     this.#activity.touch(found.userId, target.sessionId);
     const url = request.raw.url ?? '/';
     const full = url.indexOf('?') === -1 ? url : url.slice(0, url.indexOf('?'));
@@ -295,7 +344,18 @@ export class SessionProxy {
       // The client's query, less a connect token.
       queryString: (_search: string | undefined, requestUrl: string) =>
         withoutTokenParam(requestUrl.includes('?') ? requestUrl.slice(requestUrl.indexOf('?') + 1) : ''),
-      rewriteRequestHeaders: (raw) => sessionHeaders(raw.headers, forwarding),
+      // reply-from's headers (the client's, less the hop-by-hop ones its Connection named), then ours.
+      rewriteRequestHeaders: (_request, headers) => sessionHeaders(headers, forwarding),
+      ...(target.onApiOrigin === true
+        ? {
+            rewriteHeaders: (headers: Record<string, unknown>) => {
+              const { 'set-cookie': _cookie, ...rest } = headers;
+              return { ...rest, 'content-security-policy': 'sandbox' };
+            },
+          }
+        : {}),
+      // A session's own 503 is its answer to pass on, never a reason to send it the request again.
+      retryDelay: () => null,
       onError: (errorReply, { error }) =>
         void this.#onForwardError(errorReply as unknown as FastifyReply, target.sessionId, error),
     });
@@ -304,10 +364,25 @@ export class SessionProxy {
   #onForwardError(reply: FastifyReply, sessionId: string, error: Error): void {
     this.#targets.forget(sessionId);
     let cause: unknown = error;
-    while (cause instanceof Error && !(cause instanceof TunnelError) && !(cause instanceof ProxyRefusal))
+    while (
+      cause instanceof Error &&
+      !(cause instanceof TunnelError) &&
+      !(cause instanceof ProxyRefusal) &&
+      !(cause instanceof UnavailableError)
+    )
       cause = (cause as Error & { cause?: unknown }).cause;
     if (reply.sent || reply.raw.headersSent) {
       reply.raw.destroy();
+      return;
+    }
+    if (cause instanceof UnavailableError) {
+      void this.refuse(reply, new ProxyRefusal('unavailable', undefined, { 'retry-after': '1' }));
+      return;
+    }
+    // reply-from's own refusal of the request (a path it will not forward): the client's mistake.
+    const status = (error as Error & { statusCode?: number }).statusCode;
+    if (cause === undefined && status !== undefined && status >= 400 && status < 500) {
+      void this.refuse(reply, new ProxyRefusal('invalid_request', error.message));
       return;
     }
     if (cause instanceof ProxyRefusal) {
@@ -354,7 +429,7 @@ export class SessionProxy {
       if (origin === undefined)
         throw new ProxyRefusal('not_found', 'The API takes no WebSocket upgrade here.', { connection: 'close' });
       if (!url.startsWith('/')) throw new ProxyRefusal('invalid_request');
-      this.#authorize(request.headers, url, origin);
+      this.#authorize(request.headers, url, origin, request.method ?? 'GET', true);
       await this.tunnelUpgrade(request, socket, head, { ...origin, consumedAuthorization: false }, url);
     } catch (err) {
       if (err instanceof ProxyRefusal) refuse(err);
@@ -379,36 +454,48 @@ export class SessionProxy {
     target: ForwardTarget,
     url: string,
   ): Promise<void> {
-    const found = await this.#target(target.sessionId);
+    // The slot is counted from now; a client gone meanwhile gives it back (and the tunnel, if it came).
     const release = this.#hold(target.sessionId);
+    let gone = socket.destroyed;
+    socket.once('close', () => {
+      gone = true;
+      release();
+    });
+    let found: ProxyTarget & { kind: 'running' };
     let tunnel: Socket;
     try {
+      found = await this.#target(target.sessionId);
       tunnel = await this.#tunnel(target.sessionId, target.port);
     } catch (err) {
       release();
       throw err;
     }
+    if (gone) {
+      tunnel.destroy();
+      return;
+    }
     this.#activity.touch(found.userId, target.sessionId);
     const headers = sessionHeaders(request.headers, {
-      clientIp: (this.#options.trustProxy ? undefined : socket.remoteAddress) ?? socket.remoteAddress ?? '',
+      clientIp: socket.remoteAddress ?? '',
       proto: this.#options.config.tls ? 'https' : 'http',
       host: request.headers.host ?? '',
       userId: found.userId,
       sessionId: target.sessionId,
       consumedAuthorization: target.consumedAuthorization,
     });
+    // The upgrade itself, which the hop-by-hop headers' removal took out.
+    headers['connection'] = 'Upgrade';
+    headers['upgrade'] = String(request.headers.upgrade ?? 'websocket');
     const q = url.indexOf('?');
     const rest = q === -1 ? '' : withoutTokenParam(url.slice(q + 1));
     const path = (q === -1 ? url : url.slice(0, q)) + (rest === '' ? '' : `?${rest}`);
     let lines = `${request.method ?? 'GET'} ${path} HTTP/1.1\r\n`;
     for (const [name, value] of Object.entries(headers))
       for (const one of Array.isArray(value) ? value : [value]) lines += `${name}: ${one}\r\n`;
-    tunnel.write(`${lines}\r\n`);
-    if (head.length > 0) tunnel.write(head);
+    tunnel.on('error', () => {});
     let set = this.#sockets.get(target.sessionId);
     if (set === undefined) this.#sockets.set(target.sessionId, (set = new Set()));
     set.add(socket);
-    tunnel.on('error', () => {});
     const close = (): void => {
       release();
       set.delete(socket);
@@ -416,11 +503,36 @@ export class SessionProxy {
       socket.destroy();
       tunnel.destroy();
     };
-    // A WebSocket has no half-closed state: either side's end (a cut connection, a close) ends both.
-    for (const side of [socket, tunnel]) {
-      side.once('end', close);
+    // A WebSocket has no half-closed state: either side's end (a cut connection, a close) ends the other,
+    // after what was sent before it (a close frame) is written; both are gone within 5 s at most.
+    for (const [side, other] of [
+      [socket, tunnel],
+      [tunnel, socket],
+    ] as const) {
+      side.once('end', () => {
+        other.end();
+        setTimeout(close, 5000).unref();
+      });
       side.once('close', close);
     }
+    tunnel.write(`${lines}\r\n`);
+    // The client's bytes go on only once the session switched protocols: until then (and for good, when
+    // it answered otherwise), they would be read as more HTTP requests, past the proxy's headers.
+    let answer: Buffer;
+    try {
+      answer = await readHead(tunnel, 16_384, 10_000);
+    } catch {
+      close();
+      return;
+    }
+    socket.write(answer);
+    if (!/^HTTP\/1\.[01] 101 /.test(answer.subarray(0, 16).toString('latin1'))) {
+      // Its answer (and the body after it) reaches the client; nothing more reaches the session.
+      tunnel.pipe(socket);
+      tunnel.resume();
+      return;
+    }
+    if (head.length > 0) tunnel.write(head);
     // Each message the client sends is activity (coalesced to a write a second).
     socket.on('data', () => this.#activity.touch(found.userId, target.sessionId));
     socket.pipe(tunnel);

@@ -11,6 +11,8 @@ import { openSessionPort, type PortConnection, type SessionNetTarget } from './s
 
 /** How long an API process has to send its ticket, ms. */
 export const TICKET_WAIT_MS = 5000;
+/** Least time between two warnings about refused tickets, ms. */
+export const REFUSAL_LOG_EVERY_MS = 10_000;
 
 export interface ProxyListenerOptions {
   /** The ticket key (`ticketKey(PROXY_SECRET)`). */
@@ -27,10 +29,17 @@ export class ProxyListener {
   readonly #server: Server;
   /** Open connections by session, closed when it ends. */
   readonly #bySession = new Map<string, Set<Socket>>();
+  #refusalLoggedAt = Number.NEGATIVE_INFINITY;
+  #refusedSince = 0;
 
   constructor(options: ProxyListenerOptions) {
     this.#options = options;
-    this.#server = createServer({ noDelay: true, pauseOnConnect: false }, (socket) => void this.#accept(socket));
+    this.#server = createServer({ noDelay: true, pauseOnConnect: false }, (socket) =>
+      this.#accept(socket).catch((err: unknown) => {
+        options.logger.error({ err }, 'proxy listener: a connection failed');
+        socket.destroy();
+      }),
+    );
     this.#server.on('error', (err) => options.logger.error({ err }, 'proxy listener failed'));
   }
 
@@ -78,10 +87,17 @@ export class ProxyListener {
     }
     const ticket = readTicket(this.#options.key, line);
     if (ticket === undefined) {
-      this.#options.logger.warn(
-        { remote: socket.remoteAddress },
-        'proxy listener: a connection without a valid ticket was refused',
-      );
+      this.#refusedSince++;
+      const now = performance.now();
+      // Said once per REFUSAL_LOG_EVERY_MS at most: whoever reaches the listener cannot flood the log.
+      if (now - this.#refusalLoggedAt >= REFUSAL_LOG_EVERY_MS) {
+        this.#options.logger.warn(
+          { remote: socket.remoteAddress, refused: this.#refusedSince },
+          'proxy listener: connections without a valid ticket were refused (is PROXY_SECRET the same on the API?)',
+        );
+        this.#refusalLoggedAt = now;
+        this.#refusedSince = 0;
+      }
       refuse('unauthorized');
       return;
     }

@@ -6,7 +6,7 @@
 // of the host (its PID and mount namespaces, outside the session's cgroup), which the session can
 // neither see nor signal.
 import { spawn } from 'node:child_process';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { connect } from 'node:net';
 import { Duplex } from 'node:stream';
 import type { TunnelRefusal } from '@cq/service-kit';
@@ -25,9 +25,9 @@ export type PortConnection = { readonly stream: Duplex } | { readonly refused: T
 /** How long opening a connection into a session may take, ms. */
 export const OPEN_TIMEOUT_MS = 5000;
 
-function netnsOf(pid: number | 'self'): string | undefined {
+function netnsOf(pid: number | 'self', kind: 'net' | 'user' = 'net'): string | undefined {
   try {
-    return readlinkSync(`/proc/${pid}/ns/net`);
+    return readlinkSync(`/proc/${pid}/ns/${kind}`);
   } catch {
     return undefined;
   }
@@ -77,25 +77,37 @@ function connectLoopback(port: number): Promise<PortConnection> {
 
 /** A connection to 127.0.0.1:`port` in the network namespace of process `pid`, through socat. */
 function connectInNamespace(pid: number, port: number): Promise<PortConnection> {
+  // A host that is not root gave its sessions a user namespace too (bwrap --unshare-user): their network
+  // namespace is entered from inside it, where the host's user has the capability to.
+  const user =
+    netnsOf('self', 'user') !== netnsOf(pid, 'user') ? [`--user=/proc/${pid}/ns/user`, '--preserve-credentials'] : [];
   return new Promise((resolve) => {
     // -t: after one direction ends, the other may go on (an HTTP client that half-closes) for an hour;
     // shut-close: the session's end of the connection closes socat's stdout at once (an answer delimited
     // by the connection's close ends then, not when the API's side ends too).
-    const child = spawn(
-      'nsenter',
-      [
-        `--net=/proc/${pid}/ns/net`,
-        '--',
-        'socat',
-        '-d',
-        '-d',
-        '-t',
-        '3600',
-        'STDIO,shut-close',
-        `TCP:127.0.0.1:${port},nodelay`,
-      ],
-      { stdio: ['pipe', 'pipe', 'pipe'] },
-    );
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn(
+        'nsenter',
+        [
+          ...user,
+          `--net=/proc/${pid}/ns/net`,
+          '--',
+          'socat',
+          '-d',
+          '-d',
+          '-t',
+          '3600',
+          'STDIO,shut-close',
+          `TCP:127.0.0.1:${port},nodelay`,
+        ],
+        { stdio: ['pipe', 'pipe', 'pipe'] },
+      );
+    } catch {
+      // A spawn that throws at once (out of processes or descriptors).
+      resolve({ refused: 'unavailable' });
+      return;
+    }
     let said = '';
     let settled = false;
     const settle = (result: PortConnection): void => {
@@ -106,26 +118,100 @@ function connectInNamespace(pid: number, port: number): Promise<PortConnection> 
       resolve(result);
     };
     const timer = setTimeout(() => settle({ refused: 'unavailable' }), OPEN_TIMEOUT_MS);
-    child.stderr.on('data', (chunk: Buffer) => {
+    child.stderr!.on('data', (chunk: Buffer) => {
       if (settled) return;
       said = (said + chunk.toString()).slice(-2000);
       if (said.includes('starting data transfer loop')) {
-        const stream = Duplex.from({ readable: child.stdout, writable: child.stdin });
-        // The stream's end ends socat (and socat's, the stream): either side's close closes both.
+        const stream = Duplex.from({ readable: child.stdout!, writable: child.stdin! });
+        // The stream's end ends socat; socat's end (its pipes closed, everything read) ends the stream.
         stream.once('close', () => child.kill('SIGKILL'));
-        child.once('exit', () => stream.destroy());
+        child.once('close', () => stream.destroy());
         settle({ stream });
       }
     });
     child.once('error', () => settle({ refused: 'unavailable' }));
-    child.once('exit', () => settle({ refused: /Connection refused/.test(said) ? 'port_closed' : 'unavailable' }));
-    for (const stream of [child.stdin, child.stdout]) stream.on('error', () => {});
+    // 'close', not 'exit': its last words on stderr are read by then.
+    child.once('close', () => settle({ refused: /Connection refused/.test(said) ? 'port_closed' : 'unavailable' }));
+    for (const stream of [child.stdin!, child.stdout!]) stream.on('error', () => {});
   });
+}
+
+/** The processes below `leader` (itself included), read from /proc at one moment. */
+function processTree(leader: number): number[] {
+  const found = [leader];
+  for (let i = 0; i < found.length && found.length < 100_000; i++) {
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${found[i]}/task`);
+    } catch {
+      continue;
+    }
+    for (const task of tasks) {
+      try {
+        const children = readFileSync(`/proc/${found[i]}/task/${task}/children`, 'utf8').trim();
+        if (children !== '') found.push(...children.split(/\s+/).map(Number));
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return found;
+}
+
+/** The inodes of the sockets listening on `port` of the host's loopback (or every address). */
+function listeningOn(port: number): Set<string> {
+  const inodes = new Set<string>();
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let lines: string[];
+    try {
+      lines = readFileSync(table, 'utf8').split('\n').slice(1);
+    } catch {
+      continue;
+    }
+    for (const line of lines) {
+      const fields = line.trim().split(/\s+/);
+      // local address (ip:port), state 0A (LISTEN), inode
+      if (fields.length > 9 && fields[1]!.endsWith(`:${hex}`) && fields[3] === '0A') inodes.add(fields[9]!);
+    }
+  }
+  return inodes;
+}
+
+/**
+ * Whether a process of the session whose group `leader` leads holds a socket listening on `port`: on the
+ * host's network every session shares one loopback, and a token opens only its own session's port.
+ */
+export function sessionListensOn(leader: number, port: number): boolean {
+  const listening = listeningOn(port);
+  if (listening.size === 0) return false;
+  for (const pid of processTree(leader)) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (match !== null && listening.has(match[1]!)) return true;
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return false;
 }
 
 /** Opens a connection to `port` inside the session `target` describes. */
 export function openSessionPort(target: SessionNetTarget, port: number): Promise<PortConnection> {
-  if (target.network === 'host') return connectLoopback(port);
+  if (target.network === 'host') {
+    if (target.pid === undefined) return Promise.resolve({ refused: 'no_session' });
+    // Another session's port, or the host's own services, are not this session's.
+    if (!sessionListensOn(target.pid, port)) return Promise.resolve({ refused: 'port_closed' });
+    return connectLoopback(port);
+  }
   if (target.pid === undefined) return Promise.resolve({ refused: 'no_session' });
   const inside = netnsPid(target.pid);
   if (inside === undefined) return Promise.resolve({ refused: 'no_session' });

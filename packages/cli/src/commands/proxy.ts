@@ -2,7 +2,9 @@
 // session's port on a local port, through the API, as `kubectl port-forward` does.
 import { spawn } from 'node:child_process';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import type { ProxyConnection } from '@cq/client';
 import type { Options } from '../args.js';
 import type { Context } from '../context.js';
@@ -42,8 +44,9 @@ export const open: Command = async (ctx, { need, options }) => {
 
 /**
  * `forward <userId> <localPort>:<port>`: serves the session's `port` on 127.0.0.1:`localPort` until
- * interrupted. Each request (and WebSocket upgrade) goes to the API with the session origin's Host and
- * the connect token; a token that dies (its session ended) ends the command.
+ * interrupted. Each request (and WebSocket upgrade) goes to the API (http or https, as its URL says) with
+ * the session origin's Host and the connect token; once the session ended, requests get the API's
+ * `404 no_session`.
  */
 export const forward: Command = async (ctx, { need, positionals, options }) => {
   const userId = need('a user id and <localPort>:<port>');
@@ -53,7 +56,8 @@ export const forward: Command = async (ctx, { need, positionals, options }) => {
   const localPort = portOf(match[1], 'the local port')!;
   const connection = await connectUser(ctx, userId, options, portOf(match[2], 'the session port'));
   const api = new URL(ctx.target.baseUrl);
-  const apiPort = Number(api.port || (api.protocol === 'https:' ? 443 : 80));
+  const tls = api.protocol === 'https:';
+  const apiPort = Number(api.port || (tls ? 443 : 80));
   const originHost = new URL(connection.origin).host;
   const headersFor = (req: IncomingMessage): Record<string, string | string[]> => {
     const headers: Record<string, string | string[]> = {};
@@ -63,8 +67,15 @@ export const forward: Command = async (ctx, { need, positionals, options }) => {
     return headers;
   };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const upstream = httpRequest(
-      { host: api.hostname, port: apiPort, method: req.method, path: req.url, headers: headersFor(req) },
+    const upstream = (tls ? httpsRequest : httpRequest)(
+      {
+        host: api.hostname,
+        port: apiPort,
+        method: req.method,
+        path: req.url,
+        headers: headersFor(req),
+        ...(tls ? { servername: api.hostname } : {}),
+      },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
         answer.pipe(res);
@@ -75,10 +86,12 @@ export const forward: Command = async (ctx, { need, positionals, options }) => {
       res.end(`cq forward: the API could not be reached: ${err.message}\n`);
     });
     req.pipe(upstream);
+    // A local client that goes away (a stream it stopped reading) ends its request through the API too.
+    res.once('close', () => upstream.destroy());
   });
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     socket.on('error', () => {});
-    const upstream = netConnect({ host: api.hostname, port: apiPort }, () => {
+    const onConnected = (): void => {
       let lines = `${req.method} ${req.url} HTTP/1.1\r\n`;
       for (const [name, value] of Object.entries(headersFor(req)))
         for (const one of Array.isArray(value) ? value : [value]) lines += `${name}: ${one}\r\n`;
@@ -86,7 +99,10 @@ export const forward: Command = async (ctx, { need, positionals, options }) => {
       if (head.length > 0) upstream.write(head);
       upstream.pipe(socket);
       socket.pipe(upstream);
-    });
+    };
+    const upstream: Socket = tls
+      ? tlsConnect({ host: api.hostname, port: apiPort, servername: api.hostname }, onConnected)
+      : netConnect({ host: api.hostname, port: apiPort }, onConnected);
     upstream.on('error', () => socket.destroy());
     upstream.on('close', () => socket.destroy());
     socket.on('close', () => upstream.destroy());

@@ -125,10 +125,12 @@ export class SessionProxy {
 
   async start(): Promise<void> {
     const app = Fastify({
-      loggerInstance: this.#options.logger.child({ proxy: true }),
-      // Requests through the proxy are not logged one by one (a page's assets would flood the log), and
-      // never with their query (a connect token may be in it).
-      disableRequestLogging: true,
+      // Requests through the proxy are not logged one by one (a page's assets would flood the log: its
+      // request lines are at info), and never with their query (a connect token may be in it).
+      loggerInstance: this.#options.logger.child(
+        { proxy: true },
+        { level: this.#options.logger.levelVal > 40 ? this.#options.logger.level : 'warn' },
+      ),
       serverFactory: (handler) => {
         this.#handler = handler;
         this.#server = createServer();

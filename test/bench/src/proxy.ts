@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
 import { load } from './http-edge.js';
 import type { LoadResult } from './http-load.js';
+import { cpuOf, descendants } from './proc.js';
 import { ROOT, Stack, VISIBLE, percentiles } from './sessions.js';
 
 const SECRET = 'bench-proxy-secret-0123456789abcdef0123456789';
@@ -28,6 +29,8 @@ export interface ProxyPathRow {
   readonly p99: number;
   readonly downloadMBps: number;
   readonly wsRtt: { p50: number; p99: number; n: number };
+  /** CPU µs per request answered, by serving process (its last round): where the time goes. */
+  readonly cpuPerRequestUs: Record<string, number>;
 }
 
 export interface ProxyBench {
@@ -77,6 +80,8 @@ function startChild(args: string[], env: Record<string, string> = {}): ChildProc
 /** How to reach the session server by one path: a base URL and the headers every request carries. */
 interface Path {
   readonly name: string;
+  /** The processes that serve it, by role, found just before each run. */
+  readonly processes: () => Record<string, number[]>;
   readonly base: string;
   readonly headers: Record<string, string>;
   /** Where a WebSocket connects (and with which headers). */
@@ -129,20 +134,38 @@ export async function benchProxy(redisUrl: string, quick: boolean): Promise<Prox
   const stack = new Stack(redisUrl, `bench-proxy-${process.pid}`, 'true');
   await stack.startApi({ PROXY_SECRET: SECRET });
   const hostPort = await freePort();
-  await stack.addHost('proxy-none', 2, {
+  const none = await stack.addHost('proxy-none', 2, {
     PROXY_SECRET: SECRET,
     POOL: 'none',
     SESSION_COMMAND: `exec ${process.execPath} ${program}`,
   });
-  await stack.addHost('proxy-host', 2, {
+  const hostNet = await stack.addHost('proxy-host', 2, {
     PROXY_SECRET: SECRET,
     POOL: 'hostnet',
     SESSION_NETWORK: 'host',
     SESSION_COMMAND: `PROXY_PORT=${hostPort} exec ${process.execPath} ${program}`,
   });
   const apiPort = new URL(stack.baseUrl).port;
+  const apiPid = stack.api.child.pid!;
+  /** Who serves `ours`: the API, the host, its socat processes, the session's server. */
+  const oursProcesses =
+    (host: { host: { child: ChildProcess }; runtimePid: number }) => (): Record<string, number[]> => ({
+      API: [apiPid],
+      host: [host.host.child.pid!],
+      'socat (host)': descendants(host.host.child.pid!)
+        .filter((p) => p.name === 'socat')
+        .map((p) => p.pid),
+      'session server': descendants(host.runtimePid)
+        .filter((p) => p.name === 'node')
+        .map((p) => p.pid),
+    });
   /** A ready session in `pool`, and how the proxy reaches its port. */
-  const session = async (userId: string, pool: string, name: string): Promise<Path> => {
+  const session = async (
+    userId: string,
+    pool: string,
+    name: string,
+    processes: () => Record<string, number[]>,
+  ): Promise<Path> => {
     const { token } = (await stack.post('/v1/tokens', { userId, pool })) as { token: string };
     const { sessionId } = (await stack.post('/v1/spawn', { token }, false)) as { sessionId: string };
     for (;;) {
@@ -153,6 +176,7 @@ export async function benchProxy(redisUrl: string, quick: boolean): Promise<Prox
         const headers = { host, 'cq-connect-token': connect.token };
         return {
           name,
+          processes,
           base: `http://127.0.0.1:${apiPort}`,
           headers,
           ws: { url: `ws://127.0.0.1:${apiPort}/ws`, headers },
@@ -165,14 +189,21 @@ export async function benchProxy(redisUrl: string, quick: boolean): Promise<Prox
     'bench-proxy-none',
     'none',
     'ours: client → API → host → session (network none, the default)',
+    oursProcesses(none),
   );
-  const oursHost = await session('bench-proxy-host', 'hostnet', "ours: the same, the session on the host's network");
+  const oursHost = await session(
+    'bench-proxy-host',
+    'hostnet',
+    "ours: the same, the session on the host's network",
+    oursProcesses(hostNet),
+  );
   // The limit: the same server, started here on the host's loopback, reached directly.
   const directPort = await freePort();
-  startChild([program], { PROXY_PORT: String(directPort) });
+  const directServer = startChild([program], { PROXY_PORT: String(directPort) });
   await listening(directPort);
   const direct: Path = {
     name: 'limit: a direct connection to the session server',
+    processes: () => ({ 'session server': [directServer.pid!] }),
     base: `http://127.0.0.1:${directPort}`,
     headers: {},
     ws: { url: `ws://127.0.0.1:${directPort}/ws`, headers: {} },
@@ -180,7 +211,7 @@ export async function benchProxy(redisUrl: string, quick: boolean): Promise<Prox
   // What a user would pick instead: configurable-http-proxy (JupyterHub's), one hop, its defaults.
   const chpPort = await freePort();
   const chpBin = createRequire(import.meta.url).resolve('configurable-http-proxy/bin/configurable-http-proxy');
-  startChild([
+  const chpProcess = startChild([
     chpBin,
     '--ip',
     '127.0.0.1',
@@ -198,36 +229,51 @@ export async function benchProxy(redisUrl: string, quick: boolean): Promise<Prox
   await listening(chpPort);
   const chp: Path = {
     name: 'configurable-http-proxy 4.6 (one hop) in front of it',
+    processes: () => ({ 'configurable-http-proxy': [chpProcess.pid!], 'session server': [directServer.pid!] }),
     base: `http://127.0.0.1:${chpPort}`,
     headers: {},
     ws: { url: `ws://127.0.0.1:${chpPort}/ws`, headers: {} },
   };
   const paths = [direct, chp, oursNone, oursHost];
+  const loadOf = (path: Path, runSeconds: number) => ({
+    url: `${path.base}/bytes?n=1024`,
+    method: 'GET' as const,
+    body: '',
+    headers: path.headers,
+    randomUser: false,
+    connections: CONNECTIONS,
+    seconds: runSeconds,
+  });
+  const cpuOfAll = (pids: number[]): number =>
+    pids.reduce((sum, pid) => {
+      try {
+        return sum + cpuOf(pid).self;
+      } catch {
+        return sum;
+      }
+    }, 0);
   const results = new Map<Path, LoadResult[]>(paths.map((p) => [p, []]));
-  // Each path once per round, in turn (the order turning between rounds), after a warm-up.
-  for (const path of paths)
-    await load({
-      url: `${path.base}/bytes?n=1024`,
-      method: 'GET',
-      body: '',
-      headers: path.headers,
-      randomUser: false,
-      connections: CONNECTIONS,
-      seconds: 1,
-    });
+  const cpu = new Map<Path, Record<string, number>>();
+  // Each path once per round, in turn (the order turning between rounds), each run right after a second
+  // of warm-up on the same path (its connections open, as a busy client's are); the CPU each serving
+  // process spent per request answered, read from /proc around the run.
   for (let round = 0; round < rounds; round++)
-    for (const path of round % 2 === 0 ? paths : [...paths].reverse())
-      results.get(path)!.push(
-        await load({
-          url: `${path.base}/bytes?n=1024`,
-          method: 'GET',
-          body: '',
-          headers: path.headers,
-          randomUser: false,
-          connections: CONNECTIONS,
-          seconds,
-        }),
+    for (const path of round % 2 === 0 ? paths : [...paths].reverse()) {
+      await load(loadOf(path, 1));
+      const roles = path.processes();
+      const before = Object.fromEntries(Object.entries(roles).map(([role, pids]) => [role, cpuOfAll(pids)]));
+      const result = await load(loadOf(path, seconds));
+      results.get(path)!.push(result);
+      cpu.set(
+        path,
+        Object.fromEntries(
+          Object.entries(roles).map(([role, pids]) => [
+            role,
+            ((cpuOfAll(pids) - before[role]!) * 1000) / Math.max(1, result.requests),
+          ]),
+        ),
       );
+    }
   const DOWNLOAD = (quick ? 20 : 100) * 1e6;
   const rows: ProxyPathRow[] = [];
   for (const path of paths) {
@@ -247,6 +293,7 @@ export async function benchProxy(redisUrl: string, quick: boolean): Promise<Prox
       p99: median((r) => r.p99),
       downloadMBps: speeds.sort((a, b) => a - b)[Math.floor(speeds.length / 2)]!,
       wsRtt: percentiles(rtts),
+      cpuPerRequestUs: cpu.get(path) ?? {},
     });
   }
   for (const child of children) child.kill('SIGTERM');

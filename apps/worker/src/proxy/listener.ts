@@ -4,10 +4,9 @@
 // either side closes. A connection without a valid ticket is answered `unauthorized` and closed before
 // anything reaches a session. A session that ends closes every connection to it at once.
 import { createServer, type Server, type Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 import { TICKET_MAX_BYTES, answerLine, readFirstLine, readTicket, type TunnelRefusal } from '@cq/service-kit';
 import type { Logger } from 'pino';
-import { openSessionPort, type PortConnection, type SessionNetTarget } from './session-ports.js';
+import { openSessionPort, type PortConnection, type PortPipe, type SessionNetTarget } from './session-ports.js';
 
 /** How long an API process has to send its ticket, ms. */
 export const TICKET_WAIT_MS = 5000;
@@ -120,11 +119,12 @@ export class ProxyListener {
     this.#join(ticket.sessionId, socket, opened.stream);
   }
 
-  #join(sessionId: string, socket: Socket, stream: Duplex): void {
+  #join(sessionId: string, socket: Socket, stream: PortPipe): void {
     let open = this.#bySession.get(sessionId);
     if (open === undefined) this.#bySession.set(sessionId, (open = new Set()));
     open.add(socket);
-    stream.on('error', () => {});
+    stream.readable.on('error', () => {});
+    stream.writable.on('error', () => {});
     const close = (): void => {
       open.delete(socket);
       if (open.size === 0 && this.#bySession.get(sessionId) === open) this.#bySession.delete(sessionId);
@@ -132,11 +132,11 @@ export class ProxyListener {
       stream.destroy();
     };
     socket.once('close', close);
-    stream.once('close', close);
+    stream.onClose(close);
     socket.write(answerLine());
     // Backpressure both ways: a slow reader on either side slows the other, nothing piles up here.
-    socket.pipe(stream);
-    stream.pipe(socket);
+    socket.pipe(stream.writable);
+    stream.readable.pipe(socket);
     socket.resume();
   }
 }

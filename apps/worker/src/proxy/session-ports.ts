@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { connect } from 'node:net';
-import { Duplex } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import type { TunnelRefusal } from '@cq/service-kit';
 import type { SessionNetwork } from '../isolation.js';
 
@@ -20,7 +20,17 @@ export interface SessionNetTarget {
 }
 
 /** A connection into a session's port, or why there is none. */
-export type PortConnection = { readonly stream: Duplex } | { readonly refused: TunnelRefusal };
+/** Bytes to and from a session's port: a socket of the host, or socat's stdout and stdin. */
+export interface PortPipe {
+  readonly readable: Readable;
+  readonly writable: Writable;
+  /** Ends it now (closing the connection into the session). */
+  destroy(): void;
+  /** Calls `listener` once it is closed, whichever side closed it. */
+  onClose(listener: () => void): void;
+}
+
+export type PortConnection = { readonly stream: PortPipe } | { readonly refused: TunnelRefusal };
 
 /** How long opening a connection into a session may take, ms. */
 export const OPEN_TIMEOUT_MS = 5000;
@@ -66,7 +76,15 @@ function connectLoopback(port: number): Promise<PortConnection> {
     socket.once('connect', () => {
       clearTimeout(timer);
       socket.removeAllListeners('error');
-      resolve({ stream: socket });
+      socket.on('error', () => {});
+      resolve({
+        stream: {
+          readable: socket,
+          writable: socket,
+          destroy: () => socket.destroy(),
+          onClose: (listener) => void socket.once('close', listener),
+        },
+      });
     });
     socket.once('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
@@ -122,11 +140,17 @@ function connectInNamespace(pid: number, port: number): Promise<PortConnection> 
       if (settled) return;
       said = (said + chunk.toString()).slice(-2000);
       if (said.includes('starting data transfer loop')) {
-        const stream = Duplex.from({ readable: child.stdout!, writable: child.stdin! });
-        // The stream's end ends socat; socat's end (its pipes closed, everything read) ends the stream.
-        stream.once('close', () => child.kill('SIGKILL'));
-        child.once('close', () => stream.destroy());
-        settle({ stream });
+        // Piped as they are (no Duplex around them: one stream less per chunk). socat's end (its pipes
+        // closed, everything read) closes the pipe; destroying the pipe kills socat.
+        const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+        settle({
+          stream: {
+            readable: child.stdout!,
+            writable: child.stdin!,
+            destroy: () => child.kill('SIGKILL'),
+            onClose: (listener) => void closed.then(listener),
+          },
+        });
       }
     });
     child.once('error', () => settle({ refused: 'unavailable' }));

@@ -26,6 +26,22 @@ export async function benchProxySection(bench: Bench): Promise<void> {
       `| ${row.path} | ${fmt(row.rps)} | ${fmt(row.p50, 1)} | ${fmt(row.p99, 1)} | ${ratio(row.rps, chp.rps)} | ${fmt(row.downloadMBps)} | ${fmt(row.wsRtt.p50, 2)} / ${fmt(row.wsRtt.p99, 2)} |`,
     );
   out();
+  out(
+    'Where the time goes: CPU µs per request answered, by serving process (/proc, around the last run of each path).',
+  );
+  out();
+  out('| path | CPU µs per request, by process | in all |');
+  out('| --- | --- | ---: |');
+  for (const row of proxy.rows) {
+    const parts = Object.entries(row.cpuPerRequestUs);
+    out(
+      `| ${row.path} | ${parts.map(([role, us]) => `${role} ${fmt(us, 1)}`).join(', ')} | ${fmt(
+        parts.reduce((n, [, us]) => n + us, 0),
+        1,
+      )} |`,
+    );
+  }
+  out();
   const ours = proxy.rows.find((r) => r.path.startsWith('ours: client'))!;
   target('session proxy req/s (1 KiB, 50 connections) ÷ configurable-http-proxy’s', ours.rps / chp.rps, 1.5);
   target('session proxy p99 ms ÷ configurable-http-proxy’s (no worse: ≤ 1)', ours.p99 / chp.p99, 1, true);

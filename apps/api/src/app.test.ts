@@ -225,6 +225,16 @@ describe('the HTTP edge in the error format', async () => {
     expect((await send(api.baseUrl, 'GET', '/healthz')).status).toBe(200);
   });
 
+  it('without PROXY_SECRET, a request for a session’s origin is 503 proxy_not_configured, naming the variable', async () => {
+    const res = await rawExchange(
+      api.baseUrl,
+      'GET / HTTP/1.1\r\nHost: 8080-0f1e2d3c-4b5a-4697-8877-665544332211.localhost:3000\r\nConnection: close\r\n\r\n',
+    );
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe('proxy_not_configured');
+    expect(res.body.error.message).toContain('PROXY_SECRET');
+  });
+
   it("Fastify's own refusals use the error format and never repeat the path: 404, 405 with Allow, bad encoding, 414", async () => {
     const cases: Array<[string, string, number, string]> = [
       ['GET', '/v2/secret-path-text', 404, 'not_found'],

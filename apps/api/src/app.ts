@@ -38,6 +38,9 @@ import { accessRoutes } from './routes/access.js';
 import { sessionProxyPlugin } from './proxy/plugin.js';
 import type { SessionProxy } from './proxy/session-proxy.js';
 
+/** A Host that names a session's origin, whatever the domain: `<port>-<session id>.<...>`. */
+const SESSION_ORIGIN = /^\d{1,5}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\./i;
+
 /** Largest request body accepted, bytes; larger ones get 413. */
 export const BODY_LIMIT = 64 * 1024;
 
@@ -223,6 +226,13 @@ export async function buildApp(options: BuildAppOptions) {
         .header('Retry-After', '1')
         .send(errorBody('unavailable', 'The API is shutting down; retry (on another instance).'));
   });
+  // Without PROXY_SECRET, a request for a session's origin (`<port>-<sessionId>.<domain>`) is told why
+  // nothing serves it, rather than answered as if it were for the API.
+  if (options.config.proxy === undefined)
+    app.addHook('onRequest', async (request, reply) => {
+      if (SESSION_ORIGIN.test(request.headers.host ?? ''))
+        await reply.code(503).send(errorBody('proxy_not_configured', httpErrors.proxy_not_configured.message));
+    });
   // Answers are built to their schemas by the routes (and checked by the tests), so they are written with
   // JSON.stringify: parsing every answer through zod again cost the hot paths a third of their throughput.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));

@@ -203,12 +203,21 @@ export async function buildApp(options: BuildAppOptions) {
   // A slow client holds a connection at most `requestTimeoutMs` before it has sent its whole request: its
   // headers by Node's headers timeout, its body by this bound (answered 408 as Node's own would be).
   app.addHook('onRequest', (request, _reply, done) => {
-    // The session proxy's /ports/ route streams bodies to the session, bounded by the session itself.
-    if (request.raw.complete || request.routeOptions.url?.includes('/ports/') === true) {
+    // Only a request with a body still to come, on a connection (the dashboard's in-process calls have
+    // none). The session proxy's /ports/ route streams bodies to the session, bounded by the session.
+    const socket = request.raw.socket as Socket | undefined;
+    const hasBody =
+      request.headers['transfer-encoding'] !== undefined || Number(request.headers['content-length'] ?? 0) > 0;
+    if (
+      !hasBody ||
+      request.raw.complete ||
+      socket === undefined ||
+      typeof socket.destroy !== 'function' ||
+      request.routeOptions.url?.includes('/ports/') === true
+    ) {
       done();
       return;
     }
-    const socket = request.raw.socket;
     const timer = setTimeout(() => {
       if (!request.raw.complete)
         timedOut(Object.assign(new Error('request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }) as never, socket);

@@ -4,7 +4,7 @@
 // asserted (test/e2e/output-bounds.test.ts asserts what must hold: every neighbour line arrives, in order).
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Stack } from './sessions.js';
+import { Stack, visibleCopy } from './sessions.js';
 
 /** The test session, by its full path: a session's current directory is its own SESSION_DIR. */
 const SESSION = fileURLToPath(new URL('../../support/session.mjs', import.meta.url));
@@ -32,7 +32,7 @@ function percentiles(values: number[]): { p50: number; p99: number; max: number 
 
 export async function benchOutputFlood(redisUrl: string, quick: boolean): Promise<OutputFloodBench> {
   const floodBytes = quick ? 20_000_000 : 100_000_000;
-  const stack = new Stack(redisUrl, 'benchflood', `exec "${process.execPath}" "${SESSION}"`);
+  const stack = new Stack(redisUrl, 'benchflood', `exec "${process.execPath}" "${visibleCopy(SESSION)}"`);
   try {
     await stack.startApi();
     const { containment } = await stack.addHost('flood-1', 4, { LOG_KEEP_LINES: '2000' });

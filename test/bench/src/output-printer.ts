@@ -6,12 +6,13 @@
 // the interval, so two printers on one machine can be kept from printing at the same instant.
 // Runs until it is stopped.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 
 const everyMs = Number(process.env['PRINT_EVERY_MS'] ?? 100);
 const phaseMs = Number(process.env['PRINT_PHASE_MS'] ?? 0);
 const channel = process.env['PRINT_CHANNEL'];
-const publisher = channel === undefined ? undefined : new Redis(process.env['REDIS_URL']!);
+// ioredis only for the relay's feed: as a session, the printer runs from a copy outside the checkout
+// (a session sees neither a checkout under /tmp nor, from its copy, the checkout's packages).
+const publisher = channel === undefined ? undefined : new (await import('ioredis')).Redis(process.env['REDIS_URL']!);
 if (publisher !== undefined) await publisher.ping();
 const nowMs = (): number => performance.timeOrigin + performance.now();
 

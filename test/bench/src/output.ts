@@ -6,7 +6,7 @@ import { request, type ClientRequest } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { API_KEY, Stack, startProc, type Proc } from './sessions.js';
+import { API_KEY, Stack, startProc, visibleCopy, type Proc } from './sessions.js';
 
 const PRINTER = fileURLToPath(new URL('./output-printer.js', import.meta.url));
 const PRINTER_SCRIPT = 'test/bench/dist/output-printer.js';
@@ -234,7 +234,7 @@ export async function benchOutput(redisUrl: string, quick: boolean): Promise<Out
     containment: '',
   };
   const stats = new Redis(redisUrl);
-  const stack = new Stack(redisUrl, 'benchoutput', `exec "${process.execPath}" "${PRINTER}"`);
+  const stack = new Stack(redisUrl, 'benchoutput', `exec "${process.execPath}" "${visibleCopy(PRINTER)}"`);
   let relay: Proc | undefined;
   let printer: Proc | undefined;
   const open: Readers[] = [];

@@ -5,18 +5,16 @@
 // the host reaches it through socat in its namespace; and network `host`), and one the bench starts on
 // the host's loopback for the direct connection and CHP.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdirSync } from 'node:fs';
 import { once } from 'node:events';
 import { request } from 'node:http';
 import { createRequire } from 'node:module';
 import { createServer, type AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
 import { load } from './http-edge.js';
 import type { LoadResult } from './http-load.js';
 import { cpuOf, descendants } from './proc.js';
-import { ROOT, Stack, VISIBLE, percentiles } from './sessions.js';
+import { ROOT, Stack, percentiles, visibleCopy } from './sessions.js';
 
 const SECRET = 'bench-proxy-secret-0123456789abcdef0123456789';
 const CONNECTIONS = 50;
@@ -128,9 +126,7 @@ async function wsRoundTrips(path: Path, count: number): Promise<number[]> {
 export async function benchProxy(redisUrl: string, quick: boolean): Promise<ProxyBench> {
   const seconds = quick ? 1 : 5;
   const rounds = quick ? 1 : 2;
-  mkdirSync(VISIBLE, { recursive: true, mode: 0o755 });
-  const program = join(VISIBLE, 'proxy-session.mjs');
-  copyFileSync(`${ROOT}test/support/proxy-session.mjs`, program);
+  const program = visibleCopy(`${ROOT}test/support/proxy-session.mjs`);
   const stack = new Stack(redisUrl, `bench-proxy-${process.pid}`, 'true');
   await stack.startApi({ PROXY_SECRET: SECRET });
   const hostPort = await freePort();

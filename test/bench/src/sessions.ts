@@ -4,6 +4,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import {
   chmodSync,
   closeSync,
+  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -17,7 +18,7 @@ import {
 } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -105,6 +106,18 @@ export function startProc(script: string, env: Record<string, string>): Proc {
 
 /** Outside /tmp (each session has a /tmp of its own), readable by every user (sessions may run as SESSION_USER). */
 export const VISIBLE = '/var/tmp/cq-bench';
+
+/**
+ * A copy of the program at `path` where every session can run it (outside /tmp, readable by every
+ * user): a checkout under /tmp, as CI's clone may be, is out of a session's sight.
+ */
+export function visibleCopy(path: string): string {
+  mkdirSync(VISIBLE, { recursive: true, mode: 0o755 });
+  const copy = join(VISIBLE, basename(path));
+  copyFileSync(path, copy);
+  chmodSync(copy, 0o755);
+  return copy;
+}
 
 /**
  * Where sessions say they started. A session sees the host's files read-only and has a /tmp of its own

@@ -6,7 +6,7 @@ import { startRedisServer, watchServer } from '@cq/test-harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { connectTo, hostRequest, originHost } from '../support/proxy.js';
-import { until } from '../support/processes.js';
+import { ROOT, startNode, until } from '../support/processes.js';
 import { sessionProgram, startSystem, type System } from '../support/system.js';
 
 // The session proxy against abuse from outside: its per-session bound, what a client without a valid
@@ -219,6 +219,19 @@ describe('the session proxy against abuse', () => {
     expect(closedByServer.answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(closedByServer.answer.toLowerCase()).toContain('connection: close');
     expect(closedByServer.ended).toBe(true);
+  });
+
+  it('a host whose PROXY_LISTEN is taken exits 1 with one line naming the variable', async () => {
+    const taken = new URL(system.api.baseUrl).port;
+    const host = startNode(`${ROOT}apps/worker/dist/main.js`, {
+      ...system.workerEnv,
+      WORKER_ID: 'proxy-listen-taken',
+      PROXY_LISTEN: `127.0.0.1:${taken}`,
+    });
+    expect((await host.exited()).code).toBe(1);
+    expect(host.stderr.join('')).toBe(
+      `PROXY_LISTEN 127.0.0.1:${taken} cannot be listened on (EADDRINUSE): pick a free port on an address of this machine\n`,
+    );
   });
 
   /** Sends raw bytes to the API, answers what came back until the connection closed (or 2 s passed). */

@@ -1,6 +1,7 @@
 // The host's side of the session proxy: with PROXY_SECRET set, a listener on PROXY_LISTEN that API
 // processes reach at PROXY_ADVERTISE (published with each heartbeat).
-import { ticketKey } from '@cq/service-kit';
+import { spawnSync } from 'node:child_process';
+import { ConfigError, ticketKey } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from '../config.js';
 import type { SessionLauncher } from '../session-process.js';
@@ -33,7 +34,24 @@ export async function startHostProxy(
     logger,
   });
   launcher.onEnded?.((sessionId) => listener.sessionEnded(sessionId));
-  const bound = await listener.listen(config.proxyListen.host, config.proxyListen.port);
+  // A session with a network of its own is reached through socat, started by nsenter (util-linux).
+  const missing = ['socat', 'nsenter'].filter((tool) => spawnSync(tool, ['-V']).error !== undefined);
+  if (missing.length > 0 && config.sessionNetwork !== 'host')
+    logger.warn(
+      { missing },
+      `the session proxy cannot reach a session with a network of its own without ${missing.join(' and ')} ` +
+        '(e.g. apt install socat util-linux): such requests will answer 502 host_unreachable',
+    );
+  let bound: { host: string; port: number };
+  try {
+    bound = await listener.listen(config.proxyListen.host, config.proxyListen.port);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new ConfigError(
+      `PROXY_LISTEN ${config.proxyListen.host}:${config.proxyListen.port} cannot be listened on (${code}): ` +
+        'pick a free port on an address of this machine',
+    );
+  }
   const advertise = hostPort(config.proxyAdvertise ?? bound);
   logger.info({ listen: hostPort(bound), advertise }, 'session proxy listener started');
   return { advertise, close: () => listener.close() };

@@ -142,7 +142,10 @@ describe('the dashboard in a real browser', async () => {
     const context = await browser.newContext({ httpCredentials: { username: 'operator', password: API_KEY } });
     const page = await context.newPage();
     await page.goto(`${own.baseUrl}/dashboard`);
-    await page.locator('#updated', { hasText: 'updated' }).waitFor({ timeout: 10_000 });
+    // Its first state, from a process just started: beside the heaviest system test (ten API processes,
+    // twenty sessions a second, in the other lane of npm test) that took more than 10 s once in CI. What
+    // this test claims is what the banner says, not how soon a new process answers: a wide bound.
+    await page.locator('#updated', { hasText: 'updated' }).waitFor({ timeout: 30_000 });
     const banner = page.locator('#banner');
 
     // A filter over the state route's 128 characters: the API answers 400, and the banner says so.

@@ -9,8 +9,8 @@
 // locked: one Worker with that concurrency whose jobs wait, its defaults (lockDuration 30 s, renewed
 // every 15 s, one batched extendLocks per renewal), on a Redis of its own.
 //
-// Then DELETE → SIGTERM: the session traps SIGTERM and writes the instant it arrived to an observer's
-// FIFO (its own clock, epoch ns: a session may write no file of the host's); the bench sends DELETE /v1/users/{userId}/session at a known instant, 20 times.
+// Then DELETE → SIGTERM: the session (bash) traps SIGTERM and writes the instant its trap started to an
+// observer's FIFO ($EPOCHREALTIME: no fork; its own clock, in µs; a session may write no file of the host's); the bench sends DELETE /v1/users/{userId}/session at a known instant, 20 times.
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { commandsDuring, startRedisServer, totalCalls, until, windowOf } from '@cq/test-harness';
@@ -97,7 +97,10 @@ export async function benchKeepaliveCost(quick: boolean): Promise<KeepaliveCostB
   const stack = new Stack(
     server.url,
     'keepalive',
-    `trap 'echo "$USER_ID term $(date +%s%N)" >> ${terms.fifo}; exit 0' TERM; sleep 3600 & wait`,
+    // The instant is bash's $EPOCHREALTIME, read as the trap starts: a `$(date)` there is a fork after the
+    // signal, which the namespace's init, passing the SIGTERM on to every process, may kill, and the trap
+    // then runs again. That measured the session's own second fork (up to 150 ms), not the stop's arrival.
+    `exec bash -c 'trap "echo \\"\\$USER_ID term \\\${EPOCHREALTIME/./}000\\" >> ${terms.fifo}; exit 0" TERM; sleep 3600 & wait'`,
   );
   const rows: KeepaliveCostRow[] = [];
   const stopMs: number[] = [];
@@ -152,7 +155,7 @@ export async function benchKeepaliveCost(quick: boolean): Promise<KeepaliveCostB
       const userId = `keep-${i}`;
       const sentAtNs = BigInt(Date.now()) * 1_000_000n;
       await stack.request('DELETE', `/v1/users/${userId}/session`, undefined, true);
-      // The first instant the session wrote (a subshell of its trap, hit by the same group signal, may add a line).
+      // The first instant the session wrote (the trap may run twice: the group's SIGTERM, then its init's).
       let at: bigint | undefined;
       await until(
         () => {

@@ -74,7 +74,13 @@ try {
   machine['redis'] = /redis_version:(\S+)/.exec(await probe.info('server'))?.[1];
   probe.disconnect();
 
-  for (const [name, section] of SECTIONS) if (only === undefined || only.includes(name)) await section(bench);
+  for (const [name, section] of SECTIONS) {
+    if (only !== undefined && !only.includes(name)) continue;
+    const startedAt = performance.now();
+    await section(bench);
+    // What each section takes (on stderr, beside the Markdown): where a run's time goes, CI's smoke run included.
+    process.stderr.write(`bench: ${name} took ${((performance.now() - startedAt) / 1000).toFixed(1)} s\n`);
+  }
 
   out('## Targets');
   out();

@@ -2,7 +2,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { cq, cqStarted } from '../support/cli.js';
+import { cq, cqFirstLine, cqStarted } from '../support/cli.js';
+import { allLines } from '../support/output.js';
 import { until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
 import { signatureValid, startReceiver } from '../support/webhook-receiver.js';
@@ -53,6 +54,89 @@ describe('the cq command line', async () => {
     const none = await cq(['logs', 'cli-nobody'], env);
     expect(none.code).toBe(5);
     expect(none.stderr).toContain('cli-nobody has no live or ended session');
+  });
+
+  it('spawn --user issues its token with the options token takes, and refuses one it does not take or a user for a token', async () => {
+    // A host of a pool of its own: the session runs there only if --pool reached the token.
+    await system.addWorker('host-ml', { POOL: 'ml' });
+    const options = ['--pool', 'ml', '--label', 'team=ml', '--label', 'tier=x', '--ttl', '5000', '--idle', '540000'];
+    options.push('--lifetime', '30000', '--metadata', '{"printLabels":true,"durationMs":60000}');
+    const spawned = await cq(['spawn', '--user', 'cli-zed', ...options, '--json'], env);
+    expect(spawned.code, spawned.stderr).toBe(0);
+    const admitted = JSON.parse(spawned.stdout) as { sessionId: string; lifetimeMs: number };
+    expect(admitted.lifetimeMs).toBe(30_000);
+    await until(async () => (await system.client.findSession('cli-zed'))?.state === 'running', 10_000, 'running');
+    expect(await system.client.getSession('cli-zed')).toMatchObject({
+      sessionId: admitted.sessionId,
+      pool: 'ml',
+      workerId: 'host-ml',
+      labels: { team: 'ml', tier: 'x' },
+      idleTimeoutMs: 540_000,
+    });
+    // The session itself was given the labels, the pool and the metadata (printLabels).
+    await until(
+      async () =>
+        (await allLines(system.client, 'cli-zed', admitted.sessionId)).some(
+          (l) => l.line === 'labels {"team":"ml","tier":"x"} pool ml',
+        ),
+      10_000,
+      "the session's labels line",
+    );
+    // ls names the user once, as the line about the session opens.
+    expect((await cq(['ls', '--user', 'cli-zed'], env)).stdout).toMatch(
+      new RegExp(
+        `^cli-zed: running, fence 1, session ${admitted.sessionId}, on host-ml, .* {2}pool ml {2}team=ml tier=x\n1 live session\n$`,
+      ),
+    );
+    await system.client.stopSession('cli-zed');
+
+    const notTaken = await cq(['spawn', '--user', 'cli-zed2', '--follow'], env);
+    expect(notTaken).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: 'cq: spawn does not take --follow; run cq --help\n',
+    });
+    const user = await cq(['spawn', 'cli-zed2'], env);
+    expect(user).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: 'cq: "cli-zed2" is not a spawn token; to spawn for a user, use cq spawn --user cli-zed2; run cq --help\n',
+    });
+    expect(await system.client.findSession('cli-zed2')).toBeUndefined();
+    expect(await system.client.history('cli-zed2')).toEqual([]);
+  });
+
+  it('ends quietly, exit 0, when its stdout is closed early: logs --follow, and logs of more lines than a pipe holds', async () => {
+    const { sessionId } = await system.client.spawn(
+      (await system.client.issueToken({ userId: 'cli-tail', metadata: { tickEveryMs: 50 } })).token,
+    );
+    const followed = await cqFirstLine(['logs', 'cli-tail', '--follow'], env);
+    expect(followed).toEqual({
+      line: expect.stringMatching(/^\S+Z out test session cli-tail fence 1 pid \d+$/),
+      code: 0,
+      stderr: '',
+    });
+    // It ended on its own, the session still running: on the closed pipe, not at the session's end.
+    expect((await system.client.findSession('cli-tail'))?.sessionId).toBe(sessionId);
+    await system.client.stopSession('cli-tail');
+
+    // 1 + 5 x 1,489 lines of 44 bytes kept, about 540 kB as cq prints them: far more than the pipe and
+    // the reader's first read take, so cq is still writing when the pipe closes.
+    const flood = await system.client.spawn(
+      (await system.client.issueToken({ userId: 'cli-flood', metadata: { floodBytes: 300_000 } })).token,
+    );
+    await until(
+      async () => (await allLines(system.client, 'cli-flood', flood.sessionId)).length === 7446,
+      30_000,
+      'the whole flood kept',
+    );
+    const listed = await cqFirstLine(['logs', 'cli-flood'], env);
+    expect(listed).toEqual({
+      line: expect.stringMatching(/^\S+Z out test session cli-flood fence 1 pid \d+$/),
+      code: 0,
+      stderr: '',
+    });
+    await system.client.stopSession('cli-flood');
   });
 
   it('spawn --idle sets the idle timeout; status shows it; watch reports the idle end as stopped (idle), exit 12', async () => {

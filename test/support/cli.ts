@@ -35,3 +35,29 @@ export function cqStarted(
   onTestFinished(() => void child.kill());
   return { output, exited, stop: () => void child.kill() };
 }
+
+/**
+ * Runs the built `cq` with `args`, its stdout a pipe this end closes once it has read the first line, as
+ * `cq … | head -1` does; resolves, once cq has exited, with that line, its exit code and all its stderr.
+ */
+export function cqFirstLine(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ line: string; code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, [`${ROOT}packages/cli/bin/cq.js`, ...args], {
+    env: { PATH: process.env['PATH'] ?? '', ...env },
+  });
+  onTestFinished(() => void child.kill());
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => {
+    stdout += c.toString();
+    // The reader goes away: cq's next write finds the pipe closed (EPIPE).
+    if (stdout.includes('\n')) child.stdout.destroy();
+  });
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  // 'close', not 'exit': stderr is read to its end.
+  return new Promise((resolve) =>
+    child.on('close', (code) => resolve({ line: stdout.slice(0, stdout.indexOf('\n')), code, stderr })),
+  );
+}

@@ -1,18 +1,22 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from './usage-error.js';
 
-/** Every option `cq` takes. */
-const knownOptions = {
+/**
+ * Every option `cq` knows. A command takes the global ones ({@link globalOptions}) and those it declares
+ * (`commands/index.ts`); dispatch refuses any other. No defaults: an option absent from the parsed
+ * values was not given.
+ */
+export const knownOptions = {
   url: { type: 'string' },
   key: { type: 'string' },
-  json: { type: 'boolean', default: false },
+  json: { type: 'boolean' },
   metadata: { type: 'string' },
   ttl: { type: 'string' },
   lifetime: { type: 'string' },
   idle: { type: 'string' },
   user: { type: 'string' },
   users: { type: 'string' },
-  follow: { type: 'boolean', short: 'f', default: false },
+  follow: { type: 'boolean', short: 'f' },
   events: { type: 'string' },
   label: { type: 'string', multiple: true },
   pool: { type: 'string' },
@@ -20,12 +24,27 @@ const knownOptions = {
   worker: { type: 'string' },
   limit: { type: 'string' },
   session: { type: 'string' },
-  next: { type: 'boolean', default: false },
+  next: { type: 'boolean' },
   after: { type: 'string' },
   port: { type: 'string' },
-  browser: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
+  browser: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
 } as const;
+
+/** The name of an option `cq` knows. */
+export type OptionName = keyof typeof knownOptions;
+
+/** The options every command takes. */
+export const globalOptions = ['url', 'key', 'json', 'help'] as const satisfies readonly OptionName[];
+
+export type GlobalOption = (typeof globalOptions)[number];
+
+/** An option only the commands that declare it take. */
+export type CommandOption = Exclude<OptionName, GlobalOption>;
+
+export function isGlobalOption(name: string): name is GlobalOption {
+  return (globalOptions as readonly string[]).includes(name);
+}
 
 /**
  * Parses the command line; throws a {@link UsageError} naming the option at fault (unknown, missing
@@ -63,13 +82,14 @@ function optionMistake(argv: string[]): string | undefined {
 /** The options of a parsed command line. */
 export type Options = ReturnType<typeof parseCommandLine>['values'];
 
-/** What a command is called with. */
-export interface Args {
+/** What a command that takes the options `O` (beside the global ones) is called with. */
+export interface Args<O extends CommandOption = CommandOption> {
   /** The command's name, as typed. */
   readonly command: string;
   /** The positional arguments after the command's name. */
   readonly positionals: readonly string[];
-  readonly options: Options;
+  /** The options given: only those the command takes. */
+  readonly options: Pick<Options, O | GlobalOption>;
   /** The first positional argument; a usage error saying the command needs `what` when there is none. */
   need(what: string): string;
 }
@@ -106,7 +126,7 @@ export function parseLabels(values: readonly string[] | undefined): Record<strin
 }
 
 /** The session list's filters from `--state`, `--pool`, `--worker`, `--user` and `--label`. */
-export function parseListFilter(options: Options): {
+export function parseListFilter(options: Pick<Options, 'state' | 'pool' | 'worker' | 'user' | 'label'>): {
   state?: 'pending' | 'running' | 'stopping';
   pool?: string;
   workerId?: string;
@@ -127,7 +147,7 @@ export function parseListFilter(options: Options): {
 }
 
 /** `--session ID` as the precondition of a call that changes a user's session: it acts only on that session. */
-export function parseSessionMatch(options: Options): { sessionId?: string } {
+export function parseSessionMatch(options: Pick<Options, 'session'>): { sessionId?: string } {
   return options.session === undefined ? {} : { sessionId: options.session };
 }
 

@@ -36,7 +36,7 @@ export function contextOf(options: Options, out: (line: string) => void): Contex
   return {
     client: new CoordinatorClient({ baseUrl, ...(apiKey === undefined ? {} : { apiKey }) }),
     target: { baseUrl, keyFrom },
-    json: options.json,
+    json: options.json === true,
     out: options.json ? out : (line) => out(printable(line)),
   };
 }

@@ -1,6 +1,6 @@
 import { ApiError } from '@cq/client';
-import type { Args } from './args.js';
-import { commands } from './commands/index.js';
+import { isGlobalOption, type Args, type Options } from './args.js';
+import { commands, type Command } from './commands/index.js';
 import type { Context } from './context.js';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
 import { describeError, remedyOf } from './format.js';
@@ -15,7 +15,8 @@ export async function dispatch(ctx: Context, args: Args): Promise<number> {
   try {
     const command = commands.get(args.command);
     if (command === undefined) throw new UsageError(`unknown command "${args.command}"`);
-    return await command(ctx, args);
+    refuseUndeclared(args.command, command, args.options);
+    return await command.run(ctx, args);
   } catch (err) {
     if (err instanceof UsageError) {
       process.stderr.write(usageLine(err));
@@ -28,4 +29,11 @@ export async function dispatch(ctx: Context, args: Args): Promise<number> {
     } else process.stderr.write(`${describeError(err, ctx.target)}\n`);
     return exitCodeOf(err);
   }
+}
+
+/** A usage error naming the first option given that the command `name` does not take, before it runs. */
+export function refuseUndeclared(name: string, command: Command, options: Options): void {
+  for (const [option, value] of Object.entries(options))
+    if (value !== undefined && !isGlobalOption(option) && !(command.options as readonly string[]).includes(option))
+      throw new UsageError(`${name} does not take --${option}`);
 }

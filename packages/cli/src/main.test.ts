@@ -165,6 +165,9 @@ const malEvents = [
   { type: 'completed', sessionId: 's-mal', userId: 'mal', fence: 7, at: '2026-11-22T12:00:09.000Z', exitCode: 0 },
 ];
 
+/** A token of the coordinator's shape, v1.<base64url(userId)>.<43 base64url characters>, for zed. */
+const zedToken = `v1.${Buffer.from('zed').toString('base64url')}.${'A'.repeat(43)}`;
+
 /** An error answer whose message tries the attacks on stderr. */
 const hostileError = { code: 'internal', message: `failed ${hostileRaw}` };
 
@@ -313,7 +316,8 @@ describe('cq against an API', () => {
         body,
         lastEventId: lastEventId as string | undefined,
       });
-      if (req.headers.authorization !== 'Bearer k') {
+      // A spawn is sent with its token alone, no key.
+      if (req.headers.authorization !== 'Bearer k' && req.url !== '/v1/spawn') {
         // The contract's 401, with the API's own message (which speaks HTTP, not the CLI).
         res.writeHead(401, { 'content-type': 'application/json' });
         const message = 'Send a service key as Authorization: Bearer <key>.';
@@ -451,6 +455,9 @@ describe('cq against an API', () => {
           sessions: [{ ...malSession, pool: 'gpu', labels: { job: 'x', note: hostileRaw } }],
         },
         '/v1/sessions/stop': { matched: 2, stopping: 2, more: false },
+        // A token, whatever was asked for, and its admission (the fake ignores the method: POST for both).
+        '/v1/tokens': { token: zedToken, userId: 'zed', expiresAt: '2026-11-22T14:00:00.000Z' },
+        '/v1/spawn': { sessionId: 's-zed', userId: 'zed', fence: 1, state: 'pending', lifetimeMs: 9000 },
         // Two pages, the second after the first's last line.
         '/v1/users/mal/sessions/s-mal/logs': { lines: malLines.slice(0, 4), droppedBytes: 0, more: true },
         '/v1/users/mal/sessions/s-mal/logs?after=1-3': { lines: malLines.slice(4), droppedBytes: 0, more: false },
@@ -586,7 +593,8 @@ describe('cq against an API', () => {
     const { code, lines } = await run('ls', '--label', 'job=x');
     expect(code).toBe(exitCodes.ok);
     expect(lines).toHaveLength(3);
-    expect(lines[0]).toMatch(/^rey {2}rey: running \(ready\).*pool gpu {2}job=x$/);
+    // The user once, as the line about the session opens.
+    expect(lines[0]).toMatch(/^rey: running \(ready\), fence 3, session s-rey, .*pool gpu {2}job=x$/);
     expect(lines[1]).toContain(`note=${hostileShown}`);
     expect(lines[2]).toBe('2 live sessions');
     expectInert(lines);
@@ -707,6 +715,15 @@ describe('cq against an API', () => {
   });
 
   it('webhooks and their deliveries print a URL and a delivery error as visible escapes, one row each', async () => {
+    for (const action of [[], ['list'], ['delete', 'wh_1'], ['deliveries', 'wh_1']]) {
+      const from = requests.length;
+      const refused = await runPlain('webhooks', ...action, '--events', 'ready');
+      expect(refused.stderr, action.join(' ')).toBe(
+        `cq: webhooks ${action[0] ?? 'list'} does not take --events (webhooks create does); run cq --help\n`,
+      );
+      expect(refused.code).toBe(exitCodes.usage);
+      expect(asked(from)).toEqual([]);
+    }
     const list = await run('webhooks');
     expect(list.lines[1]!.split(/\s{2,}/)).toEqual([
       'wh_1',
@@ -829,6 +846,12 @@ describe('cq against an API', () => {
     expect((await run('labels', 'ivy')).lines).toEqual(['ivy: labels team=a tier=x, session s-live']);
     expect(requests.at(-1)).toMatchObject({ method: 'GET', url: '/v1/users/ivy/session' });
     expect((await runPlain('labels', 'ivy', 'team=b', '--session', 's-old')).code).toBe(exitCodes.rejected);
+    // Reading the labels has nothing to make conditional: --session there is refused, not ignored.
+    const reading = await runPlain('labels', 'ivy', '--session', 's-live');
+    expect(reading.stderr).toBe(
+      'cq: labels --session needs changes (k=v, k-); cq session <sessionId> prints a session by its id; run cq --help\n',
+    );
+    expect(reading.code).toBe(exitCodes.usage);
     for (const bad of ['=x', 'team', '-']) {
       const usage = await runPlain('labels', 'ivy', bad);
       expect(usage.stderr, bad).toBe(
@@ -877,6 +900,59 @@ describe('cq against an API', () => {
     const sessionWithFilters = await runPlain('stop', '--label', 'job=x', '--session', 's-rey');
     expect(sessionWithFilters.stderr).toContain("--session names one user's session");
     expect(sessionWithFilters.code).toBe(exitCodes.usage);
+  });
+
+  it('spawn --user issues its token with every option token takes, the request token sends; spawn <token> admits it', async () => {
+    const options = ['--pool', 'gpu', '--label', 'team=ml', '--label', 'tier=x', '--ttl', '5000', '--idle', '0'];
+    options.push('--lifetime', '9000', '--metadata', '{"durationMs":1}');
+    const admitted = ['zed: admitted, fence 1, session s-zed, lifetime 9.0 s'];
+    const from = requests.length;
+    expect(await run('spawn', '--user', 'zed', ...options)).toEqual({ code: exitCodes.ok, lines: admitted });
+    expect(await run('token', 'zed', ...options)).toEqual({ code: exitCodes.ok, lines: [zedToken] });
+    expect(await run('spawn', zedToken)).toEqual({ code: exitCodes.ok, lines: admitted });
+    expect(asked(from)).toEqual(['POST /v1/tokens', 'POST /v1/spawn', 'POST /v1/tokens', 'POST /v1/spawn']);
+    const issued = {
+      userId: 'zed',
+      pool: 'gpu',
+      labels: { team: 'ml', tier: 'x' },
+      ttlMs: 5000,
+      idleTimeoutMs: 0,
+      lifetimeMs: 9000,
+      metadata: { durationMs: 1 },
+    };
+    expect(requests[from]!.body).toEqual(issued);
+    expect(requests[from + 2]!.body).toEqual(issued);
+    expect(requests[from + 1]!.body).toEqual({ token: zedToken });
+    expect(requests[from + 3]!.body).toEqual({ token: zedToken });
+  });
+
+  it.each([
+    [['spawn', 'alice'], '"alice" is not a spawn token; to spawn for a user, use cq spawn --user alice'],
+    [
+      ['spawn', 'ann@example.com'],
+      '"ann@example.com" is not a spawn token; to spawn for a user, use cq spawn --user ann@example.com',
+    ],
+    // Cut short: no user id to suggest.
+    [['spawn', 'v1.emVk.AAAA'], '"v1.emVk.AAAA" is not a spawn token (cq token <userId> prints one)'],
+    [['spawn', 'not a user'], '"not a user" is not a spawn token (cq token <userId> prints one)'],
+    [['spawn'], 'spawn needs a token, or --user <userId>'],
+    [['spawn', zedToken, '--user', 'zed'], 'spawn takes a token or --user <userId>, not both'],
+    [
+      ['spawn', zedToken, '--pool', 'gpu'],
+      'spawn <token> does not take --pool: the token says what it admits (spawn --user takes it)',
+    ],
+    [
+      ['spawn', zedToken, '--label', 'a=b'],
+      'spawn <token> does not take --label: the token says what it admits (spawn --user takes it)',
+    ],
+    [['spawn', '--user', 'zed', '--follow'], 'spawn does not take --follow'],
+  ])('cq %j is a usage error, before any request: %s', async (argv, mistake) => {
+    const from = requests.length;
+    const { code, lines, stderr } = await runPlain(...argv);
+    expect(stderr).toBe(`cq: ${mistake}; run cq --help\n`);
+    expect(lines).toEqual([]);
+    expect(code).toBe(exitCodes.usage);
+    expect(asked(from)).toEqual([]);
   });
 
   it('events prints every session event as it comes, escaped, until the API refuses to resume the stream', async () => {
@@ -962,6 +1038,8 @@ describe('cq on a usage mistake', () => {
     [['status', 'ann', '--url'], 'cq: --url needs a value; run cq --help\n'],
     [['status', 'ann', '--json=yes'], 'cq: --json takes no value; run cq --help\n'],
     [['status'], 'cq: status needs a user id; run cq --help\n'],
+    [['ls', '--follow'], 'cq: ls does not take --follow; run cq --help\n'],
+    [['logs', 'ann', '--pool', 'gpu'], 'cq: logs does not take --pool; run cq --help\n'],
   ])('cq %j prints one line naming the mistake and pointing at cq --help, and exits 2', async (argv, expected) => {
     const { code, lines, stderr } = await runCapturing([...argv, '--url', 'http://127.0.0.1:1']);
     expect(stderr).toBe(expected);

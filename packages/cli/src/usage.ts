@@ -8,8 +8,9 @@ commands:
                                                                 issue a one-time spawn token (--idle: stop the session
                                                                 after MS without activity; 0 never; --label repeatable)
   spawn <token>                                                 admit a spawn with a token
-  spawn --user <userId> [--metadata JSON] [--lifetime MS] [--idle MS]
-                                                                issue a token and spawn with it
+  spawn --user <userId> [--metadata JSON] [--ttl MS] [--lifetime MS] [--idle MS] [--label k=v ...] [--pool P]
+                                                                issue a token with those options (as token does) and
+                                                                spawn with it
   status <userId>                                               the user's live session (with its idle timeout and last activity)
   session <sessionId>                                           a session by its id: live, or ended (as its history entry)
   extend <userId> <ms> [--session ID]                           the live session now ends <ms> from now (sooner or later);
@@ -44,10 +45,12 @@ commands:
                                                                 <localPort>, through the API, until interrupted
   demo [--users N]                                              spawn sessions for a few users and show what happens
 
-options:
+options of every command:
   --url URL    the API (default: $CQ_API_URL, else http://127.0.0.1:3000)
   --key KEY    a service key (default: $CQ_API_KEY; ./scripts/up.sh keeps its key in .data/dev-api-key)
   --json       print JSON instead of text
+  -h, --help   this text
+any other option only with a command whose line above names it (else a usage error), e.g.:
   --session ID act only if the user's live session is this one (else 409 session_mismatch, exit 9)
 
 output: text shows each control character in what the API sent (session output, endpoints, ids, URLs,

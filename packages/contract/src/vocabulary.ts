@@ -47,6 +47,35 @@ export const sessionFilesystems = ['private', 'shared'] as const;
 /** What a user id may be: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`. */
 export const USER_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
 
+// A spawn token: v1.<base64url(userId)>.<base64url of a 32-byte secret>. The user id is its routing tag,
+// so a consume is a one-slot script.
+const TOKEN_PATTERN = /^v1\.([A-Za-z0-9_-]{2,172})\.([A-Za-z0-9_-]{43})$/;
+
+/**
+ * A spawn token taken apart without asking Redis: its user id and secret, or undefined for what cannot
+ * be a token (the shape, a user id it could name, in its one base64url form). The coordinator refuses
+ * such a string without a round trip; the CLI, before any call.
+ */
+export function tokenParts(token: string): { readonly userId: string; readonly secret: string } | undefined {
+  const match = TOKEN_PATTERN.exec(token);
+  if (match === null) return undefined;
+  const tag = match[1]!;
+  let userId: string;
+  try {
+    const bytes = Uint8Array.from(atob(tag.replace(/-/g, '+').replace(/_/g, '/')), (c) => c.charCodeAt(0));
+    userId = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return undefined;
+  }
+  return USER_ID_PATTERN.test(userId) && base64url(userId) === tag ? { userId, secret: match[2]! } : undefined;
+}
+
+/** `text`'s UTF-8 bytes in base64url without padding (the token's user id tag). */
+function base64url(text: string): string {
+  const binary = Array.from(new TextEncoder().encode(text), (b) => String.fromCharCode(b)).join('');
+  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
 /** What a worker host's `WORKER_ID` may be: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`. */
 export const WORKER_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,128}$/;
 

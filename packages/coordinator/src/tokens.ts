@@ -4,14 +4,11 @@ import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './
 import { parseRateReply, type RateLimitResult } from './limiters/rate-limit.js';
 import { lossGuardArgs } from './liveness/constants.js';
 import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
-import { DEFAULT_POOL } from '@cq/contract';
-import { USER_ID_PATTERN, assertInteger, assertLabels, assertPool, assertUserId } from './validate.js';
+import { DEFAULT_POOL, tokenParts } from '@cq/contract';
+import { assertInteger, assertLabels, assertPool, assertUserId } from './validate.js';
 
 /** Bytes of randomness in a token's secret (256 bits). */
 export const TOKEN_SECRET_BYTES = 32;
-
-// v1.<base64url(userId)>.<base64url(secret)>: the user id is the routing tag, so a consume is a one-slot script.
-const TOKEN_PATTERN = /^v1\.([A-Za-z0-9_-]{2,172})\.([A-Za-z0-9_-]{43})$/;
 
 /** Metadata carried by a token to the session it admits: a JSON object. */
 export type Metadata = Record<string, unknown>;
@@ -33,12 +30,8 @@ function digestOf(secret: string): string {
  * refuse it without a round trip.
  */
 export function parseToken(token: unknown): ParsedToken | undefined {
-  if (typeof token !== 'string') return undefined;
-  const match = TOKEN_PATTERN.exec(token);
-  if (match === null) return undefined;
-  const userId = Buffer.from(match[1]!, 'base64url').toString('utf8');
-  if (!USER_ID_PATTERN.test(userId) || Buffer.from(userId).toString('base64url') !== match[1]) return undefined;
-  return { userId, digest: digestOf(match[2]!) };
+  const parts = typeof token === 'string' ? tokenParts(token) : undefined;
+  return parts === undefined ? undefined : { userId: parts.userId, digest: digestOf(parts.secret) };
 }
 
 /** Makes a new token string for a user, with 256 random bits from `crypto`. */

@@ -5,7 +5,7 @@ import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { describeError, stateWords } from '../format.js';
 import { UsageError } from '../usage-error.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 async function run(ctx: Context, users: number): Promise<number> {
   const say = (line: string): void => (ctx.json ? undefined : ctx.out(line));
@@ -102,8 +102,8 @@ async function run(ctx: Context, users: number): Promise<number> {
 }
 
 /** `demo [--users N]`: spawn sessions for a few users and show what happens. */
-export const demo: Command = async (ctx, { options }) => {
+export const demo = command(['users'], async (ctx, { options }) => {
   const users = parseIntOption(options.users, 'users') ?? 3;
   if (users < 1 || users > 20) throw new UsageError('--users must be from 1 to 20');
   return await run(ctx, users);
-};
+});

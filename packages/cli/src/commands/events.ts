@@ -2,7 +2,7 @@ import { ApiError, UnavailableError, type StreamedEvent } from '@cq/client';
 import { isFinalEventType } from '@cq/contract';
 import { escaped } from '../escape.js';
 import { endingWords, eventWords, sessionOpening } from '../format.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 /** One session event as `events` prints it: `<at> ann: running, fence 3, session s-1, on host-1, pool default`. */
 function describeEvent(e: Exclude<StreamedEvent, { type: 'error' }>): string {
@@ -19,7 +19,7 @@ function describeEvent(e: Exclude<StreamedEvent, { type: 'error' }>): string {
  * (the API gone longer than the client keeps reconnecting), `events` says which id to resume after and
  * exits 8.
  */
-export const events: Command = async (ctx, { options }) => {
+export const events = command(['after'], async (ctx, { options }) => {
   let last = options.after;
   const closed = (): UnavailableError =>
     new UnavailableError(
@@ -52,4 +52,4 @@ export const events: Command = async (ctx, { options }) => {
     throw err instanceof ApiError && err.code === 'stream_closed' ? closed() : err;
   }
   throw closed();
-};
+});

@@ -1,9 +1,9 @@
 import { exitCodes } from '../exit-codes.js';
 import { table } from '../format.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 /** `history <userId>`: the user's ended sessions. */
-export const history: Command = async (ctx, { need }) => {
+export const history = command([], async (ctx, { need }) => {
   const sessions = await ctx.client.history(need('a user id'));
   if (ctx.json) ctx.out(JSON.stringify({ sessions }));
   else if (sessions.length === 0) ctx.out('no ended sessions');
@@ -22,4 +22,4 @@ export const history: Command = async (ctx, { need }) => {
       ]),
     );
   return exitCodes.ok;
-};
+});

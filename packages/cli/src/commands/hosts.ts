@@ -2,10 +2,10 @@ import { print } from '../context.js';
 import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { duration, isolationWords, table } from '../format.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 /** `hosts [--pool P]`: the live worker hosts (of one pool) and the free slots. */
-export const hosts: Command = async (ctx, { options }) => {
+export const hosts = command(['pool'], async (ctx, { options }) => {
   const { hosts, freeSlots } = await ctx.client.hosts(options.pool === undefined ? {} : { pool: options.pool });
   if (ctx.json) ctx.out(JSON.stringify({ hosts, freeSlots }));
   else {
@@ -31,10 +31,10 @@ export const hosts: Command = async (ctx, { options }) => {
     ctx.out(escaped`free slots: ${freeSlots}`);
   }
   return exitCodes.ok;
-};
+});
 
 /** `pools`: every pool with a live host or a session waiting. */
-export const pools: Command = async (ctx) => {
+export const pools = command([], async (ctx) => {
   const pools = await ctx.client.pools();
   if (ctx.json) ctx.out(JSON.stringify({ pools }));
   else if (pools.length === 0) ctx.out('no pools: no live worker host, no session waiting');
@@ -53,10 +53,10 @@ export const pools: Command = async (ctx) => {
       ]),
     );
   return exitCodes.ok;
-};
+});
 
 /** `drain <workerId>`: no new sessions on the host; it exits 0 after its last one. */
-export const drain: Command = async (ctx, { need }) => {
+export const drain = command([], async (ctx, { need }) => {
   const host = await ctx.client.drainHost(need('a worker host id'));
   print(
     ctx,
@@ -64,4 +64,4 @@ export const drain: Command = async (ctx, { need }) => {
     escaped`${host.workerId}: draining, ${host.busy} session(s) left to end on their own; it exits when they have`,
   );
   return exitCodes.ok;
-};
+});

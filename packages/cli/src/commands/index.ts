@@ -14,8 +14,11 @@ import { whoami } from './whoami.js';
 
 export type { Command } from './command.js';
 
-/** Every command by the name it is typed as (`help` is answered before a command runs). */
-export const commands: ReadonlyMap<string, Command> = new Map([
+/**
+ * Every command by the name it is typed as (`help` is answered before a command runs), each with the
+ * options it takes beside the global ones: the help text (usage.ts) names the same, as a test checks.
+ */
+export const commands: ReadonlyMap<string, Command> = new Map<string, Command>([
   ['token', token],
   ['spawn', spawn],
   ['status', status],

@@ -2,7 +2,7 @@ import { NoSessionError, type OutputLineData } from '@cq/client';
 import type { Context } from '../context.js';
 import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 /**
  * One line as printed: `<time> <stream> <line>` (stderr marked) with the session's text escaped (it
@@ -28,7 +28,7 @@ async function sessionOf(ctx: Context, userId: string): Promise<string> {
  * `logs <userId> [--follow]`: the output of the user's current session, else of the latest ended one;
  * `--follow` goes on printing new lines until the session ends.
  */
-export const logs: Command = async (ctx, { need, options }) => {
+export const logs = command(['follow'], async (ctx, { need, options }) => {
   const userId = need('a user id');
   const sessionId = await sessionOf(ctx, userId);
   if (options.follow === true) {
@@ -46,4 +46,4 @@ export const logs: Command = async (ctx, { need, options }) => {
       escaped`cq: ${page.droppedBytes} bytes of this session's output were dropped (over LOG_RATE_BYTES)\n`,
     );
   return exitCodes.ok;
-};
+});

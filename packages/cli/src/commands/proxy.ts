@@ -6,12 +6,11 @@ import { request as httpsRequest } from 'node:https';
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { ProxyConnection } from '@cq/client';
-import type { Options } from '../args.js';
 import type { Context } from '../context.js';
 import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { UsageError } from '../usage-error.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 function portOf(text: string | undefined, what: string): number | undefined {
   if (text === undefined) return undefined;
@@ -20,16 +19,16 @@ function portOf(text: string | undefined, what: string): number | undefined {
   return Number(text);
 }
 
-/** A connect URL for the user's live session (its ready port, or `--port`). */
-async function connectUser(ctx: Context, userId: string, options: Options, port?: number): Promise<ProxyConnection> {
+/** A connect URL for the user's live session (its ready port, or `port`). */
+async function connectUser(ctx: Context, userId: string, port: number | undefined): Promise<ProxyConnection> {
   const session = await ctx.client.getSession(userId);
-  const chosen = port ?? portOf(options.port, '--port');
-  return ctx.client.connect(session.sessionId, chosen === undefined ? {} : { port: chosen });
+  return ctx.client.connect(session.sessionId, port === undefined ? {} : { port });
 }
 
 /** `open <userId> [--port P] [--browser]`: a connect URL for the user's live session. */
-export const open: Command = async (ctx, { need, options }) => {
-  const connection = await connectUser(ctx, need('a user id'), options);
+export const open = command(['port', 'browser'], async (ctx, { need, options }) => {
+  const userId = need('a user id');
+  const connection = await connectUser(ctx, userId, portOf(options.port, '--port'));
   if (ctx.json)
     ctx.out(JSON.stringify({ url: connection.url, port: connection.port, expiresAt: connection.expiresAt }));
   else ctx.out(escaped`${connection.url}`);
@@ -40,7 +39,7 @@ export const open: Command = async (ctx, { need, options }) => {
     child.unref();
   }
   return exitCodes.ok;
-};
+});
 
 /**
  * `forward <userId> <localPort>:<port>`: serves the session's `port` on 127.0.0.1:`localPort` until
@@ -48,13 +47,13 @@ export const open: Command = async (ctx, { need, options }) => {
  * the session origin's Host and the connect token; once the session ended, requests get the API's
  * `404 no_session`.
  */
-export const forward: Command = async (ctx, { need, positionals, options }) => {
+export const forward = command([], async (ctx, { need, positionals }) => {
   const userId = need('a user id and <localPort>:<port>');
   const spec = positionals[1];
   const match = spec === undefined ? null : /^(\d{1,5}):(\d{1,5})$/.exec(spec);
   if (match === null) throw new UsageError('forward needs a user id and <localPort>:<port>, e.g. 8080:8080');
   const localPort = portOf(match[1], 'the local port')!;
-  const connection = await connectUser(ctx, userId, options, portOf(match[2], 'the session port'));
+  const connection = await connectUser(ctx, userId, portOf(match[2], 'the session port'));
   const api = new URL(ctx.target.baseUrl);
   const tls = api.protocol === 'https:';
   const apiPort = Number(api.port || (tls ? 443 : 80));
@@ -131,4 +130,4 @@ export const forward: Command = async (ctx, { need, positionals, options }) => {
     process.once('SIGTERM', stop);
   });
   return exitCodes.ok;
-};
+});

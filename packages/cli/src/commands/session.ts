@@ -5,7 +5,7 @@ import { exitCodes } from '../exit-codes.js';
 import { duration, endingWords, sessionOpening, stateWords } from '../format.js';
 import { parseListFilter, parseSessionMatch } from '../args.js';
 import { UsageError } from '../usage-error.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 function describeSession(s: LiveSession): string {
   const now = Date.now();
@@ -27,14 +27,14 @@ function labelWords(labels: Readonly<Record<string, string>>): string {
 }
 
 /** `status <userId>`: the user's live session. */
-export const status: Command = async (ctx, { need }) => {
+export const status = command([], async (ctx, { need }) => {
   const session = await ctx.client.getSession(need('a user id'));
   print(ctx, session, describeSession(session));
   return exitCodes.ok;
-};
+});
 
 /** `session <sessionId>`: a session by its id, live (as `status` shows it) or ended (as its history entry). */
-export const session: Command = async (ctx, { need }) => {
+export const session = command([], async (ctx, { need }) => {
   const found = await ctx.client.getSession({ sessionId: need('a session id') });
   const text =
     'endedAt' in found
@@ -44,10 +44,10 @@ export const session: Command = async (ctx, { need }) => {
       : describeSession(found);
   print(ctx, found, `${text}, ${escaped`pool ${found.pool}`}, ${labelWords(found.labels)}`);
   return exitCodes.ok;
-};
+});
 
 /** `extend <userId> <ms> [--session ID]`: the live session now ends `ms` from now. */
-export const extend: Command = async (ctx, { need, positionals, options }) => {
+export const extend = command(['session'], async (ctx, { need, positionals, options }) => {
   const userId = need('a user id and a lifetime in milliseconds');
   const ms = positionals[1];
   if (ms === undefined) throw new UsageError('extend needs a user id and a lifetime in milliseconds');
@@ -56,13 +56,13 @@ export const extend: Command = async (ctx, { need, positionals, options }) => {
   const session = await ctx.client.extend(userId, Number(ms), parseSessionMatch(options));
   print(ctx, session, describeSession(session));
   return exitCodes.ok;
-};
+});
 
 /**
  * `labels <userId> [k=v ...] [k- ...] [--session ID]`: with no change, the live session's labels; else
  * sets each `k=v` and removes each `k-`, all at once or none (`PATCH`), and prints the labels it now has.
  */
-export const labels: Command = async (ctx, { need, positionals, options }) => {
+export const labels = command(['session'], async (ctx, { need, positionals, options }) => {
   const userId = need('a user id');
   const change: Record<string, string | null> = {};
   for (const pair of positionals.slice(1)) {
@@ -71,20 +71,23 @@ export const labels: Command = async (ctx, { need, positionals, options }) => {
     else if (at < 0 && pair.length > 1 && pair.endsWith('-')) change[pair.slice(0, -1)] = null;
     else throw new UsageError(`labels takes key=value to set a label and key- to remove one (got "${pair}")`);
   }
-  const session =
-    Object.keys(change).length === 0
-      ? await ctx.client.getSession(userId)
-      : await ctx.client.updateSession(userId, { labels: change }, parseSessionMatch(options));
+  const reading = Object.keys(change).length === 0;
+  // --session makes a change conditional; a read of the labels has none to make.
+  if (reading && options.session !== undefined)
+    throw new UsageError('labels --session needs changes (k=v, k-); cq session <sessionId> prints a session by its id');
+  const session = reading
+    ? await ctx.client.getSession(userId)
+    : await ctx.client.updateSession(userId, { labels: change }, parseSessionMatch(options));
   print(
     ctx,
     session,
     escaped`${session.userId}: ` + `${labelWords(session.labels)}, ${escaped`session ${session.sessionId}`}`,
   );
   return exitCodes.ok;
-};
+});
 
 /** `activity <userId> [--session ID]`: the user's session is in use; a running one's idle clock starts again. */
-export const activity: Command = async (ctx, { need, options }) => {
+export const activity = command(['session'], async (ctx, { need, options }) => {
   const userId = need('a user id');
   const match = parseSessionMatch(options);
   await ctx.client.recordActivity(userId, match);
@@ -95,14 +98,17 @@ export const activity: Command = async (ctx, { need, options }) => {
       "; a running session's idle clock starts again",
   );
   return exitCodes.ok;
-};
+});
+
+/** What `stop` filters by: a user, or the sessions the filters match (the list's filters but --limit). */
+const stopOptions = ['user', 'label', 'state', 'pool', 'worker', 'session'] as const;
 
 /**
  * `stop <userId> [--session ID]` or `stop --user <userId> [--session ID]`: stop the user's live session.
  * `stop --label k=v [--state S] [--pool P] [--worker W] [--user U]` (any filter but `--user` alone): stop
  * every live session the filters match, 1,000 per call until none is left.
  */
-export const stop: Command = async (ctx, { positionals, options }) => {
+export const stop = command(stopOptions, async (ctx, { positionals, options }) => {
   const { userId: userFilter, ...others } = parseListFilter(options);
   const bulk = Object.keys(others).length > 0;
   const positional = positionals[0];
@@ -128,10 +134,10 @@ export const stop: Command = async (ctx, { positionals, options }) => {
   }
   print(ctx, { matched, stopping }, `${matched} matched, ${stopping} stopping or stopped`);
   return exitCodes.ok;
-};
+});
 
 /** `ls [--state S] [--pool P] [--worker W] [--user U] [--label k=v ...] [--limit N]`: the live sessions of every user. */
-export const ls: Command = async (ctx, { options }) => {
+export const ls = command(['state', 'pool', 'worker', 'user', 'label', 'limit'], async (ctx, { options }) => {
   const filter = parseListFilter(options);
   const limit = options.limit === undefined ? undefined : Number(options.limit);
   if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= 500))
@@ -144,10 +150,11 @@ export const ls: Command = async (ctx, { options }) => {
       print(
         ctx,
         session,
-        escaped`${session.userId}  ${describeSession(session)}  pool ${session.pool}` +
+        describeSession(session) +
+          escaped`  pool ${session.pool}` +
           (labels.length === 0 ? '' : escaped`  ${labels.join(' ')}`),
       );
     }
   if (!ctx.json) ctx.out(`${count} live session${count === 1 ? '' : 's'}`);
   return exitCodes.ok;
-};
+});

@@ -4,7 +4,7 @@ import { print, type Context } from '../context.js';
 import { escaped, oneLine } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { duration, endingWords, eventWords, sessionOpening } from '../format.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 /** Exit codes of `watch` for the state the session ended in. */
 const endCodes: Record<EndedSession['state'], number> = {
@@ -125,5 +125,7 @@ async function follow(ctx: Context, userId: string, next: boolean): Promise<numb
  * last one ended, or, with `--next` or when the user has had no session yet, wait for the next one and
  * follow it.
  */
-export const watch: Command = async (ctx, { need, options }) =>
-  await follow(ctx, need('a user id'), options.next === true);
+export const watch = command(
+  ['next'],
+  async (ctx, { need, options }) => await follow(ctx, need('a user id'), options.next === true),
+);

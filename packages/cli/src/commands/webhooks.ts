@@ -4,14 +4,19 @@ import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
 import { table } from '../format.js';
 import { UsageError } from '../usage-error.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 /**
  * `webhooks create <url> [--events a,b]` (the secret is printed once), `webhooks list`,
  * `webhooks delete <id>`, `webhooks deliveries <id>`.
  */
-export const webhooks: Command = async (ctx, { positionals, options }) => {
+export const webhooks = command(['events'], async (ctx, { positionals, options }) => {
   const [action, argument] = positionals;
+  // --events is what a new webhook is sent: the other actions have no use for it.
+  const takesNoEvents = (): void => {
+    if (options.events !== undefined)
+      throw new UsageError(`webhooks ${action ?? 'list'} does not take --events (webhooks create does)`);
+  };
   const needArgument = (what: string): string => {
     if (argument === undefined) throw new UsageError(`webhooks ${action} needs ${what}`);
     return argument;
@@ -34,6 +39,7 @@ export const webhooks: Command = async (ctx, { positionals, options }) => {
     }
     case 'list':
     case undefined: {
+      takesNoEvents();
       const all = await ctx.client.webhooks();
       if (ctx.json) ctx.out(JSON.stringify({ webhooks: all }));
       else if (all.length === 0) ctx.out('no webhooks');
@@ -47,12 +53,14 @@ export const webhooks: Command = async (ctx, { positionals, options }) => {
       return exitCodes.ok;
     }
     case 'delete': {
+      takesNoEvents();
       const id = needArgument('a webhook id');
       await ctx.client.deleteWebhook(id);
       print(ctx, { id, deleted: true }, escaped`${id}: deleted; its pending deliveries are dropped`);
       return exitCodes.ok;
     }
     case 'deliveries': {
+      takesNoEvents();
       const attempts = await ctx.client.deliveries(needArgument('a webhook id'));
       if (ctx.json) ctx.out(JSON.stringify({ deliveries: attempts }));
       else if (attempts.length === 0) ctx.out('no deliveries yet');
@@ -75,4 +83,4 @@ export const webhooks: Command = async (ctx, { positionals, options }) => {
     default:
       throw new UsageError(`webhooks has no action "${action}" (create, list, delete, deliveries)`);
   }
-};
+});

@@ -1,11 +1,11 @@
 import { escaped } from '../escape.js';
 import { exitCodes } from '../exit-codes.js';
-import type { Command } from './command.js';
+import { command } from './command.js';
 
 /** `whoami`: the key's name and scopes, as the API knows them. */
-export const whoami: Command = async (ctx) => {
+export const whoami = command([], async (ctx) => {
   const me = await ctx.client.whoami();
   if (ctx.json) ctx.out(JSON.stringify(me));
   else ctx.out(escaped`${me.name}: ${me.scopes.join(', ')}`);
   return exitCodes.ok;
-};
+});

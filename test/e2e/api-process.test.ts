@@ -1,5 +1,5 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinatorClient } from '@cq/client';
@@ -51,6 +51,28 @@ describe('node apps/api/dist/main.js', () => {
     const lines = api.stderr.join('').trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(message);
+  });
+
+  it('exits 1 with one line naming PORT and HOST when the address is taken', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const api = startNode(`${ROOT}apps/api/dist/main.js`, {
+        ...targetEnv(currentTarget()),
+        API_KEYS: API_KEY,
+        KEY_PREFIX: randomPrefix(),
+        HOST: '127.0.0.1',
+        PORT: String(port),
+      });
+      expect((await api.exited()).code).toBe(1);
+      expect(api.stderr.join('')).toBe(
+        `PORT and HOST: cannot listen on 127.0.0.1:${port} (EADDRINUSE: another process listens there); ` +
+          'pick a free port on an address of this machine\n',
+      );
+    } finally {
+      taken.close();
+    }
   });
 
   it('serves the contract with API_KEYS set, and stops cleanly with exit 0 on SIGTERM', async () => {

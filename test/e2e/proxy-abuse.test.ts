@@ -230,7 +230,8 @@ describe('the session proxy against abuse', () => {
     });
     expect((await host.exited()).code).toBe(1);
     expect(host.stderr.join('')).toBe(
-      `PROXY_LISTEN 127.0.0.1:${taken} cannot be listened on (EADDRINUSE): pick a free port on an address of this machine\n`,
+      `PROXY_LISTEN: cannot listen on 127.0.0.1:${taken} (EADDRINUSE: another process listens there); ` +
+        'pick a free port on an address of this machine\n',
     );
   });
 

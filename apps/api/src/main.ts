@@ -1,4 +1,4 @@
-import { ConfigError, createLogger, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
+import { ConfigError, createLogger, listenError, loadConfigOrExit, runUntilSignal } from '@cq/service-kit';
 import { buildApp } from './app.js';
 import { loadApiConfig } from './config.js';
 
@@ -11,8 +11,10 @@ runUntilSignal(logger, () => app.close());
 try {
   await app.listen({ host: config.host, port: config.port });
 } catch (err) {
-  // Redis refused the credentials, or is set up to lose writes: one line, as for a bad variable.
-  if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
+  // Redis refused the credentials, or is set up to lose writes, or the address is taken: one line, as
+  // for a bad variable.
+  const line = err instanceof ConfigError ? err : listenError('PORT and HOST', config.host, config.port, err);
+  if (line !== undefined) process.stderr.write(`${line.message}\n`);
   else logger.fatal({ err }, 'could not listen');
   process.exit(1);
 }

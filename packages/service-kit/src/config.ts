@@ -6,6 +6,28 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** Why a listen on an address failed, in a few words, by the error's code. */
+const listenFailures: Readonly<Record<string, string>> = {
+  EADDRINUSE: 'another process listens there',
+  EADDRNOTAVAIL: 'not an address of this machine',
+  EACCES: 'a port under 1024 needs privileges',
+  ENOTFOUND: 'no such host name',
+};
+
+/**
+ * The one line for an address this process cannot listen on: `variables` names what sets it (`PORT
+ * and HOST`, `PROXY_LISTEN`). Errors other than a refused listen are answered undefined (they are bugs).
+ */
+export function listenError(variables: string, host: string, port: number, err: unknown): ConfigError | undefined {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code === undefined || !/^E[A-Z]+$/.test(code)) return undefined;
+  const why = listenFailures[code] ?? code;
+  return new ConfigError(
+    `${variables}: cannot listen on ${host.includes(':') ? `[${host}]` : host}:${port} (${code}: ${why}); ` +
+      'pick a free port on an address of this machine',
+  );
+}
+
 type Env = Readonly<Record<string, string | undefined>>;
 
 /** An integer variable in [min, max], with a default. */

@@ -1,5 +1,6 @@
 export {
   ConfigError,
+  listenError,
   commonConfig,
   commonEnvShape,
   intVar,

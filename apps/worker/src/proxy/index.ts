@@ -1,7 +1,7 @@
 // The host's side of the session proxy: with PROXY_SECRET set, a listener on PROXY_LISTEN that API
 // processes reach at PROXY_ADVERTISE (published with each heartbeat).
 import { spawnSync } from 'node:child_process';
-import { ConfigError, ticketKey } from '@cq/service-kit';
+import { listenError, ticketKey } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from '../config.js';
 import type { SessionLauncher } from '../session-process.js';
@@ -46,11 +46,7 @@ export async function startHostProxy(
   try {
     bound = await listener.listen(config.proxyListen.host, config.proxyListen.port);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    throw new ConfigError(
-      `PROXY_LISTEN ${config.proxyListen.host}:${config.proxyListen.port} cannot be listened on (${code}): ` +
-        'pick a free port on an address of this machine',
-    );
+    throw listenError('PROXY_LISTEN', config.proxyListen.host, config.proxyListen.port, err) ?? err;
   }
   const advertise = hostPort(config.proxyAdvertise ?? bound);
   logger.info({ listen: hostPort(bound), advertise }, 'session proxy listener started');

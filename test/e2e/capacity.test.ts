@@ -197,7 +197,12 @@ describe('capacity-aware admission', () => {
       10_000,
       'dr-c running on host-2',
     );
-    await expect(spawn('dr-d')).rejects.toMatchObject({ code: 'no_capacity', retryAfterMs: 1000 });
+    await expect(spawn('dr-d')).rejects.toMatchObject({
+      code: 'no_capacity',
+      retryAfterMs: 1000,
+      pool: 'default',
+      reason: 'pool_full',
+    });
 
     // host-1's sessions end on their own, then it exits 0.
     const exit = await exited;

@@ -39,7 +39,12 @@ describe('pools: one API, a host pool for each kind of session', () => {
             const token = (await client.issueToken({ userId, pool: want.get(userId)! })).token;
             const answer = await spawnRaw(system.api.baseUrl, token);
             if (answer.status === 202) left.delete(userId);
-            else expect(answer.body.error).toMatchObject({ code: 'no_capacity', pool: want.get(userId) });
+            else
+              expect(answer.body.error).toMatchObject({
+                code: 'no_capacity',
+                pool: want.get(userId),
+                reason: 'pool_full',
+              });
           }),
         );
         return left.size === 0;
@@ -68,5 +73,22 @@ describe('pools: one API, a host pool for each kind of session', () => {
       ['cpu', 1, 20],
       ['gpu', 1, 10],
     ]);
+
+    // A pool no host serves (a mistyped name) is not a full one: it says so, and advises a longer wait.
+    const token = (await client.issueToken({ userId: 'pool-typo', pool: 'tpu' })).token;
+    const res = await fetch(`${system.api.baseUrl}/v1/spawn`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token }),
+    });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('10');
+    const { error } = (await res.json()) as { error: { code: string; pool: string; reason: string; message: string } };
+    expect(error).toMatchObject({ code: 'no_capacity', pool: 'tpu', reason: 'pool_unserved' });
+    expect(error.message).toMatch(/^No live worker host takes sessions of pool tpu /);
+    // Nothing of it stays: no session, and the token still works once a host serves the pool.
+    await expect(client.findSession('pool-typo')).resolves.toBeUndefined();
+    await system.addWorker('host-tpu', { POOL: 'tpu', SLOTS: '1', SESSION_COMMAND: command('tpu') });
+    expect((await spawnRaw(system.api.baseUrl, token)).status).toBe(202);
   });
 });

@@ -1,4 +1,4 @@
-import { ApiError, SessionExistsError, ThrottledError, UnavailableError } from '@cq/client';
+import { ApiError, NoCapacityError, SessionExistsError, ThrottledError, UnavailableError } from '@cq/client';
 import type { ClientErrorCode } from '@cq/client';
 import { describe, expect, it } from 'vitest';
 import { exitCodeOf, exitCodes } from './exit-codes.js';
@@ -10,6 +10,32 @@ describe('cli formatting', () => {
     expect(describeError(new ThrottledError(429, 'throttled', 'x', undefined, 10))).toBe('throttled: retry in 1 s');
     expect(describeError(new SessionExistsError(409, 'session_exists', 'x', undefined, 'abc'))).toBe(
       'session_exists: the user already has session abc',
+    );
+  });
+
+  it('no_capacity keeps the pool the API named, and tells a pool no host serves from a full one', () => {
+    const refusal = (reason?: 'pool_full' | 'pool_unserved', pool?: string) =>
+      describeError(
+        new NoCapacityError(
+          503,
+          'no_capacity',
+          'x',
+          undefined,
+          reason === 'pool_unserved' ? 10_000 : 1000,
+          pool,
+          reason,
+        ),
+      );
+    expect(refusal('pool_full', 'gpu')).toBe(
+      'no_capacity: no worker slot of pool gpu is free; the token stays valid, retry in 1 s',
+    );
+    expect(refusal('pool_unserved', 'tpu')).toBe(
+      'no_capacity: no live worker host takes sessions of pool tpu (a mistyped pool? cq pools lists the pools hosts serve); ' +
+        'the token stays valid, retry in 10 s',
+    );
+    // An API that names neither.
+    expect(refusal()).toBe(
+      'no_capacity: no worker slot of pool the token names is free; the token stays valid, retry in 1 s',
     );
   });
 

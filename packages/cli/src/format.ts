@@ -42,8 +42,15 @@ export function describeError(err: unknown, target?: Target): string {
   const remedy = target === undefined ? undefined : remedyOf(err, target);
   if (remedy !== undefined && err instanceof ApiError) return escaped`${err.code}: ${remedy}`;
   if (err instanceof ThrottledError) return `throttled: retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
-  if (err instanceof NoCapacityError)
-    return `no_capacity: no worker slot is free; the token stays valid, retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
+  if (err instanceof NoCapacityError) {
+    const retry = `the token stays valid, retry in ${Math.max(1, Math.ceil(err.retryAfterMs / 1000))} s`;
+    const pool = err.pool ?? '';
+    // A pool no live host serves is not a full one: most often a mistyped name, which waiting does not mend.
+    return err.reason === 'pool_unserved'
+      ? escaped`no_capacity: no live worker host takes sessions of pool ${pool} (a mistyped pool? cq pools lists the pools hosts serve); ` +
+          retry
+      : escaped`no_capacity: no worker slot of pool ${pool || 'the token names'} is free; ` + retry;
+  }
   if (err instanceof SessionExistsError) return escaped`session_exists: the user already has session ${err.sessionId}`;
   if (err instanceof ApiError) return escaped`${err.code}: ${err.message}`;
   return escaped`error: ${err instanceof Error ? err.message : String(err)}`;

@@ -159,13 +159,31 @@ export class UnavailableError extends ApiError {
   override name = 'UnavailableError';
 }
 
-/** 503 `no_capacity`: no worker slot is free now; the token is still valid: ask again after `retryAfterMs`. */
+/**
+ * 503 `no_capacity`: no worker slot of the token's pool is free now; the token is still valid: ask
+ * again after `retryAfterMs`. `reason` says why: `pool_full` (every slot taken) or `pool_unserved` (no
+ * live host takes the pool's sessions: a mistyped pool, or its hosts gone or draining); undefined from an
+ * API that does not say.
+ */
 export class NoCapacityError extends UnavailableError {
   override name = 'NoCapacityError';
   readonly retryAfterMs: number;
-  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, retryAfterMs: number) {
+  /** The pool that had no slot, as the API named it. */
+  readonly pool: string | undefined;
+  readonly reason: 'pool_full' | 'pool_unserved' | undefined;
+  constructor(
+    status: number,
+    code: ClientErrorCode,
+    message: string,
+    body: unknown,
+    retryAfterMs: number,
+    pool?: string,
+    reason?: 'pool_full' | 'pool_unserved',
+  ) {
     super(status, code, message, body);
     this.retryAfterMs = retryAfterMs;
+    this.pool = pool;
+    this.reason = reason;
   }
 }
 
@@ -230,6 +248,8 @@ interface ErrorFields {
   sessionId?: unknown;
   largestLifetimeMs?: unknown;
   scope?: unknown;
+  pool?: unknown;
+  reason?: unknown;
 }
 
 type Make = (
@@ -268,7 +288,16 @@ const errorOfCode: Readonly<Record<ApiErrorCode, Make>> = {
   lifetime_too_long: (s, c, m, b, e) => new LifetimeTooLongError(s, c, m, b, Number(e.largestLifetimeMs)),
   session_stopping: (s, c, m, b, e) => new SessionStoppingError(s, c, m, b, String(e.sessionId ?? '')),
   session_mismatch: (s, c, m, b) => new SessionMismatchError(s, c, m, b),
-  no_capacity: (s, c, m, b, e, h) => new NoCapacityError(s, c, m, b, retryAfterMs(e, h)),
+  no_capacity: (s, c, m, b, e, h) =>
+    new NoCapacityError(
+      s,
+      c,
+      m,
+      b,
+      retryAfterMs(e, h),
+      typeof e.pool === 'string' ? e.pool : undefined,
+      e.reason === 'pool_full' || e.reason === 'pool_unserved' ? e.reason : undefined,
+    ),
   unavailable: (s, c, m, b) => new UnavailableError(s, c, m, b),
   session_starting: (s, c, m, b, e, h) => new ProxyError(s, c, m, b, retryAfterMs(e, h)),
   port_closed: (s, c, m, b) => new ProxyError(s, c, m, b),

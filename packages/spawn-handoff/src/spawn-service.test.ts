@@ -192,15 +192,28 @@ describe('the capacity step: a slot is held after the admission, or the admissio
   });
   const held = async () => (await coordinator.workers.capacity()).held;
 
-  it('no slot free: no_capacity, nothing queued, no session, and the token works again', async () => {
+  it('no slot free: no_capacity, nothing queued, no session, and the token works again; a pool no host serves is told from a full one', async () => {
     const token = await tokenFor('cap-none');
     const before = producer.jobs.length;
-    expect(await service.spawn(token)).toEqual({ outcome: 'no_capacity', retryAfterMs: 1000, pool: 'default' });
+    // No host takes sessions of the pool: an operator's matter, so a longer wait is advised.
+    expect(await service.spawn(token)).toEqual({
+      outcome: 'no_capacity',
+      retryAfterMs: 10_000,
+      pool: 'default',
+      served: false,
+    });
     expect(producer.jobs.length).toBe(before);
     expect(await coordinator.sessions.settleAndRead('cap-none')).toBeUndefined();
     await coordinator.workers.heartbeat({ workerId: 'saga-host', slots: 1, busy: 0, startedAt: 1 }, 60_000);
     expect(await service.spawn(token)).toMatchObject({ outcome: 'admitted', userId: 'cap-none' });
     expect(await held()).toBe(1);
+    // Its one slot taken: full, look again in a second.
+    expect(await service.spawn(await tokenFor('cap-full'))).toEqual({
+      outcome: 'no_capacity',
+      retryAfterMs: 1000,
+      pool: 'default',
+      served: true,
+    });
   });
 
   it('a hold whose answer is lost: the admission is rolled back within the budget and the hold given back', async () => {

@@ -37,6 +37,12 @@ export interface SpawnServiceOptions {
 /** What a `no_capacity` refusal advises: slots free as sessions end, which nothing predicts; look again in a second. */
 export const NO_CAPACITY_RETRY_MS = 1000;
 
+/**
+ * What a refusal for a pool no live host takes sessions of advises: a host that starts (or stops
+ * draining) counts with its first heartbeat, but that takes an operator, or a mistyped pool a new token.
+ */
+export const POOL_UNSERVED_RETRY_MS = 10_000;
+
 /** How a spawn ended: what the HTTP route maps to a status, and nothing else. */
 export type SpawnOutcome =
   | Exclude<AdmitOutcome, { outcome: 'admitted' }>
@@ -49,6 +55,8 @@ export type SpawnOutcome =
       readonly outcome: 'no_capacity';
       readonly retryAfterMs: number;
       readonly pool: string;
+      /** Whether any live, not draining host takes sessions of the pool (its slots are all taken) or none does. */
+      readonly served: boolean;
     }
   | {
       readonly outcome: 'unavailable';
@@ -115,7 +123,9 @@ export class SpawnService {
         if (hold instanceof Error) this.#giveBack(admission.sessionId, admission.pool);
         if (failure === undefined && rollback !== 'deferred') {
           log.debug({ rollback, pool: admission.pool }, 'no worker slot free; admission rolled back');
-          return { outcome: 'no_capacity', retryAfterMs: NO_CAPACITY_RETRY_MS, pool: admission.pool };
+          const served = hold instanceof Error || hold.total > 0;
+          const retryAfterMs = served ? NO_CAPACITY_RETRY_MS : POOL_UNSERVED_RETRY_MS;
+          return { outcome: 'no_capacity', retryAfterMs, pool: admission.pool, served };
         }
         log.warn({ err: failure, rollback }, 'capacity check failed; admission rolled back');
         return this.#unavailable(rollback === 'deferred' ? 'deferred' : 'rolled_back');

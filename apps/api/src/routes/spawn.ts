@@ -21,7 +21,8 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
           403: errorSchema,
           409: errorSchema,
           429: errorSchema,
-          // Also `no_capacity`: no worker slot of the session's pool is free (Retry-After; error.pool names it).
+          // Also `no_capacity`: no worker slot of the session's pool is free (Retry-After; error.pool names it,
+          // error.reason says whether the pool is full or no host takes its sessions).
           503: errorSchema,
         },
       },
@@ -76,12 +77,23 @@ export const spawnRoutes: FastifyPluginAsyncZod = async (app) => {
           });
         case 'no_capacity':
           reply.header('Retry-After', String(retryAfterSeconds(outcome.retryAfterMs)));
-          return sendError(
-            reply,
-            'no_capacity',
-            `No worker host of pool ${outcome.pool} has a free slot now; retry shortly (the token is still valid).`,
-            { retryAfterMs: outcome.retryAfterMs, pool: outcome.pool },
-          );
+          // A full pool and one no host takes sessions of (a mistyped name, its hosts gone or draining) differ
+          // in what to do: wait, or fix the pool or start a host.
+          return outcome.served
+            ? sendError(
+                reply,
+                'no_capacity',
+                `No worker host of pool ${outcome.pool} has a free slot now; retry shortly (the token is still valid).`,
+                { retryAfterMs: outcome.retryAfterMs, pool: outcome.pool, reason: 'pool_full' },
+              )
+            : sendError(
+                reply,
+                'no_capacity',
+                `No live worker host takes sessions of pool ${outcome.pool} (none runs with POOL=${outcome.pool}, or ` +
+                  'all of them are draining): check the pool name (GET /v1/pools lists the pools hosts serve) or ' +
+                  'start a host for it (the token is still valid).',
+                { retryAfterMs: outcome.retryAfterMs, pool: outcome.pool, reason: 'pool_unserved' },
+              );
         case 'unavailable':
           throw new HttpError('unavailable', outcome.message);
         case 'admitted':

@@ -134,6 +134,7 @@ describe('key names and the audit trail in the logs', async () => {
     const token = await ops.issueToken({ userId: 'audited' });
     const admitted = await ops.spawn(token.token);
     await ops.updateSession('audited', { lifetimeMs: 60_000 });
+    await ops.updateSession('audited', { labels: { team: 'ml', tier: null } });
     await claimAs(api, admitted, 'audit-host');
     await ops.recordActivity('audited');
     await ops.stopSession('audited');
@@ -150,12 +151,19 @@ describe('key names and the audit trail in the logs', async () => {
     expect(trail).toEqual([
       ['ops', 'token.issue', 'audited'],
       ['ops', 'session.update', 'audited'],
+      ['ops', 'session.update', 'audited'],
       ['ops', 'session.activity', 'audited'],
       ['ops', 'session.stop', 'audited'],
       ['ops', 'token.issue', 'audited-2'],
       ['ops', 'sessions.stop', JSON.stringify({ labels: { team: 'a' } })],
       ['ops', 'host.drain', 'audit-host'],
     ]);
+    // Each says what changed: what a token carries, a new lifetime, the labels set (with their values) and removed.
+    const [issued, lifetime, relabelled, , , issuedLabelled] = audits();
+    expect(issued).toMatchObject({ userId: 'audited', pool: 'default' });
+    expect(lifetime).toMatchObject({ lifetimeMs: 60_000 });
+    expect(relabelled).toMatchObject({ labelsSet: { team: 'ml' }, labelsRemoved: ['tier'] });
+    expect(issuedLabelled).toMatchObject({ userId: 'audited-2', labels: { team: 'a' } });
     // Every answer's line names the key that asked; the spawns' none (their token is the credential).
     const spawns = new Set(
       lines.filter((l) => (l.req as { url?: string } | undefined)?.url === '/v1/spawn').map((l) => l.reqId),
@@ -164,9 +172,9 @@ describe('key names and the audit trail in the logs', async () => {
     const answered = lines.filter((l) => l.msg === 'request completed');
     expect(answered.filter((l) => spawns.has(l.reqId))).toHaveLength(2);
     for (const line of answered.filter((l) => spawns.has(l.reqId))) expect(line.key).toBeUndefined();
-    expect(answered.filter((l) => l.key === 'ops')).toHaveLength(7);
+    expect(answered.filter((l) => l.key === 'ops')).toHaveLength(8);
     expect(answered.filter((l) => l.key === 'reader')).toHaveLength(1);
-    expect(answered).toHaveLength(10);
+    expect(answered).toHaveLength(11);
     const text = JSON.stringify(lines);
     for (const secret of ['ops-key-0123456789abcdef', 'reader-key-0123456789ab', token.token])
       expect(text).not.toContain(secret);

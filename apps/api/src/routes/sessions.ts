@@ -50,6 +50,19 @@ function sessionMismatch(userId: string, mismatch: SessionMismatch): HttpError {
   );
 }
 
+/** A label change as its audit line says it: the labels set, with their values, and those removed. */
+function labelChange(change: Readonly<Record<string, string | null>>): {
+  labelsSet?: Record<string, string>;
+  labelsRemoved?: string[];
+} {
+  const set = Object.entries(change).filter((pair): pair is [string, string] => pair[1] !== null);
+  const removed = Object.keys(change).filter((key) => change[key] === null);
+  return {
+    ...(set.length === 0 ? {} : { labelsSet: Object.fromEntries(set) }),
+    ...(removed.length === 0 ? {} : { labelsRemoved: removed }),
+  };
+}
+
 /** Options of {@link sessionRoutes}. */
 export interface SessionRoutesOptions {
   /** Reads the session list's pages: the same reader serves the dashboard. */
@@ -221,7 +234,7 @@ export const sessionRoutes: FastifyPluginAsyncZod<SessionRoutesOptions> = async 
             fence: session.fence,
             state: session.state,
             ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
-            ...(labels === undefined ? {} : { labels: Object.keys(labels) }),
+            ...(labels === undefined ? {} : labelChange(labels)),
           });
           return liveSession(session);
         }

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { sendError } from '../http-errors.js';
 import { setRateLimitHeaders } from '../rate-limit-headers.js';
-import { errorSchema, issueTokenBody, noQuery, tokenIssued } from '@cq/contract';
+import { DEFAULT_POOL, errorSchema, issueTokenBody, noQuery, tokenIssued } from '@cq/contract';
 import { iso } from '../iso.js';
 import { audit } from '../plugins/auth.js';
 
@@ -47,7 +47,16 @@ export const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       app.metrics.tokensIssued.inc();
       app.stats.count('tokens_issued');
-      audit(request, 'token.issue', userId, { userId });
+      // What the token carries, but its metadata's values (the caller's own data, which may hold anything).
+      audit(request, 'token.issue', userId, {
+        userId,
+        pool: pool ?? DEFAULT_POOL,
+        ...(labels === undefined ? {} : { labels }),
+        ...(metadata === undefined ? {} : { metadataKeys: Object.keys(metadata) }),
+        ...(ttlMs === undefined ? {} : { ttlMs }),
+        ...(lifetimeMs === undefined ? {} : { lifetimeMs }),
+        ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      });
       return reply.code(201).send({ token: outcome.token, userId, expiresAt: iso(outcome.expiresAt) });
     },
   );

@@ -1,6 +1,6 @@
 // The functions given to page.evaluate and friends run in the page: they are typed against the DOM.
 /// <reference lib="dom" />
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,6 +20,14 @@ const FOREVER = { lines: 100_000, intervalMs: 1000 };
 const OPS_KEY = 'dashboard-ops-key-0123456789';
 const VIEWER_KEY = 'dashboard-viewer-key-0123456789';
 
+/** The scopes of the read-only `viewer` role that docs/http-api.md gives as its example: the test runs with them. */
+function documentedViewerScopes(): string[] {
+  const doc = readFileSync(`${ROOT}docs/http-api.md`, 'utf8');
+  const example = /## Access: named, scoped keys[\s\S]*?```json\n([\s\S]*?)```/.exec(doc)![1]!;
+  const entries = JSON.parse(example) as Array<{ name: string; scopes: string[] }>;
+  return entries.find((entry) => entry.name === 'viewer')!.scopes;
+}
+
 describe('the dashboard acts: stop, lifetime, drain, stop what a filter matches', async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   const keysFile = join(mkdtempSync(join(tmpdir(), 'cq-keys-')), 'keys.json');
@@ -31,7 +39,7 @@ describe('the dashboard acts: stop, lifetime, drain, stop what a filter matches'
         key: OPS_KEY,
         scopes: ['dashboard', 'dashboard:act', 'sessions:read', 'sessions:write', 'hosts:write'],
       },
-      { name: 'status-page', key: VIEWER_KEY, scopes: ['dashboard'] },
+      { name: 'viewer', key: VIEWER_KEY, scopes: documentedViewerScopes() },
     ]),
   );
   const system = await startSystem({ workers: 0, apiEnv: { API_KEYS_FILE: keysFile } });
@@ -42,10 +50,13 @@ describe('the dashboard acts: stop, lifetime, drain, stop what a filter matches'
   });
   cleanUp(() => browser.close());
 
-  async function openPage(key: string): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
+  async function openPage(
+    key: string,
+    width = 1400,
+  ): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
     const context = await browser.newContext({
       httpCredentials: { username: 'operator', password: key },
-      viewport: { width: 1400, height: 1000 },
+      viewport: { width, height: 1000 },
     });
     const page = await context.newPage();
     const errors: string[] = [];
@@ -119,11 +130,60 @@ describe('the dashboard acts: stop, lifetime, drain, stop what a filter matches'
     await system.client.stopSession('act-life');
   });
 
-  it('a dashboard-only key sees no action button, and is refused when it calls an action anyway', async () => {
+  it('fits a 1280 px wide window and a 1920 one: every column and action of the tables shows whole, none under the output panel', async () => {
+    await running('act-fit-a-rather-long-user-id', { team: 'machine-learning', tier: 'gold' });
+    for (const width of [1280, 1920]) {
+      const { context, page, errors } = await openPage(OPS_KEY, width);
+      const fit = row(page, 'act-fit-a-rather-long-user-id');
+      await expect.poll(() => fit.count()).toBe(1);
+      await fit.click();
+      await page.locator('#output-lines .line').first().waitFor({ timeout: 10_000 });
+      await page.locator('#workers tbody button[data-action="drain"]').first().waitFor({ timeout: 10_000 });
+      await page.screenshot({ path: `${ARTIFACTS}/dashboard-${width}.png`, fullPage: true });
+      // Each header, cell and button: inside the window (no sideways scroll), its text not cut, and the
+      // topmost thing across its width (not the output panel over any of it).
+      const faults = await page.evaluate(() => {
+        const found: string[] = [];
+        const root = document.documentElement;
+        if (root.scrollWidth > root.clientWidth) found.push(`the page scrolls sideways (${root.scrollWidth} px)`);
+        const targets = document.querySelectorAll<HTMLElement>(
+          '#live th, #live tbody tr:first-child td, #live tbody tr:first-child button, #workers th, #workers tbody button',
+        );
+        for (const el of Array.from(targets)) {
+          const name = `${el.tagName.toLowerCase()} "${(el.textContent ?? '').trim().slice(0, 30)}"`;
+          el.scrollIntoView({ block: 'center', inline: 'nearest' });
+          const box = el.getBoundingClientRect();
+          if (box.width === 0) continue; // a cell with nothing to show
+          if (box.left < 0 || box.right > root.clientWidth) found.push(`${name} reaches past the window`);
+          if (el.scrollWidth > el.clientWidth + 1) found.push(`${name} is cut (${el.scrollWidth} > ${el.clientWidth})`);
+          // Its left edge, centre and right edge, halfway down: a part cut off by the panel fails too.
+          for (const x of [box.left + 1, box.left + box.width / 2, box.right - 1]) {
+            const top = document.elementFromPoint(x, box.top + box.height / 2);
+            if (top === null || el === top || el.contains(top) || top.contains(el)) continue;
+            found.push(`${name} is under ${top.tagName.toLowerCase()}#${top.id} at x ${Math.round(x)}`);
+            break;
+          }
+        }
+        return found;
+      });
+      expect(faults, `at ${width} px`).toEqual([]);
+      expect(errors).toEqual([]);
+      await context.close();
+    }
+    await system.client.stopSession('act-fit-a-rather-long-user-id');
+  });
+
+  it("the docs' viewer role sees sessions, a session's output and events, no action button, and is refused when it calls an action anyway", async () => {
     const sessionId = await running('act-viewer');
     const { context, page, errors } = await openPage(VIEWER_KEY);
-    await expect.poll(() => page.locator('#whoami').textContent()).toBe('signed in as status-page');
+    await expect.poll(() => page.locator('#whoami').textContent()).toBe('signed in as viewer');
     await expect.poll(() => row(page, 'act-viewer').count()).toBe(1);
+    // Everything a read-only operator looks at shows: the session's output (not a banner), its events.
+    await row(page, 'act-viewer').click();
+    await page.locator('#output-lines .line').first().waitFor({ timeout: 10_000 });
+    await page.locator('#events tbody tr', { hasText: 'act-viewer' }).first().waitFor({ timeout: 10_000 });
+    expect(await page.locator('#banner').isVisible()).toBe(false);
+    expect(await page.locator('#output-error').isHidden()).toBe(true);
     expect(await page.locator('button[data-action]').count()).toBe(0);
     expect(await page.locator('#stop-matching').isVisible()).toBe(false);
     expect(await page.locator('#live th.act').isVisible()).toBe(false);

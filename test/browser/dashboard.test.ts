@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Route } from 'playwright-core';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { ROOT, until } from '../support/processes.js';
 import { API_KEY, startSystem } from '../support/system.js';
@@ -164,7 +164,7 @@ describe('the dashboard in a real browser', async () => {
     await context.close();
   });
 
-  it('shows a banner while Redis is unreachable', async () => {
+  it("shows a banner while Redis is unreachable, frozen or killed, from the API's readiness without waiting for a refresh", async () => {
     const { startRedisServer } = await import('@cq/test-harness');
     const server = await startRedisServer();
     onTestFinished(() => server.stop());
@@ -173,6 +173,23 @@ describe('the dashboard in a real browser', async () => {
     const page = await context.newPage();
     await page.goto(`${own.api.baseUrl}/dashboard`);
     await page.locator('#updated', { hasText: 'updated' }).waitFor({ timeout: 10_000 });
+
+    // Frozen (its connections open, nothing answered), and every state refresh held by the test from
+    // then on: the banner can only come from the page's readiness watch, as soon as the API says 503.
+    const held: Route[] = [];
+    await page.route('**/dashboard/api/state**', (route) => void held.push(route));
+    const pid = server.pid()!;
+    process.kill(pid, 'SIGSTOP');
+    onTestFinished(() => {
+      if (server.pid() === pid) process.kill(pid, 'SIGCONT');
+    });
+    await page.locator('#banner[data-cause="redis"]').waitFor({ state: 'visible', timeout: 10_000 });
+    expect(await page.locator('#banner').textContent()).toMatch(/^Redis is unreachable: the API says /);
+    process.kill(pid, 'SIGCONT');
+    await page.unroute('**/dashboard/api/state**');
+    await Promise.all(held.map((route) => route.continue()));
+    await page.locator('#banner').waitFor({ state: 'hidden', timeout: 15_000 });
+
     await server.halt('SIGKILL');
     await page.locator('#banner', { hasText: 'Redis is unreachable' }).waitFor({ state: 'visible', timeout: 10_000 });
     expect(await page.locator('#banner').isVisible()).toBe(true);

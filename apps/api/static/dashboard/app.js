@@ -397,10 +397,29 @@
       delete $('banner').dataset.cause;
       $('updated').textContent = 'updated ' + time(lastOk);
     } catch (err) {
-      // Whose failure it is, in words and in data-cause: browser, api or redis.
-      $('banner').hidden = false;
-      $('banner').dataset.cause = err.cause || 'browser';
-      $('banner').textContent = err.message + (lastOk ? '; showing data from ' + time(lastOk) : '');
+      showProblem(err);
+    }
+  }
+  // Whose failure it is, in words and in data-cause: browser, api or redis.
+  function showProblem(err) {
+    $('banner').hidden = false;
+    $('banner').dataset.cause = err.cause || 'browser';
+    $('banner').textContent = err.message + (lastOk ? '; showing data from ' + time(lastOk) : '');
+  }
+  // Redis's state, asked every second (/readyz: one PING on the API's side, nothing read): an outage
+  // shows as soon as the API can tell it, not at the next refresh 5 s later, and its end as soon as
+  // Redis answers again. The refresh alone says what else went wrong.
+  let readyAsked = false;
+  async function watchReady() {
+    if (readyAsked) return;
+    readyAsked = true;
+    try {
+      await readJson('/readyz');
+      if ($('banner').dataset.cause === 'redis') refresh();
+    } catch (err) {
+      if (err.cause === 'redis') showProblem(err);
+    } finally {
+      readyAsked = false;
     }
   }
   // A filter changed: its walk starts again from the first page.
@@ -689,4 +708,5 @@
   source.addEventListener('error', () => ($('events-state').textContent = 'reconnecting…'));
   loadMe().then(refresh);
   setInterval(refresh, 5000);
+  setInterval(watchReady, 1000);
 })();

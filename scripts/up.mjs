@@ -9,7 +9,17 @@
 // root, the hosts run sessions as `nobody` (SESSION_USER) with SESSION_NETWORK at its default (`auto`).
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -158,12 +168,19 @@ function installRedisServer() {
   if (haveRedisServer()) return true;
   const isRoot = process.getuid?.() === 0;
   if (isRoot && spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0) {
-    log('redis-server is missing: installing Debian package redis-server');
-    spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
-    spawnSync('apt-get', ['install', '-y', '-qq', 'redis-server'], {
-      stdio: 'inherit',
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    });
+    // apt's own output goes to a log of its own: the terminal keeps the banner, warnings and errors.
+    mkdirSync(logDir, { recursive: true, mode: 0o700 });
+    const aptLog = join(logDir, 'install.log');
+    log(`redis-server is missing: installing Debian package redis-server (apt's output: .data/logs/install.log)`);
+    const fd = openSync(aptLog, 'a', 0o600);
+    try {
+      const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+      spawnSync('apt-get', ['update', '-qq'], { stdio: ['ignore', fd, fd], env });
+      spawnSync('apt-get', ['install', '-y', '-qq', 'redis-server'], { stdio: ['ignore', fd, fd], env });
+    } finally {
+      closeSync(fd);
+    }
+    if (!haveRedisServer()) log(`installing redis-server failed; see .data/logs/install.log`);
   }
   return haveRedisServer();
 }

@@ -1,6 +1,17 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
@@ -89,8 +100,13 @@ describe('the README quick start', () => {
    * Starts `command` (line 1, as is or piped) in the clone like a terminal does: in a process group of
    * its own, so that Ctrl-C (SIGINT to the group) reaches every process in it.
    */
-  function startUp(command: string) {
-    const up = spawn('bash', ['-c', command], { cwd: clone, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  function startUp(command: string, extraEnv: Record<string, string> = {}) {
+    const up = spawn('bash', ['-c', command], {
+      cwd: clone,
+      env: { ...env, ...extraEnv },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const seen = { output: '' };
     up.stdout.on('data', (c: Buffer) => (seen.output += c.toString()));
     up.stderr.on('data', (c: Buffer) => (seen.output += c.toString()));
@@ -306,7 +322,7 @@ describe('the README quick start', () => {
     expect(sessions.filter(alive)).toEqual([]);
   }, 400_000);
 
-  it('piped (`./scripts/up.sh 2>&1 | tee up.log`), Ctrl-C ends tee first and still leaves no redis-server, API, host or session runtime running; the Redis password is kept across restarts', async () => {
+  it('piped (`./scripts/up.sh 2>&1 | tee up.log`), Ctrl-C ends tee first and still leaves no redis-server, API, host or session runtime running; the Redis password is kept across restarts; a missing redis-server is installed with apt, whose output goes to .data/logs/install.log', async () => {
     // Run after the test above, in its clone (dependencies installed; built again from the cache), and
     // without what it may have left running had it failed.
     if (!existsSync(clone)) execFileSync('git', ['clone', '--quiet', ROOT, clone]);
@@ -315,7 +331,28 @@ describe('the README quick start', () => {
     const passwordFile = `${clone}/.data/redis-password`;
     const kept = existsSync(passwordFile) ? readFileSync(passwordFile, 'utf8') : undefined;
     const teeFile = join(dirname(clone), 'up.log');
-    const { seen, exited } = startUp(`${lines[0]} 2>&1 | tee ${teeFile}`);
+    // A machine without redis-server: first on PATH, a redis-server that is not there until an apt-get
+    // of our own, as chatty as Debian's, "installs" it (then it is the real one).
+    const bin = join(dirname(clone), 'bin');
+    const installed = join(bin, 'installed');
+    mkdirSync(bin, { recursive: true });
+    rmSync(installed, { force: true });
+    const real = execFileSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).trim();
+    const script = (name: string, body: string) => {
+      writeFileSync(join(bin, name), `#!/bin/sh\n${body}\n`);
+      chmodSync(join(bin, name), 0o755);
+    };
+    script('redis-server', `[ -e ${installed} ] || exit 127\nexec ${real} "$@"`);
+    script(
+      'apt-get',
+      [
+        'case "$1" in --version) echo "apt 2.6.1 (amd64)"; exit 0;; esac',
+        'echo "Reading package lists... APT-CHATTER"',
+        'echo "debconf: APT-CHATTER on stderr" >&2',
+        `case "$1" in install) touch ${installed};; esac`,
+      ].join('\n'),
+    );
+    const { seen, exited } = startUp(`${lines[0]} 2>&1 | tee ${teeFile}`, { PATH: `${bin}:${env['PATH']}` });
     await until(
       () => seen.output.includes('Ctrl-C stops everything'),
       300_000,
@@ -323,6 +360,13 @@ describe('the README quick start', () => {
     );
     if (kept !== undefined) expect(readFileSync(passwordFile, 'utf8')).toBe(kept);
     expect(readFileSync(teeFile, 'utf8')).toContain('[up] Ctrl-C stops everything');
+    // apt was asked (redis-server runs now), said so in one line, and its own output is in the log only.
+    expect(existsSync(installed)).toBe(true);
+    expect(seen.output.split('\n').filter((l) => l.includes('installing Debian package redis-server'))).toHaveLength(1);
+    expect(seen.output).not.toContain('APT-CHATTER');
+    const installLog = readFileSync(`${clone}/.data/logs/install.log`, 'utf8');
+    expect(installLog).toContain('Reading package lists... APT-CHATTER');
+    expect(installLog).toContain('debconf: APT-CHATTER on stderr');
 
     // Redis (in a process group of its own, which Ctrl-C does not reach: up stops it last), the API, the
     // two hosts and their session runtimes (each in a process session of its own).

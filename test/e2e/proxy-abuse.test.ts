@@ -5,7 +5,7 @@ import { connect as netConnect } from 'node:net';
 import { startRedisServer, watchServer } from '@cq/test-harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { connectTo, hostRequest, originHost } from '../support/proxy.js';
+import { connectTo, hostRequest, openWebSocket, originHost } from '../support/proxy.js';
 import { ROOT, startNode, until } from '../support/processes.js';
 import { sessionProgram, startSystem, type System } from '../support/system.js';
 
@@ -50,11 +50,7 @@ describe('the session proxy against abuse', () => {
     const port = new URL(system.api.baseUrl).port;
     const open: WebSocket[] = [];
     for (let i = 0; i < MAX; i++) {
-      const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, 'cq-connect-token': token } });
-      await new Promise<void>((resolve, reject) => {
-        ws.once('open', () => resolve());
-        ws.once('error', reject);
-      });
+      const ws = await openWebSocket(`ws://127.0.0.1:${port}/ws`, { host, 'cq-connect-token': token });
       open.push(ws);
     }
     const busy = await ask({ 'cq-connect-token': token });

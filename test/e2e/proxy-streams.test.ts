@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
-import { connectTo, hostRequest, originHost } from '../support/proxy.js';
+import { connectTo, hostRequest, openWebSocket, originHost } from '../support/proxy.js';
 import { rss, until } from '../support/processes.js';
 import { sessionProgram, startSystem, type System } from '../support/system.js';
 
@@ -195,11 +194,7 @@ describe('the session proxy streams', () => {
 
   it('10,000 WebSocket messages are echoed whole and in order; a client that goes away closes the session’s side within a second', async () => {
     const port = new URL(system.api.baseUrl).port;
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, 'cq-connect-token': token } });
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
+    const ws = await openWebSocket(`ws://127.0.0.1:${port}/ws`, { host, 'cq-connect-token': token });
     const got: string[] = [];
     const all = new Promise<void>((resolve) =>
       ws.on('message', (data) => {

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { cq, cqStarted } from '../support/cli.js';
-import { connectTo, hostRequest, originHost } from '../support/proxy.js';
+import { connectTo, hostRequest, openWebSocket, originHost } from '../support/proxy.js';
 import { until } from '../support/processes.js';
 import { API_KEY, sessionProgram, startSystem, type System } from '../support/system.js';
 
@@ -130,12 +130,9 @@ describe('the session proxy', () => {
     const sessionId = sessions.get('proxy-b')?.sessionId ?? (await serving('proxy-b'));
     const { token } = await connectTo(system.api.baseUrl, sessionId);
     const port = new URL(system.api.baseUrl).port;
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, {
-      headers: { host: originHost(system.api.baseUrl, sessionId, 8080), 'cq-connect-token': token },
-    });
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
+    const ws = await openWebSocket(`ws://127.0.0.1:${port}/ws`, {
+      host: originHost(system.api.baseUrl, sessionId, 8080),
+      'cq-connect-token': token,
     });
     const got: string[] = [];
     const all = new Promise<void>((resolve) =>
@@ -203,11 +200,7 @@ describe('the session proxy', () => {
     ]);
     expect(big.stdout).toBe('200 5000000');
     // A WebSocket through the forwarded port.
-    const ws = new WebSocket(`ws://127.0.0.1:${localPort}/ws`);
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
+    const ws = await openWebSocket(`ws://127.0.0.1:${localPort}/ws`);
     const echoed = new Promise<string>((resolve) => ws.once('message', (data) => resolve(data.toString())));
     ws.send('through cq forward');
     expect(await echoed).toBe('through cq forward');
@@ -229,12 +222,9 @@ describe('the session proxy', () => {
     const host = new URL(connection.origin).host;
     const res = await hostRequest(system.api.baseUrl, host, '/echo', { headers: { ...connection.headers } });
     expect(res.status).toBe(200);
-    const ws = new WebSocket(`ws://127.0.0.1:${new URL(system.api.baseUrl).port}/ws`, {
-      headers: { host, ...connection.headers },
-    });
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
+    const ws = await openWebSocket(`ws://127.0.0.1:${new URL(system.api.baseUrl).port}/ws`, {
+      host,
+      ...connection.headers,
     });
     ws.close(1000);
   });
@@ -347,11 +337,7 @@ describe('the session proxy', () => {
     const { token } = await connectTo(system.api.baseUrl, sessionId);
     const host = originHost(system.api.baseUrl, sessionId, 8080);
     const port = new URL(system.api.baseUrl).port;
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, 'cq-connect-token': token } });
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
+    const ws = await openWebSocket(`ws://127.0.0.1:${port}/ws`, { host, 'cq-connect-token': token });
     const closedAt = new Promise<number>((resolve) => ws.once('close', () => resolve(Date.now())));
     const stoppedAt = Date.now();
     await system.client.stopSession('proxy-c');

@@ -2,6 +2,7 @@
 // (`<port>-<sessionId>.localhost:<PORT>`) are sent to the API's address with that Host header, as a
 // browser resolving *.localhost to loopback would.
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import WebSocket from 'ws';
 import { API_KEY } from './system.js';
 
 export interface ProxyAnswer {
@@ -88,4 +89,14 @@ export async function connectTo(
     expiresAt: String(json['expiresAt'] ?? ''),
     body: json,
   };
+}
+
+/** A WebSocket to `url` (with `headers`), once it is open; rejects with its error (a refused upgrade). */
+export async function openWebSocket(url: string, headers?: Record<string, string>): Promise<WebSocket> {
+  const ws = new WebSocket(url, headers === undefined ? {} : { headers });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  return ws;
 }

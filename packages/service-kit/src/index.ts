@@ -40,6 +40,7 @@ export {
   answerLine,
   readAnswer,
   readFirstLine,
+  readUntil,
   readTicket,
   ticketKey,
   ticketLine,

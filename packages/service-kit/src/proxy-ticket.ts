@@ -70,46 +70,59 @@ export function readAnswer(line: string): TunnelRefusal | undefined {
   return code === 'unauthorized' || code === 'no_session' || code === 'port_closed' ? code : 'unavailable';
 }
 
+/** A socket's bytes can be read from, paused and given back (a net.Socket, a TLS one). */
+type Rereadable = NodeJS.ReadableStream & { unshift(chunk: Buffer): void };
+
 /**
- * The first line on `socket` (without its newline), at most `maxBytes`, within `timeoutMs`; bytes after
- * it stay in the socket for whoever reads next (the socket is left paused). Rejects on a longer line, the
- * time running out, or the socket ending first.
+ * The bytes on `socket` up to and including the first `delimiter`, at most `maxBytes` before it, within
+ * `timeoutMs`; bytes after it stay in the socket for whoever reads next (the socket is left paused).
+ * Rejects on more bytes without it, the time running out, or the socket ending first; `what` names what
+ * was awaited in those errors.
  */
-export function readFirstLine(
-  socket: NodeJS.ReadableStream & { unshift(chunk: Buffer): void },
+export function readUntil(
+  socket: Rereadable,
+  delimiter: string,
   maxBytes: number,
   timeoutMs: number,
-): Promise<string> {
+  what: string,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     let seen: Buffer = Buffer.alloc(0);
-    const done = (err: Error | undefined, line?: string): void => {
+    const done = (err: Error | undefined, found?: Buffer): void => {
       clearTimeout(timer);
       socket.removeListener('data', onData);
       socket.removeListener('end', onEnd);
+      socket.removeListener('close', onEnd);
       socket.removeListener('error', onEnd);
       socket.pause();
-      if (err === undefined) resolve(line!);
+      if (err === undefined) resolve(found!);
       else reject(err);
     };
     const onData = (chunk: Buffer): void => {
       seen = seen.length === 0 ? chunk : Buffer.concat([seen, chunk]);
-      const end = seen.indexOf(10);
-      if (end === -1) {
-        if (seen.length > maxBytes) done(new Error(`no line within ${maxBytes} bytes`));
+      const at = seen.indexOf(delimiter, 0, 'latin1');
+      if (at === -1 ? seen.length > maxBytes : at > maxBytes) {
+        done(new Error(`no ${what} within ${maxBytes} bytes`));
         return;
       }
-      if (end > maxBytes) {
-        done(new Error(`no line within ${maxBytes} bytes`));
-        return;
-      }
-      const rest = seen.subarray(end + 1);
-      done(undefined, seen.subarray(0, end).toString('latin1'));
+      if (at === -1) return;
+      const end = at + delimiter.length;
+      const rest = seen.subarray(end);
+      done(undefined, seen.subarray(0, end));
       if (rest.length > 0) socket.unshift(rest);
     };
-    const onEnd = (): void => done(new Error('the connection ended before its first line'));
-    const timer = setTimeout(() => done(new Error(`no line within ${timeoutMs} ms`)), timeoutMs);
+    const onEnd = (): void => done(new Error(`the connection ended before its ${what}`));
+    const timer = setTimeout(() => done(new Error(`no ${what} within ${timeoutMs} ms`)), timeoutMs);
     socket.on('data', onData);
     socket.once('end', onEnd);
+    socket.once('close', onEnd);
     socket.once('error', onEnd);
+    socket.resume();
   });
+}
+
+/** The first line on `socket`, without its newline: {@link readUntil} a newline. */
+export async function readFirstLine(socket: Rereadable, maxBytes: number, timeoutMs: number): Promise<string> {
+  const line = await readUntil(socket, '\n', maxBytes, timeoutMs, 'first line');
+  return line.subarray(0, -1).toString('latin1');
 }

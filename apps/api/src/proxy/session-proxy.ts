@@ -19,8 +19,8 @@ import { connectTokenKey, readConnectToken, type ConnectGrant } from './connect-
 import { PROXY_COOKIE, TOKEN_HEADER, TOKEN_PARAM, cookieValue, sessionHeaders, withoutTokenParam } from './headers.js';
 import { sessionOrigin } from './origin.js';
 import { ProxyTargets, type ProxyTarget } from './targets.js';
-import { TunnelError, openTunnel, readHead } from './tunnel.js';
-import { ticketKey } from '@cq/service-kit';
+import { TunnelError, openTunnel } from './tunnel.js';
+import { readUntil, ticketKey } from '@cq/service-kit';
 
 /** A refusal of the proxy: status, code, message, extra headers. */
 export class ProxyRefusal extends Error {
@@ -522,7 +522,7 @@ export class SessionProxy {
     // it answered otherwise), they would be read as more HTTP requests, past the proxy's headers.
     let answer: Buffer;
     try {
-      answer = await readHead(tunnel, 16_384, 10_000);
+      answer = await readUntil(tunnel, '\r\n\r\n', 16_384, 10_000, 'answer head');
     } catch {
       close();
       return;

@@ -71,39 +71,3 @@ export function openTunnel(key: Buffer, address: string, sessionId: string, port
     });
   });
 }
-
-/**
- * The head of an HTTP answer on `socket` (through its blank line), at most `maxBytes`, within
- * `timeoutMs`; bytes after it stay in the socket (left paused).
- */
-export function readHead(socket: Socket, maxBytes: number, timeoutMs: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    let seen: Buffer = Buffer.alloc(0);
-    const done = (err: Error | undefined, head?: Buffer): void => {
-      clearTimeout(timer);
-      socket.removeListener('data', onData);
-      socket.removeListener('end', onEnd);
-      socket.removeListener('close', onEnd);
-      socket.pause();
-      if (err === undefined) resolve(head!);
-      else reject(err);
-    };
-    const onData = (chunk: Buffer): void => {
-      seen = seen.length === 0 ? chunk : Buffer.concat([seen, chunk]);
-      const end = seen.indexOf('\r\n\r\n');
-      if (end === -1) {
-        if (seen.length > maxBytes) done(new Error(`no answer head within ${maxBytes} bytes`));
-        return;
-      }
-      const rest = seen.subarray(end + 4);
-      done(undefined, seen.subarray(0, end + 4));
-      if (rest.length > 0) socket.unshift(rest);
-    };
-    const onEnd = (): void => done(new Error('the connection ended before an answer'));
-    const timer = setTimeout(() => done(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-    socket.on('data', onData);
-    socket.once('end', onEnd);
-    socket.once('close', onEnd);
-    socket.resume();
-  });
-}

@@ -98,6 +98,17 @@ describe('createRuntime', () => {
     expect(sent.at(-1)).toEqual({ t: 'exit', id: '1', code: 137, cause: 'lease' });
   });
 
+  it('a start order that comes after its lease ran out starts nothing and answers the lease as its end', () => {
+    const r = runtime();
+    r.order(start({ killBy: performance.now() - 1 }));
+    r.order(start({ id: '2', killBy: performance.now() }));
+    expect(children).toEqual([]);
+    expect(sent).toEqual([
+      { t: 'exit', id: '1', code: 137, cause: 'lease' },
+      { t: 'exit', id: '2', code: 137, cause: 'lease' },
+    ]);
+  });
+
   it('leases: one order moves the instants of many sessions, each to its own; an unknown id is passed over', () => {
     const r = runtime();
     r.order(start({ id: '1', killBy: performance.now() + 1000 }));

@@ -288,6 +288,13 @@ export function createRuntime(deps: RuntimeDeps): Runtime {
   };
 
   const start = (order: Extract<ToRuntime, { t: 'start' }>): void => {
+    // An order that arrives after its lease ran out starts nothing: its host was frozen or stalled
+    // between the claim and the order, and the user's next session may have run meanwhile. Started and
+    // killed at once, it would still have run (and printed) after that one.
+    if (order.killBy <= deps.now()) {
+      send({ t: 'exit', id: order.id, code: 137, cause: 'lease' });
+      return;
+    }
     const session: Session = {
       id: order.id,
       graceMs: order.graceMs,

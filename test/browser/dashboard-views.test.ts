@@ -331,14 +331,21 @@ describe('the dashboard: events on opening, the chart, a session output, the web
     const { context, page, errors } = await openPage();
     const cell = (workerId: string) => page.locator(`#workers tbody tr[data-worker="${workerId}"] td.isolation`);
     await cell('iso-open').waitFor({ timeout: 10_000 });
-    const shown = async (workerId: string) => ({
-      text: await cell(workerId).textContent(),
-      marked: await cell(workerId).evaluate((td) => td.classList.contains('not-isolated')),
-      // What the eye sees besides the words: the mark before them, and the colour.
-      mark: await cell(workerId).evaluate((td) => getComputedStyle(td, '::before').content),
-      colour: await cell(workerId).evaluate((td) => getComputedStyle(td).color),
-      title: await cell(workerId).getAttribute('title'),
-    });
+    // Read in one go in the page, the cell found and read in the same task: the table is drawn anew on
+    // every refresh, and a cell read in several steps may be replaced between them (a replaced, detached
+    // cell has no computed style: CI once read its mark as '').
+    const shown = (workerId: string) =>
+      page.evaluate((id) => {
+        const td = document.querySelector(`#workers tbody tr[data-worker="${id}"] td.isolation`)!;
+        return {
+          text: td.textContent,
+          marked: td.classList.contains('not-isolated'),
+          // What the eye sees besides the words: the mark before them, and the colour.
+          mark: getComputedStyle(td, '::before').content,
+          colour: getComputedStyle(td).color,
+          title: td.getAttribute('title'),
+        };
+      }, workerId);
     const closed = await shown('iso-closed');
     expect(closed).toMatchObject({ text: 'network none · files private · 0.5 CPU', marked: false, title: null });
     expect(closed.mark).toMatch(/^(none|normal)$/);

@@ -70,6 +70,11 @@ export function tokenParts(token: string): { readonly userId: string; readonly s
   return USER_ID_PATTERN.test(userId) && base64url(userId) === tag ? { userId, secret: match[2]! } : undefined;
 }
 
+/** The token string for `userId` with `secret` (base64url): what {@link tokenParts} takes apart. */
+export function formatToken(userId: string, secret: string): string {
+  return `v1.${base64url(userId)}.${secret}`;
+}
+
 /** `text`'s UTF-8 bytes in base64url without padding (the token's user id tag). */
 function base64url(text: string): string {
   const binary = Array.from(new TextEncoder().encode(text), (b) => String.fromCharCode(b)).join('');

@@ -4,7 +4,7 @@ import { InvalidArgumentError, ScriptCode, replyCode, unexpectedReply } from './
 import { parseRateReply, type RateLimitResult } from './limiters/rate-limit.js';
 import { lossGuardArgs } from './liveness/constants.js';
 import { MAX_METADATA_BYTES, MAX_TOKEN_TTL_MS, type Policy } from './options.js';
-import { DEFAULT_POOL, tokenParts } from '@cq/contract';
+import { DEFAULT_POOL, formatToken, tokenParts } from '@cq/contract';
 import { assertInteger, assertLabels, assertPool, assertUserId } from './validate.js';
 
 /** Bytes of randomness in a token's secret (256 bits). */
@@ -37,7 +37,7 @@ export function parseToken(token: unknown): ParsedToken | undefined {
 /** Makes a new token string for a user, with 256 random bits from `crypto`. */
 export function createToken(userId: string): { token: string; parsed: ParsedToken } {
   const secret = randomBytes(TOKEN_SECRET_BYTES).toString('base64url');
-  const token = `v1.${Buffer.from(userId).toString('base64url')}.${secret}`;
+  const token = formatToken(userId, secret);
   return { token, parsed: { userId, digest: digestOf(secret) } };
 }
 

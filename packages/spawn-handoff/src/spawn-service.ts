@@ -121,9 +121,9 @@ export class SpawnService {
         const rollback = await this.#rollBack(token, admission.sessionId, left);
         // A hold whose answer was lost may still have been taken: give it back (it runs out by itself otherwise).
         if (hold instanceof Error) this.#giveBack(admission.sessionId, admission.pool);
-        if (failure === undefined && rollback !== 'deferred') {
+        if (!(hold instanceof Error) && rollback !== 'deferred') {
           log.debug({ rollback, pool: admission.pool }, 'no worker slot free; admission rolled back');
-          const served = hold instanceof Error || hold.total > 0;
+          const served = hold.total > 0;
           const retryAfterMs = served ? NO_CAPACITY_RETRY_MS : POOL_UNSERVED_RETRY_MS;
           return { outcome: 'no_capacity', retryAfterMs, pool: admission.pool, served };
         }

@@ -6,7 +6,19 @@ import { dirname, join } from 'node:path';
 import { Keys } from '@cq/coordinator';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { watchLease } from '../support/lease-watch.js';
-import { ROOT, alive, sessionDirOf, sessionPids, startNode, until, type Started, rss } from '../support/processes.js';
+import {
+  ROOT,
+  alive,
+  nothingLeftBehind,
+  sessionCgroupsOf,
+  sessionDirOf,
+  sessionNamespaces,
+  sessionPids,
+  startNode,
+  until,
+  type Started,
+  rss,
+} from '../support/processes.js';
 import { allLines } from '../support/output.js';
 import { sessionProgram, sessionVisibleDir, startSystem, type System } from '../support/system.js';
 import { cleanUp } from '@cq/test-harness';
@@ -109,17 +121,24 @@ describe('namespace containment: every process of a session ends with it', async
           const pids = sessionPids(userId, admission.fence);
           const sids = new Set(pids.map((pid) => statField(pid, 6)).filter((sid) => sid !== undefined));
           expect(sids.size).toBeGreaterThan(1);
-          return { ending, userId, admission };
+          // What must not outlive it, seen from outside: its namespaces (mount, network, PID, ...) and its directory.
+          const namespaces = sessionNamespaces(pids);
+          expect(namespaces.some((ns) => ns.startsWith('net:'))).toBe(true);
+          expect(namespaces.some((ns) => ns.startsWith('mnt:'))).toBe(true);
+          return { ending, userId, admission, namespaces, dir: sessionDirOf(userId, admission.fence) };
         }),
       );
       await system.client.stopSession(`${mode}-stop`);
-      for (const { ending, userId, admission } of sessions) {
+      for (const { ending, userId, admission, namespaces, dir } of sessions) {
         const entry = await system.ended(userId, admission.sessionId);
         expect(entry.state).toBe({ stop: 'stopped', completion: 'completed', expiry: 'expired' }[ending]);
         await until(() => sessionPids(userId, admission.fence).length === 0, 2000, `${userId}: no process left`);
         const lastDaemonBeat = Math.max(...beats(system, userId, admission.fence, 'daemon'));
         // Nothing of it beat after its end was recorded (a beat is written every 50 ms).
         expect(lastDaemonBeat).toBeLessThanOrEqual(Date.parse(entry.endedAt) + 100);
+        // Nothing is left behind: no process or mount holds its namespaces, no mount or directory of its remains.
+        await until(() => !existsSync(dir), 5000, `${userId}'s directory removed`);
+        await nothingLeftBehind(namespaces, [dir]);
       }
     },
   );
@@ -127,9 +146,11 @@ describe('namespace containment: every process of a session ends with it', async
   it('a SIGKILL of the host’s whole process group: the daemons die before their leases could expire in Redis', async () => {
     const crashing = await system.addWorker(
       'host-crash',
-      { SESSION_COMMAND: `${HOSTILE} ${system.observerFile}`, LEASE_MS: String(LEASE_MS) },
+      // A cap, so that each session has a cgroup too, and its removal can be checked.
+      { SESSION_COMMAND: `${HOSTILE} ${system.observerFile}`, LEASE_MS: String(LEASE_MS), SESSION_PIDS_MAX: '256' },
       { ownGroup: true },
     );
+    const sessionCgroups = sessionCgroupsOf(crashing.child.pid!);
     // host-1 takes no more sessions: drained, the new ones go to the host that is about to die.
     const redis = system.connect();
     cleanUp(() => redis.disconnect());
@@ -146,6 +167,9 @@ describe('namespace containment: every process of a session ends with it', async
     await until(() => watches.every((w) => w.expiresAt > 0), 2000, 'leases seen');
     const dirs = users.map((u, i) => sessionDirOf(u, sessions[i]!.fence));
     expect(dirs.every((dir) => existsSync(dir))).toBe(true);
+    const namespaces = sessionNamespaces(users.flatMap((u, i) => sessionPids(u, sessions[i]!.fence)));
+    expect(namespaces.filter((ns) => ns.startsWith('net:'))).toHaveLength(users.length);
+    expect(sessionCgroups()).toHaveLength(users.length);
 
     process.kill(-crashing.child.pid!, 'SIGKILL');
     await crashing.exited();
@@ -161,6 +185,8 @@ describe('namespace containment: every process of a session ends with it', async
     }
     // The runtime outlived its host: it removed the sessions' directories as they ended.
     await until(() => dirs.every((dir) => !existsSync(dir)), 5000, "the sessions' directories removed");
+    await nothingLeftBehind(namespaces, dirs);
+    await until(() => sessionCgroups().length === 0, 5000, "the sessions' cgroups removed");
   });
 
   it('the host frozen and its runtime SIGKILLed: the parent-death signals alone end every process of the session, daemons included', async () => {
@@ -174,6 +200,7 @@ describe('namespace containment: every process of a session ends with it', async
     const session = await spawnBeating(own, 'daemon-pd', { role: 'daemon' });
     expect(sessionPids('daemon-pd', session.fence).length).toBeGreaterThan(2);
     const dir = sessionDirOf('daemon-pd', session.fence);
+    const namespaces = sessionNamespaces(sessionPids('daemon-pd', session.fence));
     // Nothing of the host can act: frozen, with a lease of a minute; only the kernel's parent-death
     // signals (setpriv on the session's first process, unshare --kill-child on its init) are left.
     process.kill(frozen.child.pid!, 'SIGSTOP');
@@ -182,6 +209,8 @@ describe('namespace containment: every process of a session ends with it', async
       process.kill(runtimePid, 'SIGKILL');
       await until(() => sessionPids('daemon-pd', session.fence).length === 0, 1000, 'no process of the session left');
       expect(Math.max(...beats(own, 'daemon-pd', session.fence, 'daemon'))).toBeLessThan(killedAt + 200);
+      // Its namespaces went with its processes, though nothing of the host could act.
+      await nothingLeftBehind(namespaces, []);
     } finally {
       process.kill(frozen.child.pid!, 'SIGCONT');
     }
@@ -192,6 +221,7 @@ describe('namespace containment: every process of a session ends with it', async
     expect(existsSync(dir)).toBe(true);
     await own.addWorker('host-after');
     expect(existsSync(dir)).toBe(false);
+    await nothingLeftBehind(namespaces, [dir]);
   });
 });
 

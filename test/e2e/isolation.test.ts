@@ -3,13 +3,23 @@
 // the host's addresses, each other's port 8080, files and directories, and fill their /tmp; each writes
 // what it got to the observer, a FIFO whose log the test reads. The test finds the sessions' processes
 // and directories itself, in /proc and on disk.
-import { copyFileSync, existsSync, readFileSync, readdirSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, symlinkSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cleanUp } from '@cq/test-harness';
-import { ROOT, TEST_RUN, sessionDirOf, sessionPids, startNode, until } from '../support/processes.js';
+import {
+  ROOT,
+  TEST_RUN,
+  nothingLeftBehind,
+  sessionCgroupsOf,
+  sessionDirOf,
+  sessionNamespaces,
+  sessionPids,
+  startNode,
+  until,
+} from '../support/processes.js';
 import { sessionVisibleDir, startSystem, type System } from '../support/system.js';
 
 const TMP_MB = 8;
@@ -57,12 +67,7 @@ describe.each([
       SESSION_PIDS_MAX: '256',
       SLOTS: '2',
     });
-    // The host's session cgroups: <its pids cgroup>/cq-worker-<pid>/ (cgroup v1, as on this machine).
-    const ownCgroup = /^\d+:pids:(.*)$/m.exec(readFileSync(`/proc/${host.child.pid!}/cgroup`, 'utf8'))?.[1];
-    const sessionCgroups = (): string[] => {
-      const dir = `/sys/fs/cgroup/pids${ownCgroup ?? '/'}/cq-worker-${host.child.pid!}`;
-      return existsSync(dir) ? readdirSync(dir).filter((name) => name.startsWith('session-')) : [];
-    };
+    const sessionCgroups = sessionCgroupsOf(host.child.pid!);
     const line = await host.waitForLog((l) => String(l['msg']).includes('each has a network of its own'));
     expect(line).toMatchObject({ network: 'none', filesystem: 'private' });
     expect((await system.client.hosts()).hosts[0]).toMatchObject({
@@ -161,6 +166,11 @@ describe.each([
 
     // When they end, their directories go with them, and nothing of them runs.
     const attackerDir = sessionDirOf('iso-a', attacker.fence);
+    const namespaces = sessionNamespaces([
+      ...sessionPids('iso-a', attacker.fence),
+      ...sessionPids('iso-b', neighbour.fence),
+    ]);
+    expect(namespaces.filter((ns) => ns.startsWith('net:'))).toHaveLength(2);
     await system.client.stopSession('iso-a');
     await system.client.stopSession('iso-b');
     await system.ended('iso-a', attacker.sessionId);
@@ -169,6 +179,8 @@ describe.each([
     await until(() => sessionCgroups().length === 0, 5000, 'the session cgroups removed');
     expect(sessionPids('iso-a')).toEqual([]);
     expect(sessionPids('iso-b')).toEqual([]);
+    // No process or mount holds their namespaces; no mount of their /tmp, /dev/shm or directory remains.
+    await nothingLeftBehind(namespaces, [attackerDir, neighbourDir]);
   });
 });
 

@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { cleanUp } from '@cq/test-harness';
+import { cleanUp, until } from '@cq/test-harness';
 
 /** Every process a test started that may still run; all are killed when the test file ends. */
 const running = new Set<ChildProcess>();
@@ -253,4 +253,70 @@ export function rss(pid: number): number {
   } catch {
     return 0;
   }
+}
+
+const NAMESPACES = ['mnt', 'net', 'pid', 'ipc', 'uts', 'cgroup', 'user'] as const;
+
+/** The namespaces (`net:[4026532…]`, as /proc names them) of `pid`; empty once it is gone. */
+function namespacesOfPid(pid: number | 'self'): string[] {
+  const found: string[] = [];
+  for (const kind of NAMESPACES) {
+    try {
+      found.push(readlinkSync(`/proc/${pid}/ns/${kind}`));
+    } catch {
+      // gone meanwhile, or a kind this kernel lacks
+    }
+  }
+  return found;
+}
+
+/** The namespaces a session's processes are in that this test process is not: the session's own. */
+export function sessionNamespaces(pids: number[]): string[] {
+  const own = new Set(namespacesOfPid('self'));
+  return [...new Set(pids.flatMap((pid) => namespacesOfPid(pid)))].filter((ns) => !own.has(ns));
+}
+
+/**
+ * What still holds any of `namespaces` or shows `paths`, read from outside: every process's
+ * /proc/<pid>/ns/ links, and this machine's mount table (where a namespace kept by a bind mount of its
+ * nsfs file, or a mount left on a session's directory, would show). Empty when nothing is left.
+ */
+export function leftBehind(namespaces: string[], paths: string[]): string[] {
+  const wanted = new Set(namespaces);
+  const found: string[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    for (const ns of namespacesOfPid(Number(entry))) if (wanted.has(ns)) found.push(`pid ${entry} in ${ns}`);
+  }
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    if (namespaces.some((ns) => line.includes(ns)) || paths.some((p) => line.includes(p))) found.push(`mount ${line}`);
+  }
+  return found;
+}
+
+/** Waits (up to `timeoutMs`) until {@link leftBehind} finds nothing; throws naming what is still there. */
+export async function nothingLeftBehind(namespaces: string[], paths: string[], timeoutMs = 2000): Promise<void> {
+  let found: string[] = [];
+  try {
+    await until(() => (found = leftBehind(namespaces, paths)).length === 0, timeoutMs, 'nothing left behind');
+  } catch {
+    throw new Error(`left behind after ${timeoutMs} ms:\n${found.join('\n')}`);
+  }
+}
+
+/**
+ * The session cgroups of a host (its sessions get one when a cap is set), read from the machine's
+ * cgroup tree: `<the host's pids cgroup>/cq-worker-<pid>/session-*` on cgroup v1, as on this machine.
+ * Call it while the host runs (its own cgroup is read from /proc).
+ */
+export function sessionCgroupsOf(hostPid: number): () => string[] {
+  const own = /^\d+:pids:(.*)$/m.exec(readFileSync(`/proc/${hostPid}/cgroup`, 'utf8'))?.[1];
+  const dir = `/sys/fs/cgroup/pids${own === '/' || own === undefined ? '' : own}/cq-worker-${hostPid}`;
+  return () => {
+    try {
+      return readdirSync(dir).filter((name) => name.startsWith('session-'));
+    } catch {
+      return [];
+    }
+  };
 }

@@ -36,6 +36,7 @@ import { logRoutes } from './routes/logs.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { accessRoutes } from './routes/access.js';
 import { sessionProxyPlugin } from './proxy/plugin.js';
+import { sessionExecPlugin } from './exec/plugin.js';
 import type { SessionProxy } from './proxy/session-proxy.js';
 
 /** A Host that names a session's origin, whatever the domain: `<port>-<session id>.<...>`. */
@@ -294,6 +295,7 @@ export async function buildApp(options: BuildAppOptions) {
   // The session proxy: POST /v1/sessions/{id}/connect, the /ports/ route, and the proxy the server above
   // hands session origins to.
   await app.register(sessionProxyPlugin, { config: options.config, headersTimeoutMs: requestTimeoutMs });
+  await app.register(sessionExecPlugin, { config: options.config });
   proxied.proxy = app.sessionProxy;
   await app.register(dashboardPlugin, {
     prefix: DASHBOARD_PATH,

@@ -70,6 +70,8 @@ export interface ApiConfig extends CommonConfig {
   webhookSecretKey: string | undefined;
   /** The session proxy (PROXY_*); undefined without PROXY_SECRET: its routes answer `503 proxy_not_configured`. */
   proxy: ProxyConfig | undefined;
+  /** FILES_MAX_MB: the largest file put into a session, bytes. @defaultValue 512 MiB */
+  filesMaxBytes: number;
 }
 
 /** The session proxy's settings (the contract's "The session proxy"). */
@@ -141,6 +143,7 @@ const apiEnvShape = {
   ),
   PROXY_MAX_CONNECTIONS: intVar(256, 1, 1_000_000),
   PROXY_TLS: stringVar('false', /^(true|false)$/, 'true or false'),
+  FILES_MAX_MB: intVar(512, 1, 1_048_576),
   WEBHOOK_SECRET_KEY: z
     .string()
     .optional()
@@ -204,6 +207,7 @@ export function loadApiConfig(
     keepAliveTimeoutMs: parsed.KEEP_ALIVE_TIMEOUT_MS,
     webhookAllowPrivate: parsed.WEBHOOK_ALLOW_PRIVATE === 'true',
     webhookSecretKey: parsed.WEBHOOK_SECRET_KEY,
+    filesMaxBytes: parsed.FILES_MAX_MB * 1024 * 1024,
     proxy:
       parsed.PROXY_SECRET === undefined
         ? undefined

@@ -98,6 +98,12 @@ export async function callEveryOperation(baseUrl: string, apiKey: string, worker
   const connected = await client.POST('/v1/sessions/{sessionId}/connect', { params: { path: { sessionId } }, body: { port: 8080 } });
   out.connectSession = outcome(connected);
   const connectUrl: string | undefined = connected.data?.url;
+  const ran = await client.POST('/v1/sessions/{sessionId}/commands', { params: { path: { sessionId } }, body: { argv: ['true'], stdin: '', timeoutMs: 1000 } });
+  out.runCommand = outcome(ran);
+  const exitCode: number | undefined = ran.data?.exitCode;
+  if (exitCode !== undefined) throw new Error('a command ran without a session proxy');
+  out.readFile = outcome(await client.GET('/v1/sessions/{sessionId}/files', { params: { path: { sessionId }, query: { path: '/tmp/x' } }, parseAs: 'stream' }));
+  out.writeFile = outcome(await client.PUT('/v1/sessions/{sessionId}/files', { params: { path: { sessionId }, query: { path: '/tmp/x' } } }));
   out.getLogs = outcome(await client.GET('/v1/users/{userId}/sessions/{sessionId}/logs', { params: { path: { userId, sessionId }, query: { limit: 10 } } }));
   const userEvents = await client.GET('/v1/users/{userId}/session/events', { params: user, parseAs: 'stream' });
   out.streamUserEvents = outcome(userEvents);
@@ -245,6 +251,7 @@ describe('the OpenAPI document, as a code generator reads it', async () => {
     expect(noContent.map((o) => o.where).sort()).toEqual([
       'DELETE /v1/webhooks/{id}',
       'POST /v1/users/{userId}/session/activity',
+      'PUT /v1/sessions/{sessionId}/files',
     ]);
     for (const { where, operation } of noContent) expect(operation.responses['204'].content, where).toBeUndefined();
 
@@ -422,6 +429,9 @@ describe('the OpenAPI document, as a code generator reads it', async () => {
       getSessionById: '200',
       // The test API runs without PROXY_SECRET.
       connectSession: '503 proxy_not_configured',
+      runCommand: '503 proxy_not_configured',
+      readFile: '503 proxy_not_configured',
+      writeFile: '503 proxy_not_configured',
       getLogs: '200',
       streamUserEvents: '200',
       streamEvents: '200',

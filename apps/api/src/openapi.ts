@@ -11,6 +11,7 @@ const openapiTags = [
   { name: 'output', description: "Sessions' output, as pages or server-sent events" },
   { name: 'webhooks', description: 'Session events POSTed to webhooks (Standard Webhooks)' },
   { name: 'session proxy', description: "A session's ports, reached through the API" },
+  { name: 'inside a session', description: 'Commands, terminals and files inside a live session' },
   { name: 'access', description: 'The calling key' },
   { name: 'operations', description: 'Health and pointers, without a key' },
 ] as const;
@@ -46,6 +47,9 @@ export const openapiOperations: Readonly<Record<string, { operationId: string; t
   'DELETE /v1/webhooks/:id': { operationId: 'deleteWebhook', tag: 'webhooks' },
   'GET /v1/webhooks/:id/deliveries': { operationId: 'listDeliveries', tag: 'webhooks' },
   'POST /v1/sessions/:sessionId/connect': { operationId: 'connectSession', tag: 'session proxy' },
+  'POST /v1/sessions/:sessionId/commands': { operationId: 'runCommand', tag: 'inside a session' },
+  'GET /v1/sessions/:sessionId/files': { operationId: 'readFile', tag: 'inside a session' },
+  'PUT /v1/sessions/:sessionId/files': { operationId: 'writeFile', tag: 'inside a session' },
   'GET /v1/whoami': { operationId: 'whoami', tag: 'access' },
 };
 

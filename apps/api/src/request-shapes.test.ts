@@ -40,6 +40,7 @@ function bodyOf(method: string, url: string): string | undefined {
   if (method === 'POST' && url === '/v1/spawn') return '{"token": "v1.not-a-token"}';
   if (method === 'POST' && url === '/v1/webhooks') return '{"url": "https://example.com/hook"}';
   if (method === 'POST' && url === '/v1/sessions/stop') return '{"state": "running"}';
+  if (method === 'POST' && url.endsWith('/commands')) return '{"argv": ["true"]}';
   return undefined;
 }
 
@@ -81,6 +82,7 @@ describe('request shapes: path parameters and query parameters are checked befor
       'DELETE /v1/users/:userId/session',
       'DELETE /v1/webhooks/:id',
       'GET /v1/sessions/:sessionId',
+      'GET /v1/sessions/:sessionId/files',
       'GET /v1/sessions/:sessionId/ports/:port/*',
       'GET /v1/users/:userId/history',
       'GET /v1/users/:userId/session',
@@ -90,9 +92,11 @@ describe('request shapes: path parameters and query parameters are checked befor
       'PATCH /v1/sessions/:sessionId/ports/:port/*',
       'PATCH /v1/users/:userId/session',
       'POST /v1/hosts/:workerId/drain',
+      'POST /v1/sessions/:sessionId/commands',
       'POST /v1/sessions/:sessionId/connect',
       'POST /v1/sessions/:sessionId/ports/:port/*',
       'POST /v1/users/:userId/session/activity',
+      'PUT /v1/sessions/:sessionId/files',
       'PUT /v1/sessions/:sessionId/ports/:port/*',
     ]);
     for (const { url } of withParams)
@@ -165,14 +169,15 @@ describe('request shapes: path parameters and query parameters are checked befor
     const commands = await commandsAbout(async () => {
       // The session proxy's /ports/ route passes its query to the session, whatever it holds.
       for (const { method, url } of routes.filter((r) => !r.url.includes('/ports/'))) {
-        const path = pathOf(url);
-        const one = await request(method, url, `${path}?${tag}=1`);
+        // The files routes take one query parameter, always: the path in the session.
+        const path = url.endsWith('/files') ? `${pathOf(url)}?path=/tmp/x&` : `${pathOf(url)}?`;
+        const one = await request(method, url, `${path}${tag}=1`);
         expect(one.status, `${method} ${url}`).toBe(400);
         expect(one.body.error, `${method} ${url}`).toEqual({
           code: 'invalid_request',
           message: `Unknown query parameter "${tag}".`,
         });
-        const two = await request(method, url, `${path}?verbose&${tag}=a&${tag}=b`);
+        const two = await request(method, url, `${path}verbose&${tag}=a&${tag}=b`);
         expect(two.body.error.message, `${method} ${url}`).toBe(`Unknown query parameters "verbose", "${tag}".`);
       }
     });

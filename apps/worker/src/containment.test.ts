@@ -183,3 +183,66 @@ describe('isolation: bubblewrap, the network, the files', () => {
     expect(plan.argv(['true'], undefined, DIR)).toContain('unshare');
   });
 });
+
+describe('execArgv: a command run inside a running session', () => {
+  const place = { pid: 4242, userNamespace: false, procs: ['/sys/fs/cgroup/pids/s/cgroup.procs'], cwd: '/work dir' };
+
+  it('enters the cgroups, then every namespace of the session, then drops to its user without a capability', () => {
+    const { plan } = probeContainment(
+      { containment: 'auto', ...none, user: 'nobody' },
+      host(0, {
+        ...sandboxed,
+        getent: { status: 0, stdout: 'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' },
+      }),
+    );
+    const argv = plan.execArgv(place, ['id', '-u'], { A: '1', HOME: '/work dir' })!;
+    expect(argv.slice(0, 4)).toEqual(['setpriv', '--pdeathsig', 'KILL', '--']);
+    // The cgroups first, as root on the host (inside, /sys is read-only).
+    expect(argv.indexOf('/sys/fs/cgroup/pids/s/cgroup.procs')).toBeLessThan(argv.indexOf('nsenter'));
+    expect(argv).toEqual(
+      expect.arrayContaining(['nsenter', '--target=4242', '--pid', '--mount', '--ipc', '--uts', '--net']),
+    );
+    // Never --wd: it would be opened on the host, outside the session's root.
+    expect(argv.some((a) => a.startsWith('--wd'))).toBe(false);
+    const drop = argv.slice(argv.lastIndexOf('setpriv'));
+    expect(drop).toEqual([
+      'setpriv',
+      '--reuid=65534',
+      '--regid=65534',
+      '--init-groups',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--no-new-privs',
+      '--pdeathsig',
+      'KILL',
+      '--',
+      'env',
+      '--default-signal=HUP,TERM,INT,QUIT',
+      '-i',
+      '--chdir=/work dir',
+      'A=1',
+      'HOME=/work dir',
+      'id',
+      '-u',
+    ]);
+  });
+
+  it('a host that is not root enters the session’s user namespace too; group containment enters none', () => {
+    const { plan } = probeContainment({ containment: 'auto', ...none }, host(1000, sandboxed));
+    expect(plan.execArgv({ ...place, userNamespace: true }, ['true'], {})).toEqual(
+      expect.arrayContaining(['--user', '--preserve-credentials']),
+    );
+    const group = probeContainment({ containment: 'group', ...none }, host(0, capable)).plan;
+    const argv = group.execArgv({ ...place, pid: undefined, procs: [] }, ['true'], {})!;
+    expect(argv).not.toContain('nsenter');
+    expect(argv.slice(-3)).toEqual(['-i', '--chdir=/work dir', 'true']);
+  });
+
+  it('without setpriv it cannot drop the host’s privileges: no command runs', () => {
+    const { plan } = probeContainment(
+      { containment: 'auto', ...none },
+      host(0, { ...sandboxed, setpriv: { status: 1 } }),
+    );
+    expect(plan.execArgv(place, ['true'], {})).toBeUndefined();
+  });
+});

@@ -44,7 +44,29 @@ export interface ContainmentPlan {
   readonly isolation: IsolationPlan;
   /** The whole program of one session whose SESSION_DIR is `dir`: the wrappers, then `command`. */
   argv(command: readonly string[], cgroup: CgroupSpec | undefined, dir: string): string[];
+  /**
+   * The program that runs `command` inside a running session (exec/): in its cgroups, its namespaces
+   * (those of process `inside`, a process in its PID namespace; none with `group`), as its user with no
+   * capability, in `cwd` (as the session sees its files), with exactly `env`. Undefined when this host
+   * cannot (no setpriv: it could not drop the host's privileges).
+   */
+  execArgv(inside: ExecPlace, command: readonly string[], env: Readonly<Record<string, string>>): string[] | undefined;
 }
+
+/** Where a command runs inside a session. */
+export interface ExecPlace {
+  /** A process in the session's PID namespace (as this machine numbers it); undefined with `group`. */
+  readonly pid: number | undefined;
+  /** The session's user namespace is not the host's (a host that is not root): enter it too. */
+  readonly userNamespace: boolean;
+  /** The `cgroup.procs` files of the session's cgroups. */
+  readonly procs: readonly string[];
+  /** The working directory, as the session sees its files. */
+  readonly cwd: string;
+}
+
+/** Signals a command run inside a session gets at their defaults, whatever its host ignores. */
+const EXEC_SIGNALS = 'HUP,TERM,INT,QUIT';
 
 /** What the host asked for. */
 export interface ContainmentRequest {
@@ -297,6 +319,49 @@ function containmentPlan(
     user,
     pdeathsig,
     isolation,
+    execArgv(inside, command, env) {
+      if (!pdeathsig) return undefined;
+      const enter = inside.procs.length === 0 ? [] : ['/bin/sh', '-c', ENTER, 'cq-enter', ...inside.procs, '--'];
+      // The command's own process: the session's user (or root without a single capability), its
+      // parent-death signal set after the change of user (which clears it), no new privileges.
+      const drop = [
+        'setpriv',
+        ...(user === undefined ? [] : [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--init-groups']),
+        '--inh-caps=-all',
+        '--bounding-set=-all',
+        '--no-new-privs',
+        '--pdeathsig',
+        'KILL',
+        '--',
+        'env',
+        `--default-signal=${EXEC_SIGNALS}`,
+        '-i',
+        // As the session's user, in its mount namespace: a directory it may not enter fails as it would.
+        `--chdir=${inside.cwd}`,
+        ...Object.entries(env).map(([name, value]) => `${name}=${value}`),
+        ...command,
+      ];
+      const enterNamespaces =
+        mode === 'group' || inside.pid === undefined
+          ? []
+          : [
+              // nsenter waits for the command and dies of the signal that killed it (its status is the
+              // command's); the host hangs a command up past it (session-exec.ts).
+              'nsenter',
+              `--target=${inside.pid}`,
+              ...(inside.userNamespace ? ['--user', '--preserve-credentials'] : []),
+              '--pid',
+              '--mount',
+              '--ipc',
+              '--uts',
+              '--net',
+              // No --wd: nsenter would open it before entering, a directory outside the session's root.
+              // Entering its mount namespace makes the session's root the command's root and directory.
+              '--',
+            ];
+      // The first process dies with the host; the command with nsenter (its parent), each by its own signal.
+      return ['setpriv', '--pdeathsig', 'KILL', '--', ...enter, ...enterNamespaces, ...drop];
+    },
     argv(command, cgroup, dir) {
       const deathSignal = pdeathsig ? ['setpriv', '--pdeathsig', 'KILL', '--'] : [];
       const procs = cgroup === undefined ? [] : procsFiles(cgroup);

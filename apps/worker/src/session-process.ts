@@ -4,10 +4,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { settleWithin } from '@cq/service-kit';
 import type { Logger } from 'pino';
-import { removeCgroup, type CgroupLayout, type CgroupSpec } from './cgroups.js';
+import { procsFiles, removeCgroup, type CgroupLayout, type CgroupSpec } from './cgroups.js';
 import { PROCESS_GROUPS, type ContainmentPlan } from './containment.js';
 import { hostDir, writeResolvConf } from './isolation.js';
-import type { SessionNetTarget } from './proxy/session-ports.js';
+import type { SessionExecTarget } from './proxy/session-exec.js';
 import { demoSessionPath, runtimeProgram, sessionEnvironment } from './session-env.js';
 import { fromMonotonic, toMonotonic, type FromRuntime, type RuntimeCause, type ToRuntime } from './runtime-protocol.js';
 
@@ -18,8 +18,8 @@ export interface SessionLauncher {
   open?(): Promise<void>;
   /** Lets go of what it holds, once no session runs any more (the host is stopping). */
   close?(): Promise<void>;
-  /** The network of the running session of that id (for the session proxy); undefined when none runs. */
-  netTarget?(sessionId: string): SessionNetTarget | undefined;
+  /** The running session of that id (for the session proxy and commands); undefined when none runs. */
+  target?(sessionId: string): SessionExecTarget | undefined;
   /** Calls `listener` with the id of each session that ends. */
   onEnded?(listener: (sessionId: string) => void): void;
 }
@@ -81,6 +81,9 @@ export { demoSessionPath, runtimeProgram } from './session-env.js';
 interface Running {
   readonly spec: LaunchSpec;
   readonly cgroup: CgroupSpec | undefined;
+  /** Its SESSION_DIR and environment. */
+  readonly dir: string;
+  readonly env: Readonly<Record<string, string>>;
   pid: number | undefined;
   settled: boolean;
   settle(exit: SessionExit): void;
@@ -301,10 +304,17 @@ export class RuntimeLauncher implements SessionLauncher {
     release();
   }
 
-  netTarget(sessionId: string): SessionNetTarget | undefined {
+  target(sessionId: string): SessionExecTarget | undefined {
     for (const running of this.#sessions.values())
       if (running.spec.sessionEnv['SESSION_ID'] === sessionId && !running.settled)
-        return { network: this.#plan.isolation.network, pid: running.pid };
+        return {
+          network: this.#plan.isolation.network,
+          pid: running.pid,
+          dir: running.dir,
+          env: running.env,
+          procs: running.cgroup === undefined ? [] : procsFiles(running.cgroup),
+          graceMs: running.spec.graceMs,
+        };
     return undefined;
   }
 
@@ -325,6 +335,8 @@ export class RuntimeLauncher implements SessionLauncher {
     const running: Running = {
       spec,
       cgroup,
+      dir,
+      env,
       pid: undefined,
       settled: false,
       overdue: undefined,

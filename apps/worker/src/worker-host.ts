@@ -146,7 +146,7 @@ export class WorkerHost {
     await this.#redisSetup.start();
     await checkShards(this.#coordinatorRedis, this.#coordinator.keys, this.#config);
     await launcher.open?.();
-    this.#proxy = await startHostProxy(this.#config, launcher, this.#logger);
+    this.#proxy = await startHostProxy(this.#config, launcher, containment.plan, this.#logger);
     const connection = createRedis(this.#config, 'blocking', {
       logger: this.#logger,
       name: `cq-worker-queue:${this.#config.workerId}`,

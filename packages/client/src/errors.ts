@@ -206,6 +206,44 @@ export class ProxyError extends UnavailableError {
   }
 }
 
+/** A command inside a session outlived its `timeoutMs` and was killed: what it printed until then. */
+export class CommandTimeoutError extends ApiError {
+  override name = 'CommandTimeoutError';
+  readonly exitCode: number | undefined;
+  readonly signal: string | undefined;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly truncated: boolean;
+  constructor(status: number, code: ClientErrorCode, message: string, body: unknown, printed: ErrorFields) {
+    super(status, code, message, body);
+    this.exitCode = typeof printed.exitCode === 'number' ? printed.exitCode : undefined;
+    this.signal = typeof printed.signal === 'string' ? printed.signal : undefined;
+    this.stdout = typeof printed.stdout === 'string' ? printed.stdout : '';
+    this.stderr = typeof printed.stderr === 'string' ? printed.stderr : '';
+    this.truncated = printed.truncated === true;
+  }
+}
+
+/** The session itself could not read or write that path. */
+export class PathForbiddenError extends ApiError {
+  override name = 'PathForbiddenError';
+}
+
+/** No file is at that path, as the session sees its files. */
+export class NoFileError extends ApiError {
+  override name = 'NoFileError';
+}
+
+/** The file is larger than the API's FILES_MAX_MB: nothing was written. */
+export class FileTooLargeError extends ApiError {
+  override name = 'FileTooLargeError';
+}
+
+/** The session's filesystem filled up: nothing was written. */
+export class NoSpaceError extends ApiError {
+  override name = 'NoSpaceError';
+}
+
 /** A wait of the client's own ran out (e.g. {@link CoordinatorClient.start}'s `timeoutMs`). */
 export class TimeoutError extends ApiError {
   override name = 'TimeoutError';
@@ -250,6 +288,11 @@ interface ErrorFields {
   scope?: unknown;
   pool?: unknown;
   reason?: unknown;
+  exitCode?: unknown;
+  signal?: unknown;
+  stdout?: unknown;
+  stderr?: unknown;
+  truncated?: unknown;
 }
 
 type Make = (
@@ -304,6 +347,11 @@ const errorOfCode: Readonly<Record<ApiErrorCode, Make>> = {
   host_unreachable: (s, c, m, b) => new ProxyError(s, c, m, b),
   proxy_busy: (s, c, m, b, e, h) => new ProxyError(s, c, m, b, retryAfterMs(e, h)),
   proxy_not_configured: (s, c, m, b) => new ProxyError(s, c, m, b),
+  command_timeout: (s, c, m, b, e) => new CommandTimeoutError(s, c, m, b, e),
+  path_forbidden: (s, c, m, b) => new PathForbiddenError(s, c, m, b),
+  no_file: (s, c, m, b) => new NoFileError(s, c, m, b),
+  file_too_large: (s, c, m, b) => new FileTooLargeError(s, c, m, b),
+  no_space: (s, c, m, b) => new NoSpaceError(s, c, m, b),
   internal: (s, c, m, b) => new InternalError(s, c, m, b),
 };
 

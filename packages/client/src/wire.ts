@@ -62,6 +62,11 @@ export type ApiErrorCode =
   | 'host_unreachable'
   | 'proxy_busy'
   | 'proxy_not_configured'
+  | 'command_timeout'
+  | 'path_forbidden'
+  | 'no_file'
+  | 'file_too_large'
+  | 'no_space'
   | 'internal';
 
 /** `POST /v1/tokens` body. */

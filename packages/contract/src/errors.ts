@@ -51,6 +51,20 @@ export const apiErrors = {
     status: 503,
     message: 'The session proxy is off: set PROXY_SECRET (the same on the API and every worker host).',
   },
+  command_timeout: {
+    status: 408,
+    message: 'The command outlived its timeoutMs and was killed with its processes; what it printed is here.',
+  },
+  path_forbidden: {
+    status: 403,
+    message: 'The session itself could not read or write this path (the read-only host, or another user’s file).',
+  },
+  no_file: { status: 404, message: 'No file is at this path, as the session sees its files.' },
+  file_too_large: { status: 413, message: 'The file is larger than FILES_MAX_MB; nothing was written.' },
+  no_space: {
+    status: 507,
+    message: "The session's filesystem is full (SESSION_TMP_MB, or its disk); nothing was written.",
+  },
   internal: { status: 500, message: 'Something went wrong on our side; it has been logged.' },
 } as const;
 

@@ -28,3 +28,4 @@ export * from './schemas/access.js';
 export * from './schemas/logs.js';
 export * from './schemas/webhooks.js';
 export * from './schemas/proxy.js';
+export * from './schemas/exec.js';

@@ -47,3 +47,14 @@ export {
   type Ticket,
   type TunnelRefusal,
 } from './proxy-ticket.js';
+export {
+  CHANNEL,
+  EXEC_REQUEST_MAX_BYTES,
+  FRAME_MAX_BYTES,
+  FrameDecoder,
+  execRequestSchema,
+  frame,
+  type ExecRequest,
+  type ExecStatus,
+  type Frame,
+} from './exec-frames.js';

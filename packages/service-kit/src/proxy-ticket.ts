@@ -1,8 +1,9 @@
 // The hop between an API process and a worker host's proxy listener (the contract's session proxy).
 // An API process opens a TCP connection to the host's `PROXY_ADVERTISE` address and sends one line, a
-// ticket: which session and port it wants, until when the ticket holds, and an HMAC of that under a key
-// derived from `PROXY_SECRET`. The host answers one line, `CQP1 OK` (the connection now carries bytes to
-// and from that port inside the session) or `CQP1 ERR <code>` (and closes). Nothing without a valid
+// ticket: which session and port it wants (or `exec`: a command run inside the session, exec-frames.ts),
+// until when the ticket holds, and an HMAC of that under a key derived from `PROXY_SECRET`. The host
+// answers one line, `CQP1 OK` (the connection now carries bytes to and from that port inside the
+// session, or the command's framed channels) or `CQP1 ERR <code>` (and closes). Nothing without a valid
 // ticket reaches a session. A ticket names one session and port and lives a few seconds: one seen on the
 // wire opens nothing else.
 import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -21,7 +22,8 @@ export type TunnelRefusal = 'unauthorized' | 'no_session' | 'port_closed' | 'una
 
 export interface Ticket {
   readonly sessionId: string;
-  readonly port: number;
+  /** A TCP port inside the session, or `exec`: a command run inside it. */
+  readonly port: number | 'exec';
   /** Epoch ms after which the ticket is refused. */
   readonly expiresAt: number;
 }
@@ -48,13 +50,15 @@ export function readTicket(key: Buffer, line: string, now: number = Date.now()):
   const parts = line.split(' ');
   if (parts.length !== 5 || parts[0] !== TICKET_PREFIX) return undefined;
   const [, sessionId, portText, expiresText, signature] = parts as [string, string, string, string, string];
-  if (!SESSION_ID.test(sessionId) || !/^\d{1,5}$/.test(portText) || !/^\d{1,15}$/.test(expiresText)) return undefined;
+  if (!SESSION_ID.test(sessionId) || !/^(\d{1,5}|exec)$/.test(portText) || !/^\d{1,15}$/.test(expiresText))
+    return undefined;
   if (!/^[0-9a-f]{64}$/.test(signature)) return undefined;
   const expected = mac(key, parts.slice(0, 4).join(' '));
   if (!timingSafeEqual(expected, Buffer.from(signature, 'hex'))) return undefined;
-  const port = Number(portText);
+  const port = portText === 'exec' ? portText : Number(portText);
   const expiresAt = Number(expiresText);
-  if (port < 1 || port > 65_535 || expiresAt < now || expiresAt > now + 2 * TICKET_TTL_MS) return undefined;
+  if (port !== 'exec' && (port < 1 || port > 65_535)) return undefined;
+  if (expiresAt < now || expiresAt > now + 2 * TICKET_TTL_MS) return undefined;
   return { sessionId, port, expiresAt };
 }
 

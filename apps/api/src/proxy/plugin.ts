@@ -31,7 +31,7 @@ const portParams = z
 /** Longest a connect token lives, ms (and by default: until the session ends, at most this). */
 export const CONNECT_TTL_MAX_MS = 24 * 3_600_000;
 
-function notConfigured(): HttpError {
+export function notConfigured(): HttpError {
   return new HttpError(
     'proxy_not_configured',
     'The session proxy is off: set PROXY_SECRET (at least 32 characters, the same on the API and every worker host).',

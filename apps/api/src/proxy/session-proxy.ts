@@ -285,7 +285,42 @@ export class SessionProxy {
     return target;
   }
 
-  async #tunnel(sessionId: string, port: number): Promise<Socket> {
+  /** What the client is told of a tunnel the host refused or that could not be opened. */
+  #tunnelRefusal(cause: TunnelError, sessionId: string): ProxyRefusal {
+    const code =
+      cause.refusal === 'unauthorized' || cause.refusal === 'unavailable' ? 'host_unreachable' : cause.refusal;
+    if (cause.refusal === 'unauthorized')
+      this.#options.logger.error('a worker host refused our ticket: PROXY_SECRET differs between the API and the host');
+    const message =
+      code === 'no_session'
+        ? `Session ${sessionId} is not live.`
+        : code === 'port_closed'
+          ? httpErrors.port_closed.message
+          : httpErrors.host_unreachable.message;
+    return new ProxyRefusal(code, message);
+  }
+
+  /**
+   * A connection to a new command inside the session (exec-frames.ts: the host has said OK; send the
+   * request line next), counted among the session's proxied connections until it closes. Throws a
+   * {@link ProxyRefusal} saying why there is none.
+   */
+  async openCommand(sessionId: string): Promise<{ socket: Socket; userId: string }> {
+    const release = this.#hold(sessionId);
+    try {
+      const target = await this.#target(sessionId);
+      const socket = await this.#tunnel(sessionId, 'exec');
+      socket.once('close', release);
+      this.#activity.touch(target.userId, sessionId);
+      return { socket, userId: target.userId };
+    } catch (err) {
+      release();
+      if (err instanceof TunnelError) throw this.#tunnelRefusal(err, sessionId);
+      throw err;
+    }
+  }
+
+  async #tunnel(sessionId: string, port: number | 'exec'): Promise<Socket> {
     const target = await this.#target(sessionId);
     try {
       return await openTunnel(this.#ticketKey, target.address, sessionId, port);
@@ -392,17 +427,7 @@ export class SessionProxy {
       return;
     }
     if (cause instanceof TunnelError) {
-      const code =
-        cause.refusal === 'unauthorized' || cause.refusal === 'unavailable' ? 'host_unreachable' : cause.refusal;
-      if (cause.refusal === 'unauthorized')
-        reply.log.error('a worker host refused our ticket: PROXY_SECRET differs between the API and the host');
-      const message =
-        code === 'no_session'
-          ? `Session ${sessionId} is not live.`
-          : code === 'port_closed'
-            ? httpErrors.port_closed.message
-            : httpErrors.host_unreachable.message;
-      void this.refuse(reply, new ProxyRefusal(code, message));
+      void this.refuse(reply, this.#tunnelRefusal(cause, sessionId));
       return;
     }
     // The tunnel closed mid-request (the session ended, or its server closed the connection).

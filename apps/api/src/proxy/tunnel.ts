@@ -24,8 +24,11 @@ function splitAddress(address: string): { host: string; port: number } {
   return { host: match[1]!, port: Number(match[2]) };
 }
 
-/** Opens a tunnel to `port` of session `sessionId` through the host listening at `address`. */
-export function openTunnel(key: Buffer, address: string, sessionId: string, port: number): Promise<Socket> {
+/**
+ * Opens a tunnel to `port` of session `sessionId` (or, for `exec`, a connection to a command inside it)
+ * through the host listening at `address`.
+ */
+export function openTunnel(key: Buffer, address: string, sessionId: string, port: number | 'exec'): Promise<Socket> {
   return new Promise((resolve, reject) => {
     let target: { host: string; port: number };
     try {

@@ -4,11 +4,13 @@ import { spawnSync } from 'node:child_process';
 import { listenError, ticketKey } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from '../config.js';
+import type { ContainmentPlan } from '../containment.js';
 import type { SessionLauncher } from '../session-process.js';
 import { ProxyListener } from './listener.js';
 
 export { ProxyListener } from './listener.js';
 export { netnsPid, openSessionPort, type SessionNetTarget } from './session-ports.js';
+export { pidNamespacePid, serveCommand, terminalArgv, type SessionExecTarget } from './session-exec.js';
 
 /** A host's running proxy listener. */
 export interface HostProxy {
@@ -25,16 +27,19 @@ function hostPort(address: { host: string; port: number }): string {
 export async function startHostProxy(
   config: WorkerConfig,
   launcher: SessionLauncher,
+  plan: Pick<ContainmentPlan, 'execArgv'>,
   logger: Logger,
 ): Promise<HostProxy | undefined> {
   if (config.proxySecret === undefined) return undefined;
   const listener = new ProxyListener({
     key: ticketKey(config.proxySecret),
-    target: (sessionId) => launcher.netTarget?.(sessionId),
+    target: (sessionId) => launcher.target?.(sessionId),
+    plan,
     logger,
   });
   launcher.onEnded?.((sessionId) => listener.sessionEnded(sessionId));
   // A session with a network of its own is reached through socat, started by nsenter (util-linux).
+  // (Commands inside sessions need nsenter, setpriv and script, all util-linux, which containment needs.)
   const missing = ['socat', 'nsenter'].filter((tool) => spawnSync(tool, ['-V']).error !== undefined);
   if (missing.length > 0 && config.sessionNetwork !== 'host')
     logger.warn(

@@ -1,11 +1,14 @@
 // A worker host's proxy listener (the contract's session proxy, the host's hop): API processes connect
 // to it with a ticket signed under PROXY_SECRET (@cq/service-kit's proxy-ticket.ts) naming a session and
 // a port; it opens that port inside the session (session-ports.ts) and carries bytes both ways until
-// either side closes. A connection without a valid ticket is answered `unauthorized` and closed before
-// anything reaches a session. A session that ends closes every connection to it at once.
+// either side closes; or, for an `exec` ticket, runs a command inside the session (session-exec.ts). A
+// connection without a valid ticket is answered `unauthorized` and closed before anything reaches a
+// session. A session that ends closes every connection to it at once, and kills its commands.
 import { createServer, type Server, type Socket } from 'node:net';
 import { TICKET_MAX_BYTES, answerLine, readFirstLine, readTicket, type TunnelRefusal } from '@cq/service-kit';
 import type { Logger } from 'pino';
+import type { ContainmentPlan } from '../containment.js';
+import { serveCommand, type SessionExecTarget } from './session-exec.js';
 import { openSessionPort, type PortConnection, type PortPipe, type SessionNetTarget } from './session-ports.js';
 
 /** How long an API process has to send its ticket, ms. */
@@ -17,7 +20,9 @@ export interface ProxyListenerOptions {
   /** The ticket key (`ticketKey(PROXY_SECRET)`). */
   readonly key: Buffer;
   /** The running session of that id, or undefined. */
-  readonly target: (sessionId: string) => SessionNetTarget | undefined;
+  readonly target: (sessionId: string) => SessionExecTarget | undefined;
+  /** How commands are run inside sessions (the host's containment plan). */
+  readonly plan: Pick<ContainmentPlan, 'execArgv'>;
   readonly logger: Logger;
   /** Opens a port inside a session (tests count or slow it). @defaultValue {@link openSessionPort} */
   readonly open?: (target: SessionNetTarget, port: number) => Promise<PortConnection>;
@@ -26,8 +31,8 @@ export interface ProxyListenerOptions {
 export class ProxyListener {
   readonly #options: ProxyListenerOptions;
   readonly #server: Server;
-  /** Open connections by session, closed when it ends. */
-  readonly #bySession = new Map<string, Set<Socket>>();
+  /** What to do with each open connection by session when it ends: close it, or kill its command. */
+  readonly #bySession = new Map<string, Map<Socket, () => void>>();
   #refusalLoggedAt = Number.NEGATIVE_INFINITY;
   #refusedSince = 0;
 
@@ -65,7 +70,7 @@ export class ProxyListener {
     const open = this.#bySession.get(sessionId);
     if (open === undefined) return;
     this.#bySession.delete(sessionId);
-    for (const socket of open) socket.destroy();
+    for (const ended of open.values()) ended();
   }
 
   /** Stops listening and closes every connection. */
@@ -105,6 +110,12 @@ export class ProxyListener {
       refuse('no_session');
       return;
     }
+    if (ticket.port === 'exec') {
+      socket.write(answerLine());
+      const run = serveCommand(socket, target, this.#options.plan, this.#options.logger);
+      this.#hold(ticket.sessionId, socket, () => run.sessionEnded());
+      return;
+    }
     const opened = await (this.#options.open ?? openSessionPort)(target, ticket.port);
     if ('refused' in opened) {
       refuse(opened.refused);
@@ -119,18 +130,25 @@ export class ProxyListener {
     this.#join(ticket.sessionId, socket, opened.stream);
   }
 
-  #join(sessionId: string, socket: Socket, stream: PortPipe): void {
+  /** Counts `socket` as open to the session until it closes; `ended` is called if the session ends first. */
+  #hold(sessionId: string, socket: Socket, ended: () => void): void {
     let open = this.#bySession.get(sessionId);
-    if (open === undefined) this.#bySession.set(sessionId, (open = new Set()));
-    open.add(socket);
+    if (open === undefined) this.#bySession.set(sessionId, (open = new Map()));
+    open.set(socket, ended);
+    socket.once('close', () => {
+      open.delete(socket);
+      if (open.size === 0 && this.#bySession.get(sessionId) === open) this.#bySession.delete(sessionId);
+    });
+  }
+
+  #join(sessionId: string, socket: Socket, stream: PortPipe): void {
     stream.readable.on('error', () => {});
     stream.writable.on('error', () => {});
     const close = (): void => {
-      open.delete(socket);
-      if (open.size === 0 && this.#bySession.get(sessionId) === open) this.#bySession.delete(sessionId);
       socket.destroy();
       stream.destroy();
     };
+    this.#hold(sessionId, socket, close);
     socket.once('close', close);
     stream.onClose(close);
     socket.write(answerLine());

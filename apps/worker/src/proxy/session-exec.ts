@@ -1,0 +1,383 @@
+// Running a command inside a session for an API process (the contract's "Working inside a session"),
+// over a connection of the proxy listener that presented an `exec` ticket: the request line, then
+// frames both ways (@cq/service-kit's exec-frames.ts). The command runs as the plan's `execArgv` says:
+// in the session's cgroups and namespaces, as its user, without a capability. It leads a process group
+// of its own (with nsenter before it), which the host signals: SIGKILL when `timeoutMs` runs out or the
+// session ends; SIGHUP when the connection drops, SIGKILL after SESSION_GRACE_MS. With `tty`, util-linux's
+// `script`, run inside the session, gives it a terminal of the session's own devpts (so `tty` names a
+// device the session sees); the size is set with `stty` on that terminal, from the host, by
+// /proc/<pid>/fd/0 of the command (which also sends it SIGWINCH).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { constants } from 'node:os';
+import {
+  CHANNEL,
+  EXEC_REQUEST_MAX_BYTES,
+  FrameDecoder,
+  execRequestSchema,
+  frame,
+  readUntil,
+  type ExecStatus,
+  type Frame,
+} from '@cq/service-kit';
+import type { Logger } from 'pino';
+import type { ContainmentPlan } from '../containment.js';
+import type { SessionNetTarget } from './session-ports.js';
+
+/** What the host knows of a running session, for running a command inside it. */
+export interface SessionExecTarget extends SessionNetTarget {
+  /** Its SESSION_DIR (where commands run unless they name a `cwd`). */
+  readonly dir: string;
+  /** Its environment: a command gets it, with the request's `env` over it. */
+  readonly env: Readonly<Record<string, string>>;
+  /** The `cgroup.procs` files of its cgroups (none without caps). */
+  readonly procs: readonly string[];
+  /** SIGHUP → SIGKILL grace for a command whose connection dropped, ms. */
+  readonly graceMs: number;
+}
+
+/** How long an API process has to send the command after the host's OK, ms. */
+export const REQUEST_WAIT_MS = 5000;
+/** How long the host waits for a command's output to drain after it exited, ms (a daemon may hold it open). */
+export const OUTPUT_DRAIN_MS = 200;
+/** How long the status of a command killed by a signal from elsewhere waits to learn whether its session ended, ms. */
+export const SESSION_END_WAIT_MS = 500;
+
+function nsOf(pid: number | 'self', kind: 'pid' | 'user'): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/${kind}`);
+  } catch {
+    return undefined;
+  }
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return text === '' ? [] : text.split(/\s+/).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * A process in the session's own PID namespace: the group leader's first descendant (breadth first, a
+ * few levels: the wrappers, then the init) whose PID namespace is not the host's.
+ */
+export function pidNamespacePid(leader: number): number | undefined {
+  const own = nsOf('self', 'pid');
+  let level = [leader];
+  for (let depth = 0; depth < 6 && level.length > 0; depth++) {
+    for (const pid of level) {
+      const ns = nsOf(pid, 'pid');
+      if (ns !== undefined && ns !== own) return pid;
+    }
+    level = level.flatMap(childrenOf);
+  }
+  return undefined;
+}
+
+/** The processes of process group `group` (as this machine numbers them), read from /proc. */
+function groupMembers(group: number): number[] {
+  const members: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Fields after the command name: state, ppid, pgrp, ...
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) === group) members.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return members;
+}
+
+/** PF_EXITING in /proc/<pid>/stat's flags: the process is exiting (an init waits there for its namespace to empty). */
+const PF_EXITING = 0x4;
+
+/** Whether `pid` runs: not gone, not a zombie, not exiting. */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name: state, ppid, pgrp, session, tty_nr, tpgid, flags, ...
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return !/^[ZX]/.test(fields[0]!) && (Number(fields[6]) & PF_EXITING) === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** The deepest process below `pid` (itself when it has no child): the command a terminal runs. */
+function deepest(pid: number): number {
+  for (let at = pid, depth = 0; depth < 16; depth++) {
+    const children = childrenOf(at);
+    if (children.length === 0) return at;
+    at = children[children.length - 1]!;
+  }
+  return pid;
+}
+
+/** A POSIX shell word for `text`. */
+export function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", "'\\''")}'`;
+}
+
+/** The argv a terminal runs: `script` gives `argv` a terminal of `cols`×`rows` inside the session. */
+export function terminalArgv(argv: readonly string[], cols: number, rows: number): string[] {
+  const line = `stty cols ${cols} rows ${rows} 2>/dev/null; exec ${argv.map(shellQuote).join(' ')}`;
+  return ['script', '--quiet', '--return', '--echo', 'never', '--command', line, '/dev/null'];
+}
+
+function signalNumber(signal: NodeJS.Signals): number {
+  return (constants.signals as Record<string, number>)[signal] ?? 0;
+}
+
+/** A command's connection to a host, being served. */
+export interface CommandRun {
+  /** The session ended: the command is killed (the kernel did already when its PID namespace ended). */
+  sessionEnded(): void;
+}
+
+/**
+ * Serves one `exec` connection (after the host's OK): reads the request, runs the command inside the
+ * session, carries its channels, and ends with its status. Never throws; a bad request is answered with
+ * a `start_failed` status.
+ */
+export function serveCommand(
+  socket: Socket,
+  target: SessionExecTarget,
+  plan: Pick<ContainmentPlan, 'execArgv'>,
+  logger: Logger,
+): CommandRun {
+  let child: ChildProcess | undefined;
+  let reason: ExecStatus['reason'];
+  let finished = false;
+  let killTimer: NodeJS.Timeout | undefined;
+  let timeout: NodeJS.Timeout | undefined;
+
+  let entered = false;
+  let backstop: NodeJS.Timeout | undefined;
+  const ended = (): boolean => child?.pid === undefined || child.exitCode !== null || child.signalCode !== null;
+  /**
+   * `signal` to the command's processes (its process group), but not to nsenter before them: nsenter
+   * waits for the command and dies of what killed it, so the status is the command's, and what the
+   * command leaves is its session's init's to reap. (Killed first, nsenter would leave the command to
+   * its parent-death SIGKILL at once, with no time to end well after a hangup, and its orphans to the
+   * host's init: a PID namespace ends only once every process of it is reaped.) A SIGKILL that nsenter
+   * outlives (the command had not started) reaches the whole group a second later.
+   */
+  const signalCommand = (signal: NodeJS.Signals): void => {
+    if (ended()) return;
+    const leader = child!.pid!;
+    for (const pid of entered ? groupMembers(leader) : [leader])
+      if (pid !== leader || !entered)
+        try {
+          process.kill(entered ? pid : -pid, signal);
+        } catch {
+          // gone meanwhile
+        }
+    if (signal === 'SIGKILL' && entered && backstop === undefined) {
+      backstop = setTimeout(() => {
+        if (ended()) return;
+        try {
+          process.kill(-leader, 'SIGKILL');
+        } catch {
+          // gone meanwhile
+        }
+      }, 1000);
+      backstop.unref();
+    }
+  };
+  const finish = (status: ExecStatus): void => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(timeout);
+    clearTimeout(killTimer);
+    clearTimeout(backstop);
+    if (!socket.destroyed) socket.end(frame(CHANNEL.status, JSON.stringify(status)));
+  };
+  const failed = (message: string): void =>
+    finish({ status: 'Failure', exitCode: 127, reason: 'start_failed', message });
+
+  socket.once('close', () => {
+    if (finished) return;
+    // Dropped: SIGHUP, as a terminal's hangup; SIGKILL after the grace time.
+    reason ??= 'hangup';
+    signalCommand('SIGHUP');
+    killTimer = setTimeout(() => signalCommand('SIGKILL'), target.graceMs);
+    killTimer.unref();
+  });
+
+  void (async () => {
+    let line: Buffer;
+    try {
+      line = await readUntil(socket, '\n', EXEC_REQUEST_MAX_BYTES, REQUEST_WAIT_MS, 'command');
+    } catch (err) {
+      failed((err as Error).message);
+      return;
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line.toString('utf8'));
+    } catch {
+      failed('the command line is not JSON');
+      return;
+    }
+    const checked = execRequestSchema.safeParse(parsed);
+    if (!checked.success) {
+      failed(`the command is not valid: ${checked.error.issues[0]?.message ?? 'invalid'}`);
+      return;
+    }
+    const request = checked.data;
+    if (socket.destroyed) return;
+    const inside = target.pid === undefined ? undefined : pidNamespacePid(target.pid);
+    entered = inside !== undefined;
+    const cwd = request.cwd ?? target.dir;
+    const argv = plan.execArgv(
+      {
+        pid: inside,
+        userNamespace: inside !== undefined && nsOf('self', 'user') !== nsOf(inside, 'user'),
+        procs: target.procs,
+        cwd,
+      },
+      request.tty ? terminalArgv(request.argv, request.cols, request.rows) : request.argv,
+      { ...target.env, ...(request.tty ? { TERM: 'xterm-256color', SHELL: '/bin/sh' } : {}), ...request.env },
+    );
+    if (argv === undefined) {
+      failed("this host cannot run commands in its sessions: util-linux's setpriv is not on the PATH");
+      return;
+    }
+    try {
+      child = spawn(argv[0]!, argv.slice(1), {
+        detached: true,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      });
+    } catch (err) {
+      failed(`the command could not start: ${(err as Error).message}`);
+      return;
+    }
+    run(child, inside, request.tty, request.timeoutMs);
+  })().catch((err: unknown) => {
+    logger.error({ err }, 'a command inside a session failed');
+    failed('the host failed');
+  });
+
+  function run(proc: ChildProcess, inside: number | undefined, tty: boolean, timeoutMs: number | undefined): void {
+    if (timeoutMs !== undefined) {
+      timeout = setTimeout(() => {
+        reason ??= 'timeout';
+        signalCommand('SIGKILL');
+      }, timeoutMs);
+      timeout.unref();
+    }
+    for (const stream of [proc.stdin!, proc.stdout!, proc.stderr!]) stream.on('error', () => {});
+    proc.once('error', (err) => failed(`the command could not start: ${err.message}`));
+    // Output: a frame per chunk; a connection that cannot take more pauses the command's pipes (it then
+    // blocks writing: backpressure to the session, nothing piles up here).
+    const outputs = [
+      [proc.stdout!, CHANNEL.stdout],
+      [proc.stderr!, CHANNEL.stderr],
+    ] as const;
+    for (const [stream, channel] of outputs)
+      stream.on('data', (chunk: Buffer) => {
+        if (socket.destroyed) return;
+        if (!socket.write(frame(channel, chunk))) {
+          for (const [s] of outputs) s.pause();
+          socket.once('drain', () => outputs.forEach(([s]) => s.resume()));
+        }
+      });
+    // Input: stdin bytes, its close, a terminal's size.
+    const decoder = new FrameDecoder();
+    decoder.on('error', () => socket.destroy());
+    decoder.on('data', (f: Frame) => {
+      if (f.channel === CHANNEL.stdin) {
+        if (!proc.stdin!.writableEnded && !proc.stdin!.write(f.payload)) {
+          decoder.pause();
+          proc.stdin!.once('drain', () => decoder.resume());
+        }
+      } else if (f.channel === CHANNEL.close && f.payload[0] === CHANNEL.stdin) proc.stdin!.end();
+      else if (f.channel === CHANNEL.resize && tty) resize(proc, f.payload);
+    });
+    socket.pipe(decoder);
+    socket.resume();
+
+    proc.once('exit', (code, signal) => {
+      const status = (): void => {
+        const exitCode = code ?? 128 + signalNumber(signal!);
+        finish({
+          status: exitCode === 0 ? 'Success' : 'Failure',
+          exitCode,
+          ...(signal === null ? {} : { signal }),
+          ...(reason === undefined || reason === 'hangup' ? {} : { reason }),
+        });
+      };
+      // Its output is read to the end, unless something it left behind holds the pipes open.
+      const drain = (): void => {
+        if (proc.stdout!.readableEnded && proc.stderr!.readableEnded) status();
+        else {
+          const drained = setTimeout(() => {
+            proc.stdout!.destroy();
+            proc.stderr!.destroy();
+            status();
+          }, OUTPUT_DRAIN_MS);
+          proc.once('close', () => {
+            clearTimeout(drained);
+            status();
+          });
+        }
+      };
+      // A signal from elsewhere may be the session's end: its init passes a stop's SIGTERM on to every
+      // process of the session, and the kernel SIGKILLs them all once the init exits, before the host
+      // hears that the session ended. Until its first process is gone or the host says so (a little
+      // while at most), the status waits.
+      if (signal === null || reason !== undefined || inside === undefined) {
+        drain();
+        return;
+      }
+      const since = performance.now();
+      const check = (): void => {
+        if (reason === undefined && !running(inside)) reason = 'session_ended';
+        if (reason !== undefined || performance.now() - since >= SESSION_END_WAIT_MS) drain();
+        else setTimeout(check, 20);
+      };
+      check();
+    });
+  }
+
+  return {
+    sessionEnded: () => {
+      reason ??= 'session_ended';
+      signalCommand('SIGKILL');
+    },
+  };
+}
+
+/** A terminal's new size, from a resize frame (`{"Width","Height"}`): `stty` on the command's terminal. */
+function resize(proc: ChildProcess, payload: Buffer): void {
+  let size: { Width?: unknown; Height?: unknown };
+  try {
+    size = JSON.parse(payload.toString('utf8')) as typeof size;
+  } catch {
+    return;
+  }
+  const cols = Number(size.Width);
+  const rows = Number(size.Height);
+  if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > 1000 || rows > 1000) return;
+  if (proc.pid === undefined) return;
+  // The process at the bottom of the command's tree reads the terminal `script` made.
+  const pid = deepest(proc.pid);
+  let terminal: string;
+  try {
+    terminal = readlinkSync(`/proc/${pid}/fd/0`);
+  } catch {
+    return;
+  }
+  if (!terminal.startsWith('/dev/pts/')) return;
+  spawn('stty', ['-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)], { stdio: 'ignore' }).on(
+    'error',
+    () => {},
+  );
+}

@@ -1,10 +1,10 @@
 // Work inside a live session (issue 47): commands and files through the API, judged from outside. The
 // test finds a command's processes itself, in /proc, by a variable of its own in their environment, and
 // reads their user, capabilities, cgroup and namespaces there.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sessionCgroupsOf, sessionDirOf, sessionPids, until, type Started } from '../support/processes.js';
+import { rss, sessionCgroupsOf, sessionDirOf, sessionPids, until, type Started } from '../support/processes.js';
 import { API_KEY, startSystem, type System } from '../support/system.js';
 
 const PROXY_SECRET = randomBytes(32).toString('hex');
@@ -170,6 +170,130 @@ describe.each([
     expect(gone.body.error).toMatchObject({ code: 'no_session' });
   });
 
+  it('files: what is put at /tmp/x is what the session reads there, and comes back byte for byte', async () => {
+    const bytes = randomBytes(300_000);
+    const put = await fetch(`${system.api.baseUrl}/v1/sessions/${sessionId}/files?path=/tmp/x.bin`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${API_KEY}` },
+      body: bytes,
+    });
+    expect(put.status).toBe(204);
+    const seen = await run({ argv: ['sh', '-c', 'sha256sum /tmp/x.bin | cut -d" " -f1; stat -c "%u %a" /tmp/x.bin'] });
+    const [sum, owner] = String(seen.body['stdout']).trim().split('\n');
+    expect(sum).toBe(createHash('sha256').update(bytes).digest('hex'));
+    expect(owner).toBe(`${as === 'root' ? 0 : 65534} 644`);
+    const got = await fetch(`${system.api.baseUrl}/v1/sessions/${sessionId}/files?path=/tmp/x.bin`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    expect(got.status).toBe(200);
+    expect(Buffer.from(await got.arrayBuffer()).equals(bytes)).toBe(true);
+    // An empty file is a file.
+    await run({ argv: ['touch', '/tmp/empty'] });
+    const empty = await fetch(`${system.api.baseUrl}/v1/sessions/${sessionId}/files?path=/tmp/empty`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    expect([empty.status, await empty.text()]).toEqual([200, '']);
+  });
+
+  it('files: never outside the session’s view (.., symlinks, /proc/<pid>/root), never where the session could not', async () => {
+    const secret = `/tmp/cq-exec-secret-${process.pid}`;
+    writeFileSync(secret, 'host secret');
+    try {
+      const get = async (path: string): Promise<[number, string]> => {
+        const res = await fetch(
+          `${system.api.baseUrl}/v1/sessions/${sessionId}/files?path=${encodeURIComponent(path)}`,
+          { headers: { authorization: `Bearer ${API_KEY}` } },
+        );
+        const text = await res.text();
+        return [res.status, res.status === 200 ? text : (JSON.parse(text) as { error: { code: string } }).error.code];
+      };
+      const put = async (path: string, body = 'x'): Promise<[number, string]> => {
+        const res = await fetch(
+          `${system.api.baseUrl}/v1/sessions/${sessionId}/files?path=${encodeURIComponent(path)}`,
+          { method: 'PUT', headers: { authorization: `Bearer ${API_KEY}` }, body },
+        );
+        const text = await res.text();
+        return [res.status, text === '' ? '' : (JSON.parse(text) as { error: { code: string } }).error.code];
+      };
+      // The host's /tmp is not the session's, by any way of naming it.
+      expect(await get(secret)).toEqual([404, 'no_file']);
+      expect(await get(`/etc/../tmp/../${secret}`)).toEqual([404, 'no_file']);
+      expect(await get(`/proc/1/root${secret}`)).toEqual([404, 'no_file']);
+      // The host's processes are not in the session's /proc: the worker host's pid names nothing there.
+      expect((await get(`/proc/${host.child.pid!}/root${secret}`))[0]).toBe(404);
+      await run({ argv: ['ln', '-sf', '/proc/1/root/tmp', '/tmp/escape'] });
+      expect(await get(`/tmp/escape/${secret.slice(5)}`)).toEqual([404, 'no_file']);
+      // A write through the same names lands in the session's own /tmp (as nobody, the session may not
+      // even follow /proc/1/root, its init's), never in the host's.
+      if (as === 'root') {
+        expect(await put(`/tmp/escape/${secret.slice(5)}`, 'written inside')).toEqual([204, '']);
+        expect((await run({ argv: ['cat', secret] })).body['stdout']).toBe('written inside');
+      } else expect((await put(`/tmp/escape/${secret.slice(5)}`, 'written inside'))[0]).not.toBe(204);
+      expect(readFileSync(secret, 'utf8')).toBe('host secret');
+      // The host is read-only to the session, root or not; a missing directory is no file; a directory no file.
+      expect(await put(`/etc/cq-exec-${process.pid}`)).toEqual([403, 'path_forbidden']);
+      expect(await put('/usr/bin/env')).toEqual([403, 'path_forbidden']);
+      expect(await put('/no/such/dir/x')).toEqual([404, 'no_file']);
+      expect(await put('/tmp/')).toEqual([400, 'invalid_request']);
+      expect(await get('/tmp')).toEqual([400, 'invalid_request']);
+      expect(await get('/no/such/file')).toEqual([404, 'no_file']);
+      expect(await get('relative/path')).toEqual([400, 'invalid_request']);
+      // A file the session's user may not read: as nobody, /etc/shadow; as root without a capability,
+      // a file of another user that only its owner may read.
+      if (as === 'root') {
+        await run({ argv: ['sh', '-c', 'umask 077; echo mine > /tmp/owned'] });
+        expect(await get('/tmp/owned')).toEqual([200, 'mine\n']);
+        expect(await get('/etc/shadow')).toEqual([200, readFileSync('/etc/shadow', 'utf8')]);
+      } else expect(await get('/etc/shadow')).toEqual([403, 'path_forbidden']);
+    } finally {
+      rmSync(secret, { force: true });
+    }
+  });
+
+  it('FILES_MAX_MB: a larger upload is refused 413 while it streams, and leaves neither a partial file nor a changed one', async () => {
+    const small = await system.addApi({ FILES_MAX_MB: '1' });
+    const url = (path: string): string => `${small.baseUrl}/v1/sessions/${sessionId}/files?path=${path}`;
+    const auth = { authorization: `Bearer ${API_KEY}` };
+    expect((await fetch(url('/tmp/kept'), { method: 'PUT', headers: auth, body: 'before' })).status).toBe(204);
+    // Declared too large: refused before a byte is read.
+    const declared = await fetch(url('/tmp/kept'), {
+      method: 'PUT',
+      headers: auth,
+      body: Buffer.alloc(2 * 1024 * 1024),
+    });
+    expect(declared.status).toBe(413);
+    // Streamed without a length: refused once it passes the limit.
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent >= 8 * 1024 * 1024) controller.close();
+        else {
+          sent += 64 * 1024;
+          controller.enqueue(new Uint8Array(64 * 1024));
+        }
+      },
+    });
+    const streamed = await fetch(url('/tmp/kept'), {
+      method: 'PUT',
+      headers: auth,
+      body: stream,
+      duplex: 'half',
+    } as RequestInit).catch((err: unknown) => err as Error);
+    // The API answers 413 and closes the connection mid-upload; a client may see either.
+    if (!(streamed instanceof Error)) expect(streamed.status).toBe(413);
+    await until(
+      async () => !String((await run({ argv: ['ls', '-a', '/tmp'] })).body['stdout']).includes('.cq-upload'),
+      5000,
+      'no partial upload left',
+    );
+    expect((await run({ argv: ['cat', '/tmp/kept'] })).body['stdout']).toBe('before');
+    expect(small.logs.some((l) => l['audit'] === true && l['action'] === 'session.file_write')).toBe(true);
+    // The audit lines name the command or the path, never stdin or the bytes.
+    const audits = system.api.logs.filter((l) => l['audit'] === true);
+    expect(audits.some((l) => l['action'] === 'session.command' && Array.isArray(l['argv']))).toBe(true);
+    expect(JSON.stringify(audits)).not.toContain('from stdin');
+  });
+
   it('a session that ends kills its commands: the command is answered 404 no_session', async () => {
     const nonce = randomBytes(8).toString('hex');
     const pending = run({ argv: ['sleep', '100'], env: { CQ_CMD: nonce } });
@@ -179,5 +303,66 @@ describe.each([
     expect(result.status, JSON.stringify(result.body)).toBe(404);
     expect(result.body.error).toMatchObject({ code: 'no_session' });
     await until(() => commandPids(nonce).length === 0, 2000, 'the command gone');
+  });
+});
+
+describe('files stream, both ways', () => {
+  it('500 MB in and out of a session: the API and the host each grow by less than 100 MB', async () => {
+    const system = await startSystem({
+      workers: 0,
+      apiEnv: { PROXY_SECRET, FILES_MAX_MB: '600' },
+      workerEnv: { PROXY_SECRET, SESSION_COMMAND: SESSION },
+    });
+    const host = await system.addWorker('host-files');
+    const admission = await system.client.spawn((await system.client.issueToken({ userId: 'files-big' })).token);
+    await until(async () => (await system.client.findSession('files-big'))?.ready === true, 15_000, 'ready');
+    const url = `${system.api.baseUrl}/v1/sessions/${admission.sessionId}/files?path=${encodeURIComponent(
+      `${sessionDirOf('files-big', admission.fence)}/big`,
+    )}`;
+    const auth = { authorization: `Bearer ${API_KEY}` };
+    const SIZE = 500 * 1024 * 1024;
+    const CHUNK = 1024 * 1024;
+    const processes = { api: system.api.child.pid!, host: host.child.pid! };
+    const before = { api: rss(processes.api), host: rss(processes.host) };
+    const peak = { ...before };
+    const sampler = setInterval(() => {
+      peak.api = Math.max(peak.api, rss(processes.api));
+      peak.host = Math.max(peak.host, rss(processes.host));
+    }, 20);
+    try {
+      let sent = 0;
+      const chunk = new Uint8Array(CHUNK).fill(7);
+      const put = await fetch(url, {
+        method: 'PUT',
+        headers: { ...auth, 'content-length': String(SIZE) },
+        body: new ReadableStream<Uint8Array>({
+          pull(controller) {
+            if (sent >= SIZE) controller.close();
+            else {
+              sent += CHUNK;
+              controller.enqueue(chunk);
+            }
+          },
+        }),
+        duplex: 'half',
+      } as RequestInit);
+      expect(put.status).toBe(204);
+      const got = await fetch(url, { headers: auth });
+      expect(got.status).toBe(200);
+      let received = 0;
+      let wrong = 0;
+      for await (const part of got.body! as unknown as AsyncIterable<Uint8Array>) {
+        received += part.length;
+        if (part.some((b) => b !== 7)) wrong++;
+      }
+      expect([received, wrong]).toEqual([SIZE, 0]);
+    } finally {
+      clearInterval(sampler);
+    }
+    const growth = { api: (peak.api - before.api) / 2 ** 20, host: (peak.host - before.host) / 2 ** 20 };
+    console.info(`files 500 MB in and out: API grew ${growth.api.toFixed(1)} MiB, host ${growth.host.toFixed(1)} MiB`);
+    expect(growth.api).toBeLessThan(100);
+    expect(growth.host).toBeLessThan(100);
+    await system.client.stopSession('files-big');
   });
 });

@@ -37,7 +37,20 @@ export class CommandChannel {
         handlers.onStatus(this.#status);
       }
     });
-    socket.once('close', () => handlers.onClose(this.#status === undefined));
+    // Closed: once every frame that came is read (a reader that lags still has the status to come), or
+    // at once when the connection broke off.
+    let closed = false;
+    const close = (): void => {
+      if (closed) return;
+      closed = true;
+      handlers.onClose(this.#status === undefined);
+    };
+    let ended = false;
+    socket.once('end', () => (ended = true));
+    this.#decoder.once('end', close);
+    socket.once('close', () => {
+      if (!ended || this.#decoder.destroyed) close();
+    });
     socket.pipe(this.#decoder);
     socket.resume();
   }

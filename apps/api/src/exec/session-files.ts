@@ -21,9 +21,10 @@ export const READ_FILE = [
   'p=$1',
   `[ -e "$p" ] || exit ${FILE_EXIT.noFile}`,
   `[ -d "$p" ] && exit ${FILE_EXIT.directory}`,
-  // Opened as the session's user: the kernel says whether it may (a shell's `test -r` trusts root).
-  `exec 3< "$p" 2>/dev/null || exit ${FILE_EXIT.forbidden}`,
-  'exec cat <&3',
+  // Opened as the session's user: the kernel says whether it may (a shell's `test -r` trusts root). In
+  // a subshell: a redirection that fails ends the shell it is made in.
+  `(: < "$p") 2>/dev/null || exit ${FILE_EXIT.forbidden}`,
+  'exec cat -- "$p"',
 ].join('\n');
 
 /**

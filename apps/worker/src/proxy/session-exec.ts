@@ -39,7 +39,10 @@ export interface SessionExecTarget extends SessionNetTarget {
 
 /** How long an API process has to send the command after the host's OK, ms. */
 export const REQUEST_WAIT_MS = 5000;
-/** How long the host waits for a command's output to drain after it exited, ms (a daemon may hold it open). */
+/**
+ * After a command exited, how long its output may stay silent (while the connection could take more)
+ * before the host stops reading it, ms: something it left behind (a daemon) may hold its pipes open.
+ */
 export const OUTPUT_DRAIN_MS = 200;
 /** How long the status of a command killed by a signal from elsewhere waits to learn whether its session ended, ms. */
 export const SESSION_END_WAIT_MS = 500;
@@ -281,12 +284,21 @@ export function serveCommand(
       [proc.stdout!, CHANNEL.stdout],
       [proc.stderr!, CHANNEL.stderr],
     ] as const;
+    /** Whether output waits for the connection, and when it last moved (`performance.now()`). */
+    let waiting = false;
+    let movedAt = performance.now();
     for (const [stream, channel] of outputs)
       stream.on('data', (chunk: Buffer) => {
+        movedAt = performance.now();
         if (socket.destroyed) return;
         if (!socket.write(frame(channel, chunk))) {
+          waiting = true;
           for (const [s] of outputs) s.pause();
-          socket.once('drain', () => outputs.forEach(([s]) => s.resume()));
+          socket.once('drain', () => {
+            waiting = false;
+            movedAt = performance.now();
+            outputs.forEach(([s]) => s.resume());
+          });
         }
       });
     // Input: stdin bytes, its close, a terminal's size.
@@ -314,20 +326,25 @@ export function serveCommand(
           ...(reason === undefined || reason === 'hangup' ? {} : { reason }),
         });
       };
-      // Its output is read to the end, unless something it left behind holds the pipes open.
+      // Its output is read to the end, however slowly the connection takes it, unless something it left
+      // behind holds the pipes open: then once nothing has come for OUTPUT_DRAIN_MS while the
+      // connection could take more.
       const drain = (): void => {
-        if (proc.stdout!.readableEnded && proc.stderr!.readableEnded) status();
-        else {
-          const drained = setTimeout(() => {
-            proc.stdout!.destroy();
-            proc.stderr!.destroy();
-            status();
-          }, OUTPUT_DRAIN_MS);
-          proc.once('close', () => {
-            clearTimeout(drained);
-            status();
-          });
+        if (proc.stdout!.readableEnded && proc.stderr!.readableEnded) {
+          status();
+          return;
         }
+        const idle = setInterval(() => {
+          if (waiting || performance.now() - movedAt < OUTPUT_DRAIN_MS) return;
+          clearInterval(idle);
+          proc.stdout!.destroy();
+          proc.stderr!.destroy();
+          status();
+        }, OUTPUT_DRAIN_MS / 4);
+        proc.once('close', () => {
+          clearInterval(idle);
+          status();
+        });
       };
       // A signal from elsewhere may be the session's end: its init passes a stop's SIGTERM on to every
       // process of the session, and the kernel SIGKILLs them all once the init exits, before the host

@@ -48,6 +48,7 @@ export const openapiOperations: Readonly<Record<string, { operationId: string; t
   'GET /v1/webhooks/:id/deliveries': { operationId: 'listDeliveries', tag: 'webhooks' },
   'POST /v1/sessions/:sessionId/connect': { operationId: 'connectSession', tag: 'session proxy' },
   'POST /v1/sessions/:sessionId/commands': { operationId: 'runCommand', tag: 'inside a session' },
+  'GET /v1/sessions/:sessionId/exec': { operationId: 'openTerminal', tag: 'inside a session' },
   'GET /v1/sessions/:sessionId/files': { operationId: 'readFile', tag: 'inside a session' },
   'PUT /v1/sessions/:sessionId/files': { operationId: 'writeFile', tag: 'inside a session' },
   'GET /v1/whoami': { operationId: 'whoami', tag: 'access' },

@@ -82,6 +82,7 @@ describe('request shapes: path parameters and query parameters are checked befor
       'DELETE /v1/users/:userId/session',
       'DELETE /v1/webhooks/:id',
       'GET /v1/sessions/:sessionId',
+      'GET /v1/sessions/:sessionId/exec',
       'GET /v1/sessions/:sessionId/files',
       'GET /v1/sessions/:sessionId/ports/:port/*',
       'GET /v1/users/:userId/history',

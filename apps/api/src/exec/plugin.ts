@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { z } from 'zod';
 import {
@@ -12,6 +13,7 @@ import {
   commandRequest,
   commandResult,
   errorSchema,
+  execQuery,
   filePathQuery,
   noQuery,
   sessionIdParams,
@@ -23,6 +25,7 @@ import { audit } from '../plugins/auth.js';
 import { notConfigured } from '../proxy/plugin.js';
 import { ProxyRefusal } from '../proxy/session-proxy.js';
 import { CommandChannel, type CommandHandlers } from './command-channel.js';
+import { EXEC_PROTOCOL, serveTerminal } from './terminal.js';
 import { FILE_EXIT, READ_FILE, WRITE_FILE } from './session-files.js';
 
 /** How long past its own time limit a command's host may take to say it ended, ms. */
@@ -50,24 +53,28 @@ export const sessionExecPlugin = fp(
   async (root: FastifyInstance, options: { config: ApiConfig }) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
 
-    /** A command started inside the session; a refusal (no session, no host) as an HttpError. */
+    /** A connection to the session's host for a new command; a refusal (no session, no host) as an HttpError. */
+    const reach = async (reply: FastifyReply, sessionId: string): Promise<{ socket: Socket; userId: string }> => {
+      const proxy = app.sessionProxy;
+      if (proxy === undefined) throw notConfigured();
+      try {
+        return await proxy.openCommand(sessionId);
+      } catch (err) {
+        if (!(err instanceof ProxyRefusal)) throw err;
+        reply.headers(err.headers);
+        throw new HttpError(err.code, err.message);
+      }
+    };
+
+    /** A command started inside the session. */
     const start = async (
       reply: FastifyReply,
       sessionId: string,
       request: ExecRequest,
       handlers: CommandHandlers,
     ): Promise<{ channel: CommandChannel; userId: string }> => {
-      const proxy = app.sessionProxy;
-      if (proxy === undefined) throw notConfigured();
-      let opened: Awaited<ReturnType<typeof proxy.openCommand>>;
-      try {
-        opened = await proxy.openCommand(sessionId);
-      } catch (err) {
-        if (!(err instanceof ProxyRefusal)) throw err;
-        reply.headers(err.headers);
-        throw new HttpError(err.code, err.message);
-      }
-      return { channel: new CommandChannel(opened.socket, request, handlers), userId: opened.userId };
+      const { socket, userId } = await reach(reply, sessionId);
+      return { channel: new CommandChannel(socket, request, handlers), userId };
     };
 
     /** The command's end: its status, or an error when the connection dropped first. */
@@ -241,6 +248,72 @@ export const sessionExecPlugin = fp(
           .type('application/octet-stream')
           .header('cache-control', 'no-store')
           .send(body as unknown as string);
+      },
+    );
+
+    app.get(
+      '/v1/sessions/:sessionId/exec',
+      {
+        config: { scope: 'sessions:exec' },
+        schema: {
+          summary: 'A command (a terminal with tty=true) inside a live session, over a WebSocket',
+          description:
+            'Upgrade to a WebSocket with subprotocol `v5.channel.k8s.io` (Kubernetes exec framing): each binary ' +
+            "message's first byte is its channel: 0 stdin, 1 stdout, 2 stderr, 3 the status (JSON " +
+            '`{"status": "Success"|"Failure", "exitCode", ...}`, always sent before a normal close), 4 resize ' +
+            '(`{"Width", "Height"}`), 255 close a channel (`[255, 0]` closes stdin). With `tty=true` the command ' +
+            'has a terminal of `cols`×`rows` (stdout and stderr one stream). A WebSocket that drops hangs the ' +
+            "command up (SIGHUP, SIGKILL after the host's SESSION_GRACE_MS). 400 without an upgrade.",
+          params: sessionIdParams,
+          querystring: execQuery,
+          response: {
+            101: z.null().describe('Switching to the WebSocket'),
+            400: errorSchema,
+            404: errorSchema,
+            502: errorSchema,
+            503: errorSchema,
+          },
+        },
+      },
+      async (request, reply) => {
+        const { sessionId } = request.params;
+        let argv: string[] = ['/bin/sh'];
+        if (request.query.argv !== undefined) {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(request.query.argv);
+          } catch {
+            parsed = undefined;
+          }
+          const checked = commandRequest.shape.argv.safeParse(parsed);
+          if (!checked.success)
+            throw new HttpError(
+              'invalid_request',
+              'Query parameter "argv" is not a JSON array of strings (1 to 4096 of them).',
+            );
+          argv = checked.data;
+        }
+        if (String(request.headers.upgrade ?? '').toLowerCase() !== 'websocket')
+          throw new HttpError(
+            'invalid_request',
+            `Open this route as a WebSocket (Upgrade: websocket, subprotocol ${EXEC_PROTOCOL}); POST /v1/sessions/${sessionId}/commands runs a command without one.`,
+          );
+        const tty = request.query.tty === 'true';
+        const exec: ExecRequest = {
+          argv,
+          tty,
+          ...(request.query.cols === undefined ? {} : { cols: request.query.cols }),
+          ...(request.query.rows === undefined ? {} : { rows: request.query.rows }),
+        };
+        const { socket, userId } = await reach(reply, sessionId);
+        audit(request, 'session.exec', userId, { userId, sessionId, argv, tty });
+        reply.hijack();
+        serveTerminal(
+          request.raw,
+          request.raw.socket as Socket,
+          (handlers) => new CommandChannel(socket, exec, handlers),
+          (how) => request.log.info({ sessionId, how }, 'exec WebSocket ended'),
+        );
       },
     );
 

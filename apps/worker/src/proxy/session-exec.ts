@@ -130,7 +130,7 @@ export function shellQuote(text: string): string {
 /** The argv a terminal runs: `script` gives `argv` a terminal of `cols`×`rows` inside the session. */
 export function terminalArgv(argv: readonly string[], cols: number, rows: number): string[] {
   const line = `stty cols ${cols} rows ${rows} 2>/dev/null; exec ${argv.map(shellQuote).join(' ')}`;
-  return ['script', '--quiet', '--return', '--echo', 'never', '--command', line, '/dev/null'];
+  return ['script', '--quiet', '--return', '--command', line, '/dev/null'];
 }
 
 function signalNumber(signal: NodeJS.Signals): number {

@@ -125,17 +125,13 @@ describe('terminals inside a session', () => {
     });
     t.send(0, 'tty; stty size\n');
     await until(() => /\/dev\/pts\/\d+\r?\n33 91\r?\n/.test(t.out()), 5000, 'tty and its size');
+    // A foreground job that says its size when SIGWINCH comes (a trap run between its sleeps; a job of
+    // its own, as the interactive shell gives each: SIGWINCH goes to the terminal's foreground group).
+    t.send(0, `sh -c "trap 'stty size' WINCH; while :; do sleep 0.05; done"\n`);
+    await until(() => t.out().includes('while :'), 5000, 'the loop echoed');
     t.send(4, JSON.stringify({ Width: 120, Height: 40 }));
-    // The size is set from outside: asked again until the shell sees it (the resize races the question).
-    await until(
-      async () => {
-        t.send(0, 'stty size\n');
-        await new Promise((r) => setTimeout(r, 50));
-        return /40 120\r?\n/.test(t.out());
-      },
-      5000,
-      'the new size',
-    );
+    await until(() => /40 120\r?\n/.test(t.out()), 5000, 'the new size, told by SIGWINCH');
+    t.send(0, '\x03');
     t.send(0, 'sleep 100\n');
     await until(() => /sleep 100/.test(t.out()), 5000, 'sleep echoed');
     t.send(0, '\x03');

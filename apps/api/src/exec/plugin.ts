@@ -296,7 +296,8 @@ export const sessionExecPlugin = fp(
         if (String(request.headers.upgrade ?? '').toLowerCase() !== 'websocket')
           throw new HttpError(
             'invalid_request',
-            `Open this route as a WebSocket (Upgrade: websocket, subprotocol ${EXEC_PROTOCOL}); POST /v1/sessions/${sessionId}/commands runs a command without one.`,
+            `Open this route as a WebSocket (Upgrade: websocket, subprotocol ${EXEC_PROTOCOL}); ` +
+              `POST /v1/sessions/${sessionId}/commands runs a command without one.`,
           );
         const tty = request.query.tty === 'true';
         const exec: ExecRequest = {

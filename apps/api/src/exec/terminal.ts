@@ -57,7 +57,6 @@ export function serveTerminal(
   onEnd: (how: string) => void,
 ): void {
   server.handleUpgrade(request, socket, Buffer.alloc(0), (ws: WebSocket) => {
-    let channel: CommandChannel | undefined;
     let finished = false;
     const end = (code: number, reason: string): void => {
       if (finished) return;
@@ -73,11 +72,11 @@ export function serveTerminal(
       if (ws.bufferedAmount <= SEND_HIGH_WATER) return true;
       socket.once('drain', function resume() {
         if (ws.bufferedAmount > SEND_HIGH_WATER) socket.once('drain', resume);
-        else channel?.resume();
+        else channel.resume();
       });
       return false;
     };
-    channel = start({
+    const channel: CommandChannel = start({
       onOutput: (ch, bytes) => send(ch, bytes),
       onStatus: (status) => {
         send(CHANNEL.status, Buffer.from(JSON.stringify(k8sStatus(status))));
@@ -126,7 +125,7 @@ export function serveTerminal(
         onEnd('client closed');
       }
       // Gone before the command ended: it is hung up.
-      if (channel?.status === undefined) channel?.hangUp();
+      if (channel.status === undefined) channel.hangUp();
     });
     let alive = true;
     ws.on('pong', () => (alive = true));

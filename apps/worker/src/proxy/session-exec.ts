@@ -112,14 +112,23 @@ function running(pid: number): boolean {
   }
 }
 
-/** The deepest process below `pid` (itself when it has no child): the command a terminal runs. */
-function deepest(pid: number): number {
-  for (let at = pid, depth = 0; depth < 16; depth++) {
-    const children = childrenOf(at);
-    if (children.length === 0) return at;
-    at = children[children.length - 1]!;
+/**
+ * The first process below `pid` (breadth first) whose stdin is a terminal: the command `script` started
+ * on the terminal it made (it lives as long as the command; what it runs in the foreground may not).
+ */
+function terminalHolder(pid: number): number | undefined {
+  let level = [pid];
+  for (let depth = 0; depth < 8 && level.length > 0; depth++) {
+    for (const at of level) {
+      try {
+        if (readlinkSync(`/proc/${at}/fd/0`).startsWith('/dev/pts/')) return at;
+      } catch {
+        // gone meanwhile, or not ours to read
+      }
+    }
+    level = level.flatMap(childrenOf);
   }
-  return pid;
+  return undefined;
 }
 
 /** A POSIX shell word for `text`. */
@@ -384,15 +393,8 @@ function resize(proc: ChildProcess, payload: Buffer): void {
   const rows = Number(size.Height);
   if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > 1000 || rows > 1000) return;
   if (proc.pid === undefined) return;
-  // The process at the bottom of the command's tree reads the terminal `script` made.
-  const pid = deepest(proc.pid);
-  let terminal: string;
-  try {
-    terminal = readlinkSync(`/proc/${pid}/fd/0`);
-  } catch {
-    return;
-  }
-  if (!terminal.startsWith('/dev/pts/')) return;
+  const pid = terminalHolder(proc.pid);
+  if (pid === undefined) return;
   spawn('stty', ['-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)], { stdio: 'ignore' }).on(
     'error',
     () => {},

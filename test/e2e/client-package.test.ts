@@ -42,12 +42,13 @@ describe('@cq/client as a package of its own', () => {
     const npmInstall = ['install', '--prefer-offline', '--no-audit', '--no-fund'];
     await sh(project, 'npm', [...npmInstall, tarball]);
 
-    // At run time it needs eventsource-parser and nothing else: no contract, no zod.
+    // At run time it needs eventsource-parser (the streams) and ws (exec, loaded when used), nothing
+    // else: no contract, no zod.
     const { stdout: tree } = await sh(project, 'npm', ['ls', '--all', '--omit=dev', '--json']);
     const deps = (JSON.parse(tree) as { dependencies: Record<string, { dependencies?: Record<string, unknown> }> })
       .dependencies;
     expect(Object.keys(deps)).toEqual(['@cq/client']);
-    expect(Object.keys(deps['@cq/client']!.dependencies ?? {})).toEqual(['eventsource-parser']);
+    expect(Object.keys(deps['@cq/client']!.dependencies ?? {})).toEqual(['eventsource-parser', 'ws']);
     const installed = join(project, 'node_modules/@cq/client');
     const declarations = readdirSync(join(installed, 'dist')).filter((f) => f.endsWith('.d.ts'));
     expect(declarations).toContain('index.d.ts');

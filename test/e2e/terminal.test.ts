@@ -1,11 +1,16 @@
 // Terminals inside a live session (issue 47, item 2): the exec WebSocket with Kubernetes' framing, judged
 // from outside: the test reads the command's processes in /proc, and what they leave in the session.
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { until } from '../support/processes.js';
-import { API_KEY, startSystem, type System } from '../support/system.js';
+import { CommandTimeoutError, NoFileError } from '@cq/client';
+import { cleanUp } from '@cq/test-harness';
+import { cq } from '../support/cli.js';
+import { ROOT, until } from '../support/processes.js';
+import { API_KEY, sessionVisibleDir, startSystem, type System } from '../support/system.js';
 
 const PROXY_SECRET = randomBytes(32).toString('hex');
 const SESSION = 'echo \'{"ready": true}\' >&3; exec sleep 100000 3>&-';
@@ -175,5 +180,103 @@ describe('terminals inside a session', () => {
     });
     expect(plain.status).toBe(400);
     expect(((await plain.json()) as { error: { message: string } }).error.message).toContain('WebSocket');
+  });
+});
+
+describe('cq exec and cq cp, and the client’s handles', () => {
+  let system: System;
+  let env: Record<string, string>;
+  const userId = 'cli-exec';
+
+  beforeAll(async () => {
+    system = await startSystem({
+      workers: 0,
+      apiEnv: { PROXY_SECRET },
+      workerEnv: { PROXY_SECRET, SESSION_COMMAND: SESSION },
+    });
+    await system.addWorker('host-cli');
+    await system.client.spawn((await system.client.issueToken({ userId })).token);
+    await until(async () => (await system.client.findSession(userId))?.ready === true, 15_000, 'ready');
+    env = { CQ_API_URL: system.api.baseUrl, CQ_API_KEY: API_KEY };
+  });
+  afterAll(async () => {
+    await system.client.stopSession(userId).catch(() => {});
+  });
+
+  it('cq exec: the command’s output apart and its exit status; -i gives it our stdin, without -i its stdin is closed', async () => {
+    const ran = await cq(['exec', userId, '--', 'sh', '-c', 'echo out; echo err >&2; exit 7'], env);
+    expect(ran).toMatchObject({ code: 7, stdout: 'out\n' });
+    expect(ran.stderr).toBe('err\n');
+    expect(await cq(['exec', '-i', userId, '--', 'tr', 'a-z', 'A-Z'], env, 'piped in\n')).toMatchObject({
+      code: 0,
+      stdout: 'PIPED IN\n',
+    });
+    // A command that reads stdin ends at once without -i, though our stdin stays open.
+    expect(await cq(['exec', userId, '--', 'cat'], env)).toMatchObject({ code: 0, stdout: '' });
+    expect((await cq(['exec', 'nobody-here', '--', 'true'], env)).code).toBe(5);
+  });
+
+  it('cq cp: a file into the session and back, byte for byte, streamed both ways', async () => {
+    const dir = sessionVisibleDir('cp');
+    const bytes = randomBytes(2 * 1024 * 1024 + 17);
+    writeFileSync(join(dir, 'in.bin'), bytes);
+    expect((await cq(['cp', join(dir, 'in.bin'), `${userId}:/tmp/copied.bin`], env)).code).toBe(0);
+    expect((await cq(['cp', `${userId}:/tmp/copied.bin`, join(dir, 'out.bin')], env)).code).toBe(0);
+    expect(readFileSync(join(dir, 'out.bin')).equals(bytes)).toBe(true);
+    const missing = await cq(['cp', `${userId}:/tmp/not-there`, join(dir, 'x')], env);
+    expect(missing.code).toBe(9);
+    expect(missing.stderr).toContain('no_file');
+    expect((await cq(['cp', 'a', 'b'], env)).code).toBe(2);
+  });
+
+  it('cq exec -it in tmux: a raw terminal of the window’s size, resized with it; keys go through; its exit status', async () => {
+    const socket = `cq-exec-${process.pid}`;
+    const dir = sessionVisibleDir('tmux');
+    const status = join(dir, 'status');
+    const tmux = (...args: string[]): string => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+    cleanUp(() => spawnSync('tmux', ['-L', socket, 'kill-server']));
+    const line = `${process.execPath} ${ROOT}packages/cli/bin/cq.js exec -it ${userId} -- /bin/sh; echo "exit:$?" > ${status}`;
+    execFileSync('tmux', ['-L', socket, '-f', '/dev/null', 'new-session', '-d', '-x', '100', '-y', '30', line], {
+      env: { ...process.env, ...env },
+    });
+    const pane = (): string => tmux('capture-pane', '-p', '-J');
+    // The shell's prompt (# as root).
+    await until(() => /[$#] $/m.test(pane()), 10_000, 'the prompt');
+    tmux('send-keys', 'tty; stty size', 'Enter');
+    await until(() => /\/dev\/pts\/\d+\s+30 100/.test(pane()), 5000, `tty and the window's size: ${pane()}`);
+    tmux('resize-window', '-x', '120', '-y', '40');
+    tmux('send-keys', 'clear; stty size', 'Enter');
+    await until(() => /^40 120$/m.test(pane()), 5000, 'the new size');
+    // Keys go through raw: Ctrl-C interrupts the command's foreground job, not cq.
+    tmux('send-keys', 'sleep 100', 'Enter');
+    tmux('send-keys', 'C-c');
+    tmux('send-keys', 'echo "after:$?"', 'Enter');
+    await until(() => /after:130/.test(pane()), 5000, 'the sleep interrupted');
+    tmux('send-keys', 'exit 6', 'Enter');
+    await until(() => existsSync(status), 5000, 'cq exited');
+    expect(readFileSync(status, 'utf8').trim()).toBe('exit:6');
+  });
+
+  it('the client: session.commands.run, session.files.write and read as streams, session.exec as a duplex with its exit code', async () => {
+    const session = await system.client.session((await system.client.getSession(userId)).sessionId);
+    expect(await session.commands.run(['sh', '-c', 'echo "$A"'], { env: { A: 'from the client' } })).toMatchObject({
+      exitCode: 0,
+      stdout: 'from the client\n',
+    });
+    await expect(session.commands.run(['sleep', '10'], { timeoutMs: 200 })).rejects.toBeInstanceOf(CommandTimeoutError);
+    async function* parts(): AsyncGenerator<Uint8Array> {
+      for (let i = 0; i < 100; i++) yield new TextEncoder().encode(`line ${i}\n`);
+    }
+    await session.files.write('/tmp/streamed', parts());
+    const text = await new Response(await session.files.read('/tmp/streamed')).text();
+    expect(text.split('\n')).toHaveLength(101);
+    await expect(session.files.read('/tmp/nothing')).rejects.toBeInstanceOf(NoFileError);
+    const shell = await session.exec({ argv: ['sh', '-c', 'read x; echo "got $x"; exit 3'] });
+    let out = '';
+    shell.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    shell.end('hello\n');
+    expect(await shell.exited).toMatchObject({ exitCode: 3, status: 'Failure' });
+    expect(out).toBe('got hello\n');
+    expect(shell.exitCode).toBe(3);
   });
 });

@@ -7,11 +7,14 @@ import { ROOT } from './processes.js';
 export function cq(
   args: string[],
   env: Record<string, string> = {},
+  input?: string | Buffer,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [`${ROOT}packages/cli/bin/cq.js`, ...args], {
       env: { PATH: process.env['PATH'] ?? '', ...env },
     });
+    // Given: its stdin, then its end.
+    if (input !== undefined) child.stdin.end(input);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

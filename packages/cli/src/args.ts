@@ -28,6 +28,8 @@ export const knownOptions = {
   after: { type: 'string' },
   port: { type: 'string' },
   browser: { type: 'boolean' },
+  interactive: { type: 'boolean', short: 'i' },
+  tty: { type: 'boolean', short: 't' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 

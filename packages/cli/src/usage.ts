@@ -43,6 +43,12 @@ commands:
                                                                 ready port by default) in a browser; --browser opens it
   forward <userId> <localPort>:<port>                           serve a port of the user's live session on 127.0.0.1:
                                                                 <localPort>, through the API, until interrupted
+  exec <userId> [-i|--interactive] [-t|--tty] -- <command> [args...]
+                                                                run a command in the user's live session; exit with its
+                                                                status (-i: our stdin is its stdin, else closed at once;
+                                                                -t: a terminal, ours raw, resized with the window)
+  cp <file> <userId>:<path> | cp <userId>:<path> <file>         copy a file into or out of the user's live session, streamed
+                                                                (<path> absolute, as the session sees it; - is stdin/stdout)
   demo [--users N]                                              spawn sessions for a few users and show what happens
 
 options of every command:

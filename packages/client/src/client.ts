@@ -9,8 +9,11 @@ import {
 } from './options.js';
 import { follow, type SseMessage } from './sse.js';
 import { Session, startSession, type StartOptions } from './session.js';
+import type { ExecOptions, ExecStream } from './exec.js';
 import type {
   Admission,
+  CommandRequest,
+  CommandResult,
   BulkStopAccepted,
   Connect,
   ConnectRequest,
@@ -128,26 +131,12 @@ export class CoordinatorClient {
     }
   }
 
-  async #request<T>(method: string, path: string, body?: unknown, auth = true): Promise<T> {
-    const headers: Record<string, string> = {};
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    if (auth && this.#options.apiKey !== undefined) headers['authorization'] = `Bearer ${this.#options.apiKey}`;
-    let response: Response;
-    try {
-      response = await fetch(`${this.#options.baseUrl}${path}`, {
-        method,
-        headers,
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(this.#options.timeoutMs),
-      });
-    } catch (err) {
-      throw new UnavailableError(
-        0,
-        'unreachable',
-        `The API at ${this.#options.baseUrl} could not be reached: ${(err as Error).message}`,
-        undefined,
-      );
-    }
+  async #request<T>(method: string, path: string, body?: unknown, auth = true, timeoutMs?: number): Promise<T> {
+    const response = await this.#fetch(method, path, {
+      ...(body === undefined ? {} : { body: JSON.stringify(body), type: 'application/json' }),
+      auth,
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    });
     const text = await response.text();
     let parsed: unknown;
     try {
@@ -157,6 +146,117 @@ export class CoordinatorClient {
     }
     if (!response.ok) throw toApiError(response.status, parsed, response.headers);
     return parsed as T;
+  }
+
+  /** One request to the API (its key unless `auth` is false); an unreachable API as {@link UnavailableError}. */
+  async #fetch(
+    method: string,
+    path: string,
+    options: {
+      body?: string | Uint8Array | ReadableStream<Uint8Array>;
+      type?: string;
+      auth?: boolean;
+      timeoutMs?: number;
+      signal?: AbortSignal;
+    } = {},
+  ): Promise<Response> {
+    const headers: Record<string, string> = {};
+    if (options.type !== undefined) headers['content-type'] = options.type;
+    if (options.auth !== false && this.#options.apiKey !== undefined)
+      headers['authorization'] = `Bearer ${this.#options.apiKey}`;
+    try {
+      return await fetch(`${this.#options.baseUrl}${path}`, {
+        method,
+        headers,
+        ...(options.body === undefined ? {} : { body: options.body }),
+        // A streamed body goes as it is read (Node's fetch needs to be told).
+        ...(options.body instanceof ReadableStream ? { duplex: 'half' } : {}),
+        signal: options.signal ?? AbortSignal.timeout(options.timeoutMs ?? this.#options.timeoutMs),
+      } as RequestInit);
+    } catch (err) {
+      throw new UnavailableError(
+        0,
+        'unreachable',
+        `The API at ${this.#options.baseUrl} could not be reached: ${(err as Error).message}`,
+        undefined,
+      );
+    }
+  }
+
+  /** Throws the typed error of an error answer. */
+  async #check(response: Response): Promise<Response> {
+    if (response.ok) return response;
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      parsed = text;
+    }
+    throw toApiError(response.status, parsed, response.headers);
+  }
+
+  /**
+   * `POST /v1/sessions/{sessionId}/commands`: runs `argv` inside a live session and resolves with its exit
+   * code and output (each kept to its first 1 MiB). Rejects with {@link CommandTimeoutError} (what it
+   * printed) when it outlives `timeoutMs`, {@link NoSessionError} when the session is not live or ends
+   * meanwhile. Waits as long as the command may run (its `timeoutMs`, 60 s by default), and more.
+   */
+  runCommand(sessionId: string, request: CommandRequest): Promise<CommandResult> {
+    const waitMs = Math.max(this.#options.timeoutMs, (request.timeoutMs ?? 60_000) + 10_000);
+    return this.#request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/commands`, request, true, waitMs);
+  }
+
+  /**
+   * `GET /v1/sessions/{sessionId}/files?path=`: a file of a live session, as the session sees its files,
+   * as a stream read at the caller's pace. Rejects with {@link NoFileError}, {@link PathForbiddenError}.
+   */
+  async readFile(
+    sessionId: string,
+    path: string,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<ReadableStream<Uint8Array>> {
+    const response = await this.#check(
+      await this.#fetch('GET', filesPath(sessionId, path), {
+        // The body may take long: only the caller's signal ends it.
+        signal: options.signal ?? new AbortController().signal,
+      }),
+    );
+    return response.body ?? new ReadableStream({ start: (controller) => controller.close() });
+  }
+
+  /**
+   * `PUT /v1/sessions/{sessionId}/files?path=`: writes `body` (bytes, text, or a stream, sent as it is
+   * read) to a file of a live session, whole or not at all. Rejects with {@link FileTooLargeError},
+   * {@link PathForbiddenError}, {@link NoFileError} (its directory is missing), {@link NoSpaceError}.
+   */
+  async writeFile(
+    sessionId: string,
+    path: string,
+    body: string | Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<void> {
+    const stream =
+      typeof body === 'string' || body instanceof Uint8Array || body instanceof ReadableStream
+        ? body
+        : iterableStream(body);
+    const response = await this.#fetch('PUT', filesPath(sessionId, path), {
+      body: stream,
+      type: 'application/octet-stream',
+      signal: options.signal ?? new AbortController().signal,
+    });
+    await this.#check(response);
+    await response.body?.cancel();
+  }
+
+  /**
+   * `GET /v1/sessions/{sessionId}/exec`: a command inside a live session (`tty: true`: a terminal) as a
+   * duplex stream ({@link ExecStream}): write its stdin, read its output, `exited` for its exit code.
+   * Node only (it loads `ws`). Rejects with the API's typed error when refused.
+   */
+  async exec(sessionId: string, options: ExecOptions = {}): Promise<ExecStream> {
+    const { openExec } = await import('./exec.js');
+    return openExec(this.#options.baseUrl, this.#options.apiKey, sessionId, options);
   }
 
   /**
@@ -368,6 +468,25 @@ function queryString(params: Readonly<Record<string, string | number | undefined
 /** The path of the user's session (`suffix`: a sub-resource such as `/activity`), with its precondition. */
 function sessionPath(userId: string, suffix: string, options: SessionMatchOptions): string {
   return `/v1/users/${encodeURIComponent(userId)}/session${suffix}${queryString({ sessionId: options.sessionId })}`;
+}
+
+function filesPath(sessionId: string, path: string): string {
+  return `/v1/sessions/${encodeURIComponent(sessionId)}/files${queryString({ path })}`;
+}
+
+/** An async iterable of bytes as a web stream. */
+function iterableStream(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+  const iterator = source[Symbol.asyncIterator]();
+  return new ReadableStream({
+    async pull(controller) {
+      const next = await iterator.next();
+      if (next.done === true) controller.close();
+      else controller.enqueue(next.value);
+    },
+    async cancel() {
+      await iterator.return?.();
+    },
+  });
 }
 
 function logsPath(userId: string, sessionId: string): string {

@@ -3,3 +3,4 @@ export type { ClientOptions, EventsOptions, SessionListFilter, SessionMatchOptio
 export { Session, type SessionSnapshot, type StartOptions } from './session.js';
 export * from './errors.js';
 export type * from './types.js';
+export type { ExecExit, ExecOptions, ExecStream } from './exec.js';

@@ -1,7 +1,10 @@
 import type { CoordinatorClient, ProxyConnection, StreamedEvent } from './client.js';
 import type { EventsOptions } from './options.js';
+import type { ExecOptions, ExecStream } from './exec.js';
 import { ApiError, NoSessionError, SessionEndedError, TimeoutError } from './errors.js';
 import type {
+  CommandRequest,
+  CommandResult,
   ConnectRequest,
   EndedSession,
   IssueTokenRequest,
@@ -122,6 +125,31 @@ export class Session {
   }
 
   /** It is in use: its idle clock starts again. */
+  /** Commands inside the session ({@link CoordinatorClient.runCommand}). */
+  get commands(): { run(argv: string[], options?: Omit<CommandRequest, 'argv'>): Promise<CommandResult> } {
+    return { run: (argv, options = {}) => this.#client.runCommand(this.sessionId, { ...options, argv }) };
+  }
+
+  /** Its files, as the session sees them ({@link CoordinatorClient.readFile}, {@link CoordinatorClient.writeFile}). */
+  get files(): {
+    read(path: string, options?: { signal?: AbortSignal }): Promise<ReadableStream<Uint8Array>>;
+    write(
+      path: string,
+      body: string | Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>,
+      options?: { signal?: AbortSignal },
+    ): Promise<void>;
+  } {
+    return {
+      read: (path, options) => this.#client.readFile(this.sessionId, path, options),
+      write: (path, body, options) => this.#client.writeFile(this.sessionId, path, body, options),
+    };
+  }
+
+  /** A command (a terminal with `tty: true`) inside the session as a duplex stream ({@link CoordinatorClient.exec}). */
+  exec(options: ExecOptions = {}): Promise<ExecStream> {
+    return this.#client.exec(this.sessionId, options);
+  }
+
   recordActivity(): Promise<void> {
     return this.#client.recordActivity(this.userId, { sessionId: this.sessionId });
   }

@@ -40,6 +40,8 @@ holds<Equal<Wire.WebhookData, Contract.WebhookData>>();
 holds<Equal<Wire.CreatedWebhook, Contract.CreatedWebhook>>();
 holds<Equal<Wire.Whoami, Contract.Whoami>>();
 holds<Within<Wire.ConnectRequest, NonNullable<Contract.ConnectRequest>>>();
+holds<Equal<Wire.CommandRequest, Contract.CommandRequest>>();
+holds<Equal<Wire.CommandResult, Contract.CommandResult>>();
 holds<Equal<Wire.Connect, Contract.Connect>>();
 // Tighter than the contract: every event's data is the contract's, discriminated by its type; a
 // delivery's type is an event type.

@@ -352,6 +352,29 @@ export interface ConnectRequest {
   ttlMs?: number | undefined;
 }
 
+/** `POST /v1/sessions/{sessionId}/commands` body. */
+export interface CommandRequest {
+  /** The program and its arguments (no shell: `["sh", "-c", "..."]` for one). */
+  argv: string[];
+  /** Given to the command, then closed (empty when absent). */
+  stdin?: string | undefined;
+  /** Variables over the session's own environment. */
+  env?: Record<string, string> | undefined;
+  /** The working directory as the session sees its files (default: its SESSION_DIR). */
+  cwd?: string | undefined;
+  /** Killed with its processes after this long, ms (default 60000). */
+  timeoutMs?: number | undefined;
+}
+
+/** How a command inside a session ended, and what it printed (each output its first 1 MiB). */
+export interface CommandResult {
+  exitCode: number;
+  signal?: string | undefined;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+}
+
 /** A connect URL: opens a session's port in a browser; `token` is for programs (`CQ-Connect-Token`). */
 export interface Connect {
   url: string;

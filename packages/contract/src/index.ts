@@ -40,4 +40,6 @@ export type {
   Scope,
   ConnectRequest,
   Connect,
+  CommandRequest,
+  CommandResult,
 } from './types.js';

@@ -17,6 +17,8 @@ import type {
   whoamiView,
   connectRequest,
   connectResponse,
+  commandRequest,
+  commandResult,
   issueTokenBody,
   outputEndData,
   outputLine,
@@ -96,3 +98,7 @@ export type Whoami = z.infer<typeof whoamiView>;
 export type Scope = Whoami['scopes'][number];
 export type ConnectRequest = z.infer<typeof connectRequest>;
 export type Connect = z.infer<typeof connectResponse>;
+/** `POST /v1/sessions/{sessionId}/commands` body. */
+export type CommandRequest = z.input<typeof commandRequest>;
+/** `200` of `POST /v1/sessions/{sessionId}/commands`. */
+export type CommandResult = z.infer<typeof commandResult>;

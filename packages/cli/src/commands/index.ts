@@ -1,6 +1,7 @@
 import type { Command } from './command.js';
 import { demo } from './demo.js';
 import { events } from './events.js';
+import { cp, exec } from './exec.js';
 import { history } from './history.js';
 import { drain, hosts, pools } from './hosts.js';
 import { logs } from './logs.js';
@@ -40,4 +41,6 @@ export const commands: ReadonlyMap<string, Command> = new Map<string, Command>([
   ['whoami', whoami],
   ['open', open],
   ['forward', forward],
+  ['exec', exec],
+  ['cp', cp],
 ]);

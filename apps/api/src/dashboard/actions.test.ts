@@ -40,7 +40,7 @@ describe("the dashboard's actions", async () => {
     const me = await send(api.baseUrl, 'GET', '/dashboard/api/me', { headers: basic(KEYS.ops) });
     expect(me.body).toMatchObject({
       name: 'ops',
-      actions: { stop: true, lifetime: true, drain: true, stopMatching: true, open: false },
+      actions: { stop: true, lifetime: true, drain: true, stopMatching: true, open: false, terminal: false },
     });
     expect(me.headers.get('set-cookie')).toBe(
       `XSRF-TOKEN=${me.body.antiForgeryToken}; Path=/dashboard; SameSite=Strict`,
@@ -52,6 +52,7 @@ describe("the dashboard's actions", async () => {
       drain: false,
       stopMatching: false,
       open: false,
+      terminal: false,
     });
     // Another key, another token.
     expect(viewer.body.antiForgeryToken).not.toBe(me.body.antiForgeryToken);

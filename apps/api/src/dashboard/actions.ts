@@ -3,8 +3,10 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { holds, type Caller, type Scope } from '../access.js';
-import { errorBody } from '../http-errors.js';
-import { dashboardKeyOf } from './auth.js';
+import { HttpError, errorBody } from '../http-errors.js';
+import { dashboardKeyOf, forgeryReason } from './auth.js';
+import { forbidden } from '../plugins/auth.js';
+import { openTerminal } from '../exec/plugin.js';
 import { filterOf } from '../session-list.js';
 import { filterQuery } from './list-query.js';
 
@@ -66,6 +68,7 @@ export const ACTION_SCOPES = {
   drain: 'hosts:write',
   stopMatching: 'sessions:write',
   open: 'sessions:connect',
+  terminal: 'sessions:exec',
 } as const satisfies Record<string, Scope>;
 
 /** The actions a caller may take from the dashboard (the page shows buttons for these only). */
@@ -77,6 +80,7 @@ export function actionsOf(caller: Caller): Record<keyof typeof ACTION_SCOPES, bo
     drain: act && holds(caller, ACTION_SCOPES.drain),
     stopMatching: act && holds(caller, ACTION_SCOPES.stopMatching),
     open: act && holds(caller, ACTION_SCOPES.open),
+    terminal: act && holds(caller, ACTION_SCOPES.terminal),
   };
 }
 
@@ -180,6 +184,42 @@ export async function dashboardActions(
       const url = `/v1/sessions/${encodeURIComponent(sessionId)}/connect`;
       const answer = await forward(app, keyOf(request), 'POST', url, port === undefined ? {} : { port });
       return reply.code(answer.status).send(answer.body);
+    },
+  );
+
+  // A terminal on a running session (a WebSocket: GET, so the dashboard's hook checked only
+  // `dashboard`): `dashboard:act` and `sessions:exec`, and the page's own origin and anti-forgery token
+  // (in the query: a browser's WebSocket sends no header of the page's choosing). Through the session's
+  // host as GET /v1/sessions/{id}/exec does, audited the same way.
+  scope.get(
+    '/api/terminal',
+    {
+      schema: {
+        hide: true,
+        querystring: z
+          .object({
+            sessionId: sessionIdSchema,
+            token: z.string().max(128),
+            cols: z.coerce.number().int().min(1).max(1000).optional(),
+            rows: z.coerce.number().int().min(1).max(1000).optional(),
+          })
+          .strict(),
+      },
+    },
+    async (request, reply) => {
+      const caller = request.caller!;
+      for (const needed of ['dashboard:act', ACTION_SCOPES.terminal] as const)
+        if (!holds(caller, needed)) throw forbidden(caller, needed, 'a terminal from the dashboard');
+      const forged = forgeryReason(request, keyOf(request), request.query.token);
+      if (forged !== undefined)
+        throw new HttpError('forbidden', `The dashboard refused this terminal: ${forged}.`, { scope: 'dashboard:act' });
+      const { sessionId, cols, rows } = request.query;
+      await openTerminal(app, request, reply, sessionId, {
+        argv: ['/bin/sh'],
+        tty: true,
+        ...(cols === undefined ? {} : { cols }),
+        ...(rows === undefined ? {} : { rows }),
+      });
     },
   );
 

@@ -36,9 +36,10 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 /**
  * Why a state-changing request is not the dashboard's own (undefined when it is): it must come from the
  * dashboard's origin (its `Origin` names the host it was sent to; a browser sends `Origin` with every
- * such request) and carry the signed-in key's anti-forgery token in `X-XSRF-Token`.
+ * such request) and carry the signed-in key's anti-forgery token in `X-XSRF-Token` (a WebSocket's, in
+ * its query: `queryToken`).
  */
-export function forgeryReason(request: FastifyRequest, key: string): string | undefined {
+export function forgeryReason(request: FastifyRequest, key: string, queryToken?: string): string | undefined {
   const origin = request.headers.origin;
   let originHost: string | undefined;
   try {
@@ -51,7 +52,8 @@ export function forgeryReason(request: FastifyRequest, key: string): string | un
   const fetchSite = request.headers['sec-fetch-site'];
   if (fetchSite !== undefined && fetchSite !== 'same-origin')
     return `it does not come from the dashboard’s own page (Sec-Fetch-Site: ${String(fetchSite)})`;
-  const token = request.headers[ANTI_FORGERY_HEADER];
+  // A WebSocket from the page carries it in its query (`queryToken`): it can send no header of its own.
+  const token = queryToken ?? request.headers[ANTI_FORGERY_HEADER];
   if (typeof token !== 'string' || !sameToken(token, antiForgeryToken(key)))
     return 'it lacks the page’s anti-forgery token (X-XSRF-Token); reload the dashboard';
   return undefined;

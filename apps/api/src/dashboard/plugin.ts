@@ -10,7 +10,7 @@ import { stateQuery } from './list-query.js';
 import type { SessionListReader } from '../session-list.js';
 import { outputQuery, readOutputTail } from './output.js';
 import { lastEventIdHeader, openStream, resumePosition, streamEvents } from '../routes/events.js';
-import { pageCss, pageHtml, pageJs } from './page.js';
+import { pageCss, pageHtml, pageJs, xtermCss, xtermJs } from './page.js';
 import { RecentEvents } from './recent-events.js';
 import { DashboardStateReader } from './state.js';
 import { readDashboardWebhooks } from './webhooks.js';
@@ -18,11 +18,15 @@ import { readDashboardWebhooks } from './webhooks.js';
 /** Where the dashboard lives. */
 export const DASHBOARD_PATH = '/dashboard';
 
-/** Our own pages run no inline script or style, so they get a strict policy. */
+/**
+ * Our own pages run no inline script, so they get a strict policy. Inline style is allowed: the terminal
+ * (xterm.js) sizes its rows and colours with <style> elements it makes (style cannot run script).
+ */
 function strictCsp(reply: FastifyReply): FastifyReply {
   return reply.header(
     'Content-Security-Policy',
-    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; " +
+      "connect-src 'self'; frame-ancestors 'none'",
   );
 }
 
@@ -97,6 +101,12 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardOp
   );
   scope.get('/app.css', { schema: { hide: true } }, async (_request, reply) =>
     strictCsp(reply).type('text/css; charset=utf-8').send(pageCss),
+  );
+  scope.get('/xterm.js', { schema: { hide: true } }, async (_request, reply) =>
+    strictCsp(reply).type('text/javascript; charset=utf-8').send(xtermJs),
+  );
+  scope.get('/xterm.css', { schema: { hide: true } }, async (_request, reply) =>
+    strictCsp(reply).type('text/css; charset=utf-8').send(xtermCss),
   );
   scope.get('/api/state', { schema: { hide: true, querystring: stateQuery } }, async (request) =>
     reader.read(request.query),

@@ -1,7 +1,7 @@
 // Working inside a session (the contract's "Working inside a session"): commands, files and terminals,
 // each a command run inside the session by its host (command-channel.ts), reached through the same
 // authenticated host listener as the session proxy (no second door into a host), from any API process.
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Socket } from 'node:net';
@@ -53,18 +53,8 @@ export const sessionExecPlugin = fp(
   async (root: FastifyInstance, options: { config: ApiConfig }) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
 
-    /** A connection to the session's host for a new command; a refusal (no session, no host) as an HttpError. */
-    const reach = async (reply: FastifyReply, sessionId: string): Promise<{ socket: Socket; userId: string }> => {
-      const proxy = app.sessionProxy;
-      if (proxy === undefined) throw notConfigured();
-      try {
-        return await proxy.openCommand(sessionId);
-      } catch (err) {
-        if (!(err instanceof ProxyRefusal)) throw err;
-        reply.headers(err.headers);
-        throw new HttpError(err.code, err.message);
-      }
-    };
+    const reach = (reply: FastifyReply, sessionId: string): Promise<{ socket: Socket; userId: string }> =>
+      reachHost(app, reply, sessionId);
 
     /** A command started inside the session. */
     const start = async (
@@ -293,28 +283,13 @@ export const sessionExecPlugin = fp(
             );
           argv = checked.data;
         }
-        if (String(request.headers.upgrade ?? '').toLowerCase() !== 'websocket')
-          throw new HttpError(
-            'invalid_request',
-            `Open this route as a WebSocket (Upgrade: websocket, subprotocol ${EXEC_PROTOCOL}); ` +
-              `POST /v1/sessions/${sessionId}/commands runs a command without one.`,
-          );
         const tty = request.query.tty === 'true';
-        const exec: ExecRequest = {
+        await openTerminal(app, request, reply, sessionId, {
           argv,
           tty,
           ...(request.query.cols === undefined ? {} : { cols: request.query.cols }),
           ...(request.query.rows === undefined ? {} : { rows: request.query.rows }),
-        };
-        const { socket, userId } = await reach(reply, sessionId);
-        audit(request, 'session.exec', userId, { userId, sessionId, argv, tty });
-        reply.hijack();
-        serveTerminal(
-          request.raw,
-          request.raw.socket as Socket,
-          (handlers) => new CommandChannel(socket, exec, handlers),
-          (how) => request.log.info({ sessionId, how }, 'exec WebSocket ended'),
-        );
+        });
       },
     );
 
@@ -407,6 +382,51 @@ export const sessionExecPlugin = fp(
   },
   { name: 'session-exec', dependencies: ['services', 'session-proxy'] },
 );
+
+/** A connection to the session's host for a new command; a refusal (no session, no host) as an HttpError. */
+async function reachHost(
+  app: FastifyInstance,
+  reply: FastifyReply,
+  sessionId: string,
+): Promise<{ socket: Socket; userId: string }> {
+  const proxy = app.sessionProxy;
+  if (proxy === undefined) throw notConfigured();
+  try {
+    return await proxy.openCommand(sessionId);
+  } catch (err) {
+    if (!(err instanceof ProxyRefusal)) throw err;
+    reply.headers(err.headers);
+    throw new HttpError(err.code, err.message);
+  }
+}
+
+/**
+ * Upgrades `request` (authorized by its route) to the exec WebSocket running `exec` inside the session
+ * (the API's route and the dashboard's terminal): a refusal before the upgrade is an HttpError, as HTTP.
+ */
+export async function openTerminal(
+  app: FastifyInstance,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  sessionId: string,
+  exec: ExecRequest,
+): Promise<void> {
+  if (String(request.headers.upgrade ?? '').toLowerCase() !== 'websocket')
+    throw new HttpError(
+      'invalid_request',
+      `Open this route as a WebSocket (Upgrade: websocket, subprotocol ${EXEC_PROTOCOL}); ` +
+        `POST /v1/sessions/${sessionId}/commands runs a command without one.`,
+    );
+  const { socket, userId } = await reachHost(app, reply, sessionId);
+  audit(request, 'session.exec', userId, { userId, sessionId, argv: exec.argv, tty: exec.tty === true });
+  reply.hijack();
+  serveTerminal(
+    request.raw,
+    request.raw.socket as Socket,
+    (handlers) => new CommandChannel(socket, exec, handlers),
+    (how) => request.log.info({ sessionId, how }, 'exec WebSocket ended'),
+  );
+}
 
 function tooLarge(max: number): HttpError {
   return new HttpError(

@@ -70,7 +70,7 @@
     $('whoami').textContent = 'signed in as ' + me.name;
     document.body.classList.toggle(
       'can-act',
-      me.actions.stop || me.actions.lifetime || me.actions.drain || me.actions.open,
+      me.actions.stop || me.actions.lifetime || me.actions.drain || me.actions.open || me.actions.terminal,
     );
     $('stop-matching').hidden = !me.actions.stopMatching;
   }
@@ -149,6 +149,7 @@
           }
         }),
       );
+    if (me.actions.terminal && r.state === 'running') td.append(button('Terminal', 'terminal', () => openTerminal(r)));
     if (me.actions.stop)
       td.append(
         button('Stop', 'stop', () =>
@@ -191,6 +192,82 @@
       );
     return td;
   }
+  // A terminal on a running session: xterm.js (loaded once, when first wanted) over the exec WebSocket
+  // of the dashboard (Kubernetes' framing: a channel byte, then the bytes), with the page's
+  // anti-forgery token. Its status is shown when the shell ends; a close without it was a drop.
+  let terminal;
+  function loadXterm() {
+    if (window.Terminal) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const link = document.createElement('link');
+      link.rel = 'stylesheet';
+      link.href = '/dashboard/xterm.css';
+      document.head.append(link);
+      const script = document.createElement('script');
+      script.src = '/dashboard/xterm.js';
+      script.onload = () => resolve();
+      script.onerror = () => reject(new Error('the terminal could not be loaded'));
+      document.head.append(script);
+    });
+  }
+  function closeTerminal() {
+    if (!terminal) return;
+    terminal.ws.close();
+    terminal.term.dispose();
+    terminal = undefined;
+    $('terminal').hidden = true;
+  }
+  async function openTerminal(r) {
+    closeTerminal();
+    $('terminal').hidden = false;
+    $('terminal-who').textContent = r.userId;
+    $('terminal-state').textContent = 'connecting…';
+    try {
+      await loadXterm();
+    } catch (err) {
+      $('terminal-state').textContent = err.message;
+      return;
+    }
+    const term = new window.Terminal({ cols: 100, rows: 24, convertEol: false, scrollback: 2000 });
+    $('terminal-screen').replaceChildren();
+    term.open($('terminal-screen'));
+    const url = new URL('/dashboard/api/terminal', location.href);
+    url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    url.searchParams.set('sessionId', r.sessionId);
+    url.searchParams.set('token', me.antiForgeryToken);
+    url.searchParams.set('cols', String(term.cols));
+    url.searchParams.set('rows', String(term.rows));
+    const ws = new WebSocket(url, ['v5.channel.k8s.io']);
+    ws.binaryType = 'arraybuffer';
+    terminal = { ws, term };
+    const encoder = new TextEncoder();
+    const send = (channel, bytes) => {
+      if (ws.readyState !== WebSocket.OPEN) return;
+      const message = new Uint8Array(bytes.length + 1);
+      message[0] = channel;
+      message.set(bytes, 1);
+      ws.send(message);
+    };
+    let status;
+    ws.onopen = () => {
+      $('terminal-state').textContent = 'connected to the session of ' + r.userId;
+      term.focus();
+    };
+    ws.onmessage = (e) => {
+      const data = new Uint8Array(e.data);
+      if (data[0] === 1 || data[0] === 2) term.write(data.subarray(1));
+      else if (data[0] === 3) status = JSON.parse(new TextDecoder().decode(data.subarray(1)));
+    };
+    ws.onclose = (e) => {
+      $('terminal-state').textContent = status
+        ? 'ended: exit code ' + status.exitCode
+        : 'the connection closed' + (e.reason ? ': ' + e.reason : '') + ' (code ' + e.code + ')';
+    };
+    term.onData((text) => send(0, encoder.encode(text)));
+    term.onResize(({ cols, rows }) => send(4, encoder.encode(JSON.stringify({ Width: cols, Height: rows }))));
+  }
+  $('terminal-close').addEventListener('click', closeTerminal);
+
   // A host's isolation in words, as `cq hosts` words it: "network none · files private · 0.5 CPU", then
   // what it leaves open, "(not isolated: network, files)", where the network is the host's or the files
   // are shared; such a cell is marked (class not-isolated).

@@ -19,6 +19,7 @@ import { benchOutputSection } from './sections/output.js';
 import { benchPipelineSection } from './sections/pipeline.js';
 import { benchPoolsSection } from './sections/pools.js';
 import { benchProxySection } from './sections/proxy.js';
+import { benchExecSection } from './sections/exec.js';
 import { benchRedisCostSection } from './sections/redis-cost.js';
 import { benchReplicationSection } from './sections/replication.js';
 import { benchSessionListSection } from './sections/session-list.js';
@@ -44,6 +45,7 @@ const SECTIONS: ReadonlyArray<readonly [string, (bench: Bench) => Promise<void>]
   ['session-list', benchSessionListSection],
   ['pools', benchPoolsSection],
   ['proxy', benchProxySection],
+  ['exec', benchExecSection],
   ['memory', benchMemorySection],
   ['replication', benchReplicationSection],
 ];

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
 import { API_KEY, Stack, percentiles } from './sessions.js';
 
@@ -103,8 +104,7 @@ export async function benchExec(redisUrl: string, quick: boolean): Promise<ExecB
     await stack.addHost('exec-host', 2, { PROXY_SECRET: SECRET });
     const { token } = (await stack.post('/v1/tokens', { userId: 'bench-exec' })) as { token: string };
     const { sessionId } = (await stack.post('/v1/spawn', { token }, false)) as { sessionId: string };
-    while (((await stack.get(`/v1/sessions/${sessionId}`)) as { ready?: boolean }).ready !== true)
-      await new Promise((r) => setTimeout(r, 20));
+    while (((await stack.get(`/v1/sessions/${sessionId}`)) as { ready?: boolean }).ready !== true) await sleep(20);
     const init = sessionInit(sessionId);
     const enter = ['nsenter', `--target=${init}`, '--pid', '--mount', '--net', '--ipc', '--uts', '--'];
 

@@ -31,6 +31,8 @@ const besideCluster = [
   // Moved beside the cluster when isolation's tests came (the standalone process was 866 s, the other 621 s).
   'e2e/quickstart.test.ts',
   'e2e/outage-tolerance.test.ts',
+  // Work inside a session's faults, beside the cluster when they came (standalone 683 s, the other 713 s).
+  'e2e/exec-faults.test.ts',
 ];
 
 export default defineConfig({

@@ -85,12 +85,12 @@ async function bullmqHolding(jobs: number, windowMs: number): Promise<number> {
   }
 }
 
-/** Runs the section; `quick` uses 10 sessions and windows of 5 s (a smoke run: its figures mean little). */
+/** Runs the section; `quick` uses 10 sessions and windows of 2 s (a smoke run: its figures mean little). */
 export async function benchKeepaliveCost(quick: boolean): Promise<KeepaliveCostBench> {
   const counts = quick ? [0, 10] : [0, 100, 1000];
   // One renewal period of a held session (a third of 20 leases: 100 s); whole BullMQ renewals (15 s): 30 s.
-  const windowMs = quick ? 5000 : (LEASE_MS * 20) / 3;
-  const bullWindowMs = quick ? 5000 : 30_000;
+  const windowMs = quick ? 2000 : (LEASE_MS * 20) / 3;
+  const bullWindowMs = quick ? 2000 : 30_000;
   const server = await startRedisServer();
   const redis = new Redis(server.url);
   const terms = new Observer('terms');

@@ -155,8 +155,8 @@ function expect(what: string, ok: boolean): void {
 
 /** Runs the section on a Redis of its own; `quick` makes fewer, smaller rounds (a smoke run). */
 export async function benchRedisCost(quick: boolean): Promise<RedisCostBench> {
-  const rounds = quick ? 3 : 7;
-  const n = quick ? 2000 : 20_000;
+  const rounds = quick ? 2 : 7;
+  const n = quick ? 1000 : 20_000;
   const WARM_UP = 100;
   const server: RedisServer = await benchRedis();
   const pinned = await pinApart(server.pid()!);

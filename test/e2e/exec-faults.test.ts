@@ -2,32 +2,17 @@
 // the host SIGKILLed with its group during a terminal, the API process SIGKILLed during a command, Redis
 // killed and started again, and a session printing without end to a terminal nobody reads.
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { startRedisServer } from '@cq/test-harness';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import WebSocket from 'ws';
-import { rss, until } from '../support/processes.js';
+import { pidsWithEnv, rss, until } from '../support/processes.js';
 import { API_KEY, startSystem, type System } from '../support/system.js';
 
 const PROXY_SECRET = randomBytes(32).toString('hex');
 const SESSION = 'echo \'{"ready": true}\' >&3; exec sleep 100000 3>&-';
 
-/** Live pids whose environment holds `CQ_CMD=<nonce>`. */
-function commandPids(nonce: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(`CQ_CMD=${nonce}`)) {
-        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-        if (stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z') pids.push(Number(entry));
-      }
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}
+/** Live pids whose environment holds `CQ_CMD=<nonce>` (a command the test started, and what it started). */
+const commandPids = (nonce: string): number[] => pidsWithEnv([`CQ_CMD=${nonce}`]);
 
 /** A system with one host (its own process group, so that it can be killed with it) and a ready session. */
 async function withSession(

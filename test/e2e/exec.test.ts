@@ -2,31 +2,25 @@
 // test finds a command's processes itself, in /proc, by a variable of its own in their environment, and
 // reads their user, capabilities, cgroup and namespaces there.
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rss, sessionCgroupsOf, sessionDirOf, sessionPids, until, type Started } from '../support/processes.js';
+import {
+  pidsWithEnv,
+  rss,
+  sessionCgroupsOf,
+  sessionDirOf,
+  sessionPids,
+  until,
+  type Started,
+} from '../support/processes.js';
 import { API_KEY, startSystem, type System } from '../support/system.js';
 
 const PROXY_SECRET = randomBytes(32).toString('hex');
 /** The session: marks its own /tmp, says it is ready, and waits. */
 const SESSION = 'echo "$SESSION_ID" > /tmp/marker; echo \'{"ready": true}\' >&3; exec sleep 100000 3>&-';
 
-/** The pids of live processes whose environment holds `CQ_CMD=<nonce>`. */
-function commandPids(nonce: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(`CQ_CMD=${nonce}`)) {
-        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-        if (stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z') pids.push(Number(entry));
-      }
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}
+/** Live pids whose environment holds `CQ_CMD=<nonce>` (a command the test started, and what it started). */
+const commandPids = (nonce: string): number[] => pidsWithEnv([`CQ_CMD=${nonce}`]);
 
 interface Result {
   status: number;

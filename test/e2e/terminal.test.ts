@@ -2,35 +2,21 @@
 // from outside: the test reads the command's processes in /proc, and what they leave in the session.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { CommandTimeoutError, NoFileError } from '@cq/client';
 import { cleanUp } from '@cq/test-harness';
 import { cq } from '../support/cli.js';
-import { ROOT, until } from '../support/processes.js';
+import { ROOT, pidsWithEnv, until } from '../support/processes.js';
 import { API_KEY, sessionVisibleDir, startSystem, type System } from '../support/system.js';
 
 const PROXY_SECRET = randomBytes(32).toString('hex');
 const SESSION = 'echo \'{"ready": true}\' >&3; exec sleep 100000 3>&-';
 
-/** Live pids whose environment holds `CQ_CMD=<nonce>`. */
-function commandPids(nonce: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(`CQ_CMD=${nonce}`)) {
-        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-        if (stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z') pids.push(Number(entry));
-      }
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}
+/** Live pids whose environment holds `CQ_CMD=<nonce>` (a command the test started, and what it started). */
+const commandPids = (nonce: string): number[] => pidsWithEnv([`CQ_CMD=${nonce}`]);
 
 /** An exec WebSocket, with what came on each channel and how it closed. */
 interface Terminal {

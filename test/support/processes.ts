@@ -212,8 +212,20 @@ export const TEST_RUN = 'CQ_TEST_RUN';
  * another number inside its PID namespace, and its daemons may have left its process group.
  */
 export function sessionPids(userId: string, fence?: number): number[] {
-  const wanted = [`USER_ID=${userId}`, ...(fence === undefined ? [] : [`FENCE=${fence}`])];
   const ours = `${TEST_RUN}=${process.pid}`;
+  return pidsWithEnv(
+    [`USER_ID=${userId}`, ...(fence === undefined ? [] : [`FENCE=${fence}`])],
+    // A session of the other project's run (the two run at once, with the same user ids) is not ours.
+    (environ) => !environ.some((e) => e.startsWith(`${TEST_RUN}=`) && e !== ours),
+  );
+}
+
+/**
+ * The pids of the live processes (zombies aside) whose environment holds every one of `wanted`
+ * (`NAME=value`) and that `also` accepts, read from /proc/<pid>/environ: a test finds what runs of a
+ * session or of a command by a variable it set.
+ */
+export function pidsWithEnv(wanted: readonly string[], also: (environ: string[]) => boolean = () => true): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -223,9 +235,7 @@ export function sessionPids(userId: string, fence?: number): number[] {
     } catch {
       continue; // gone meanwhile
     }
-    // A session of the other project's run (the two run at once, with the same user ids) is not ours.
-    if (environ.some((e) => e.startsWith(`${TEST_RUN}=`) && e !== ours)) continue;
-    if (wanted.every((w) => environ.includes(w)) && alive(Number(entry))) pids.push(Number(entry));
+    if (wanted.every((w) => environ.includes(w)) && also(environ) && alive(Number(entry))) pids.push(Number(entry));
   }
   return pids;
 }

@@ -238,6 +238,20 @@ describe('execArgv: a command run inside a running session', () => {
     expect(argv.slice(-3)).toEqual(['-i', '--chdir=/work dir', 'true']);
   });
 
+  it('a program whose name holds = is run as a program, not taken by env for a variable', () => {
+    const { plan } = probeContainment({ containment: 'auto', ...none }, host(0, sandboxed));
+    expect(plan.execArgv(place, ['./a=b', '-x'], { A: '1' })!.slice(-7)).toEqual([
+      'A=1',
+      '/bin/sh',
+      '-c',
+      'exec "$@"',
+      'cq-exec',
+      './a=b',
+      '-x',
+    ]);
+    expect(plan.execArgv(place, ['ls'], { A: '1' })!.slice(-2)).toEqual(['A=1', 'ls']);
+  });
+
   it('without setpriv it cannot drop the host’s privileges: no command runs', () => {
     const { plan } = probeContainment(
       { containment: 'auto', ...none },

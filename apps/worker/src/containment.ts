@@ -339,6 +339,8 @@ function containmentPlan(
         // As the session's user, in its mount namespace: a directory it may not enter fails as it would.
         `--chdir=${inside.cwd}`,
         ...Object.entries(env).map(([name, value]) => `${name}=${value}`),
+        // env takes a first word with `=` in it for one more variable: such a program goes through a shell's exec.
+        ...(command[0]?.includes('=') === true ? ['/bin/sh', '-c', 'exec "$@"', 'cq-exec'] : []),
         ...command,
       ];
       const enterNamespaces =

@@ -39,13 +39,20 @@ export async function startHostProxy(
   });
   launcher.onEnded?.((sessionId) => listener.sessionEnded(sessionId));
   // A session with a network of its own is reached through socat, started by nsenter (util-linux).
-  // (Commands inside sessions need nsenter, setpriv and script, all util-linux, which containment needs.)
   const missing = ['socat', 'nsenter'].filter((tool) => spawnSync(tool, ['-V']).error !== undefined);
   if (missing.length > 0 && config.sessionNetwork !== 'host')
     logger.warn(
       { missing },
       `the session proxy cannot reach a session with a network of its own without ${missing.join(' and ')} ` +
         '(e.g. apt install socat util-linux): such requests will answer 502 host_unreachable',
+    );
+  // Commands inside sessions enter them with nsenter and setpriv; terminals run under script (util-linux).
+  const execMissing = ['nsenter', 'setpriv', 'script'].filter((tool) => spawnSync(tool, ['-V']).error !== undefined);
+  if (execMissing.length > 0)
+    logger.warn(
+      { missing: execMissing },
+      `commands and terminals inside sessions need ${execMissing.join(', ')} (util-linux and bsdutils): ` +
+        'without them they fail to start',
     );
   let bound: { host: string; port: number };
   try {

@@ -23,7 +23,7 @@ import {
 } from '@cq/service-kit';
 import type { Logger } from 'pino';
 import type { ContainmentPlan } from '../containment.js';
-import type { SessionNetTarget } from './session-ports.js';
+import { firstInTree, inOwnNamespace, namespaceOf, type SessionNetTarget } from './session-ports.js';
 
 /** What the host knows of a running session, for running a command inside it. */
 export interface SessionExecTarget extends SessionNetTarget {
@@ -47,38 +47,9 @@ export const OUTPUT_DRAIN_MS = 200;
 /** How long the status of a command killed by a signal from elsewhere waits to learn whether its session ended, ms. */
 export const SESSION_END_WAIT_MS = 500;
 
-function nsOf(pid: number | 'self', kind: 'pid' | 'user'): string | undefined {
-  try {
-    return readlinkSync(`/proc/${pid}/ns/${kind}`);
-  } catch {
-    return undefined;
-  }
-}
-
-function childrenOf(pid: number): number[] {
-  try {
-    const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-    return text === '' ? [] : text.split(/\s+/).map(Number);
-  } catch {
-    return [];
-  }
-}
-
-/**
- * A process in the session's own PID namespace: the group leader's first descendant (breadth first, a
- * few levels: the wrappers, then the init) whose PID namespace is not the host's.
- */
+/** A process in the session's own PID namespace: its init ({@link inOwnNamespace}). */
 export function pidNamespacePid(leader: number): number | undefined {
-  const own = nsOf('self', 'pid');
-  let level = [leader];
-  for (let depth = 0; depth < 6 && level.length > 0; depth++) {
-    for (const pid of level) {
-      const ns = nsOf(pid, 'pid');
-      if (ns !== undefined && ns !== own) return pid;
-    }
-    level = level.flatMap(childrenOf);
-  }
-  return undefined;
+  return inOwnNamespace(leader, 'pid');
 }
 
 /** The processes of process group `group` (as this machine numbers them), read from /proc. */
@@ -117,18 +88,13 @@ function running(pid: number): boolean {
  * on the terminal it made (it lives as long as the command; what it runs in the foreground may not).
  */
 function terminalHolder(pid: number): number | undefined {
-  let level = [pid];
-  for (let depth = 0; depth < 8 && level.length > 0; depth++) {
-    for (const at of level) {
-      try {
-        if (readlinkSync(`/proc/${at}/fd/0`).startsWith('/dev/pts/')) return at;
-      } catch {
-        // gone meanwhile, or not ours to read
-      }
+  return firstInTree(pid, (at) => {
+    try {
+      return readlinkSync(`/proc/${at}/fd/0`).startsWith('/dev/pts/');
+    } catch {
+      return false; // gone meanwhile, or not ours to read
     }
-    level = level.flatMap(childrenOf);
-  }
-  return undefined;
+  });
 }
 
 /** A POSIX shell word for `text`. */
@@ -250,7 +216,7 @@ export function serveCommand(
     const argv = plan.execArgv(
       {
         pid: inside,
-        userNamespace: inside !== undefined && nsOf('self', 'user') !== nsOf(inside, 'user'),
+        userNamespace: inside !== undefined && namespaceOf('self', 'user') !== namespaceOf(inside, 'user'),
         procs: target.procs,
         cwd,
       },

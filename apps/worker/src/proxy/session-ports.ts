@@ -35,7 +35,8 @@ export type PortConnection = { readonly stream: PortPipe } | { readonly refused:
 /** How long opening a connection into a session may take, ms. */
 export const OPEN_TIMEOUT_MS = 5000;
 
-function netnsOf(pid: number | 'self', kind: 'net' | 'user' = 'net'): string | undefined {
+/** The namespace of `kind` process `pid` is in (`net:[4026532…]`), or undefined once it is gone. */
+export function namespaceOf(pid: number | 'self', kind: 'net' | 'pid' | 'user'): string | undefined {
   try {
     return readlinkSync(`/proc/${pid}/ns/${kind}`);
   } catch {
@@ -43,26 +44,43 @@ function netnsOf(pid: number | 'self', kind: 'net' | 'user' = 'net'): string | u
   }
 }
 
-/**
- * A process in the session's network namespace: the group leader itself (`unshare --net` first, for
- * `egress`), or its child (bwrap's sandbox, for `none`: bwrap itself stays in the host's namespace).
- */
-export function netnsPid(leader: number): number | undefined {
-  const own = netnsOf('self');
-  const leaderNs = netnsOf(leader);
-  if (leaderNs === undefined) return undefined;
-  if (leaderNs !== own) return leader;
-  let children: string[];
+/** The children of process `pid`, read from /proc (none once it is gone). */
+export function childrenOf(pid: number): number[] {
   try {
-    children = readFileSync(`/proc/${leader}/task/${leader}/children`, 'utf8').trim().split(/\s+/);
+    const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return text === '' ? [] : text.split(/\s+/).map(Number);
   } catch {
-    return undefined;
+    return [];
   }
-  for (const child of children) {
-    const ns = child === '' ? undefined : netnsOf(Number(child));
-    if (ns !== undefined && ns !== own) return Number(child);
+}
+
+/**
+ * The first process below `leader` ({@link firstInTree}) whose namespace of `kind` is not the host's:
+ * where a session's own namespaces are entered. For `net`: the leader itself (`unshare --net` first,
+ * for `egress`), or its child (bwrap's sandbox, for `none`: bwrap itself stays in the host's
+ * namespace). For `pid`: the session's init.
+ */
+export function inOwnNamespace(leader: number, kind: 'net' | 'pid'): number | undefined {
+  const own = namespaceOf('self', kind);
+  return firstInTree(leader, (pid) => {
+    const ns = namespaceOf(pid, kind);
+    return ns !== undefined && ns !== own;
+  });
+}
+
+/** The first process, breadth first from `leader` (itself included) down 8 levels, that `test` accepts. */
+export function firstInTree(leader: number, test: (pid: number) => boolean): number | undefined {
+  let level = [leader];
+  for (let depth = 0; depth < 8 && level.length > 0; depth++) {
+    for (const pid of level) if (test(pid)) return pid;
+    level = level.flatMap(childrenOf);
   }
   return undefined;
+}
+
+/** A process in the session's network namespace ({@link inOwnNamespace}). */
+export function netnsPid(leader: number): number | undefined {
+  return inOwnNamespace(leader, 'net');
 }
 
 /** A TCP connection to 127.0.0.1:`port` of the host. */
@@ -98,7 +116,9 @@ function connectInNamespace(pid: number, port: number): Promise<PortConnection> 
   // A host that is not root gave its sessions a user namespace too (bwrap --unshare-user): their network
   // namespace is entered from inside it, where the host's user has the capability to.
   const user =
-    netnsOf('self', 'user') !== netnsOf(pid, 'user') ? [`--user=/proc/${pid}/ns/user`, '--preserve-credentials'] : [];
+    namespaceOf('self', 'user') !== namespaceOf(pid, 'user')
+      ? [`--user=/proc/${pid}/ns/user`, '--preserve-credentials']
+      : [];
   return new Promise((resolve) => {
     // -t: after one direction ends, the other may go on (an HTTP client that half-closes) for an hour;
     // shut-close: the session's end of the connection closes socat's stdout at once (an answer delimited

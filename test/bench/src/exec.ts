@@ -21,6 +21,8 @@ export interface ExecBench {
   readonly echo: { ours: Percentiles; limit: Percentiles };
   readonly streams: {
     terminalMBps: number;
+    /** The exec WebSocket without a terminal. */
+    execMBps: number;
     filesMBps: number;
     limitMBps: number;
     limitTerminalMBps: number;
@@ -143,16 +145,20 @@ export async function benchExec(redisUrl: string, quick: boolean): Promise<ExecB
       n: samples,
     });
 
-    // Streams out of the session: a terminal printing, a file read.
-    const terminal = await openWs(stack.baseUrl, sessionId, ['head', '-c', String(streamBytes), '/dev/zero'], true);
-    const terminalMBps = await new Promise<number>((resolve) => {
-      const started = performance.now();
-      let got = 0;
-      terminal.on('message', (data: Buffer) => {
-        if (data[0] === 1) got += data.length - 1;
+    // Streams out of the session: the exec WebSocket with a terminal and without one, a file read.
+    const printed = async (tty: boolean): Promise<number> => {
+      const ws = await openWs(stack.baseUrl, sessionId, ['head', '-c', String(streamBytes), '/dev/zero'], tty);
+      return new Promise<number>((resolve) => {
+        const started = performance.now();
+        let got = 0;
+        ws.on('message', (data: Buffer) => {
+          if (data[0] === 1) got += data.length - 1;
+        });
+        ws.once('close', () => resolve(got / 1e6 / ((performance.now() - started) / 1000)));
       });
-      terminal.once('close', () => resolve(got / 1e6 / ((performance.now() - started) / 1000)));
-    });
+    };
+    const terminalMBps = await printed(true);
+    const execMBps = await printed(false);
     const file = '/tmp/bench-exec-file';
     await stack.post(`/v1/sessions/${sessionId}/commands`, {
       argv: ['sh', '-c', `head -c ${streamBytes} /dev/zero > ${file}`],
@@ -175,6 +181,7 @@ export async function benchExec(redisUrl: string, quick: boolean): Promise<ExecB
       echo: { ours: percentiles(echoes), limit: percentiles(echoLimit) },
       streams: {
         terminalMBps,
+        execMBps,
         filesMBps,
         limitMBps: limitStream.mbps,
         limitTerminalMBps: limitTerminal.mbps,

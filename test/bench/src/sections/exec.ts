@@ -33,6 +33,9 @@ export async function benchExecSection(bench: Bench): Promise<void> {
     `| a terminal printing (\`head -c\` of zeros, tty) | ${fmt(exec.streams.terminalMBps)} | ${fmt(exec.streams.limitTerminalMBps)} (through script's terminal); ${fmt(exec.streams.limitMBps)} (no terminal) | ${ratio(exec.streams.terminalMBps, exec.streams.limitTerminalMBps)} |`,
   );
   out(
+    `| the same without a terminal (the exec WebSocket, tty=false) | ${fmt(exec.streams.execMBps)} | ${fmt(exec.streams.limitMBps)} | ${ratio(exec.streams.execMBps, exec.streams.limitMBps)} |`,
+  );
+  out(
     `| \`GET files\` of a file in the session | ${fmt(exec.streams.filesMBps)} | ${fmt(exec.streams.limitCatMBps)} (cat) | ${ratio(exec.streams.filesMBps, exec.streams.limitCatMBps)} |`,
   );
   out();
@@ -40,6 +43,7 @@ export async function benchExecSection(bench: Bench): Promise<void> {
   target('commands round trip of true, p99 ms', exec.commands.ours.p99, 50, true);
   target('terminal keystroke echo, p50 ms', exec.echo.ours.p50, 2, true);
   target('a terminal printing, MB/s', exec.streams.terminalMBps, 200);
+  target('the exec WebSocket without a terminal printing, MB/s', exec.streams.execMBps, 200);
   target('GET files, MB/s', exec.streams.filesMBps, 200);
   results['exec'] = exec;
 }

@@ -137,13 +137,7 @@ export class CoordinatorClient {
       auth,
       ...(timeoutMs === undefined ? {} : { timeoutMs }),
     });
-    const text = await response.text();
-    let parsed: unknown;
-    try {
-      parsed = text === '' ? undefined : JSON.parse(text);
-    } catch {
-      parsed = text;
-    }
+    const parsed = await bodyOf(response);
     if (!response.ok) throw toApiError(response.status, parsed, response.headers);
     return parsed as T;
   }
@@ -186,14 +180,7 @@ export class CoordinatorClient {
   /** Throws the typed error of an error answer. */
   async #check(response: Response): Promise<Response> {
     if (response.ok) return response;
-    const text = await response.text();
-    let parsed: unknown;
-    try {
-      parsed = text === '' ? undefined : JSON.parse(text);
-    } catch {
-      parsed = text;
-    }
-    throw toApiError(response.status, parsed, response.headers);
+    throw toApiError(response.status, await bodyOf(response), response.headers);
   }
 
   /**
@@ -468,6 +455,16 @@ function queryString(params: Readonly<Record<string, string | number | undefined
 /** The path of the user's session (`suffix`: a sub-resource such as `/activity`), with its precondition. */
 function sessionPath(userId: string, suffix: string, options: SessionMatchOptions): string {
   return `/v1/users/${encodeURIComponent(userId)}/session${suffix}${queryString({ sessionId: options.sessionId })}`;
+}
+
+/** An answer's body: its JSON, its text when it is not JSON, undefined when empty. */
+async function bodyOf(response: Response): Promise<unknown> {
+  const text = await response.text();
+  try {
+    return text === '' ? undefined : JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 function filesPath(sessionId: string, path: string): string {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CHANNEL, FRAME_MAX_BYTES, FrameDecoder, frame, type Frame } from './exec-frames.js';
+import { CHANNEL, FRAME_MAX_BYTES, FrameDecoder, frame, readSize, type Frame } from './exec-frames.js';
 import { readTicket, ticketKey, ticketLine } from './proxy-ticket.js';
 
 /** The frames `decoder` gives for `chunks` written one after another. */
@@ -47,5 +47,20 @@ describe('exec tickets', () => {
     // The same signature does not open a port instead.
     expect(readTicket(key, line.replace(' exec ', ' 8080 '))).toBeUndefined();
     expect(readTicket(key, line.replace(' exec ', ' shell '))).toBeUndefined();
+  });
+});
+
+describe('resize frames', () => {
+  it('read a size of 1 to 1000 columns and rows, and nothing else', () => {
+    expect(readSize(Buffer.from('{"Width": 120, "Height": 40}'))).toEqual({ cols: 120, rows: 40 });
+    for (const bad of [
+      '{"Width": 0, "Height": 40}',
+      '{"Width": 1001, "Height": 1}',
+      '{"Width": 1.5, "Height": 2}',
+      'null',
+      'x',
+      '{}',
+    ])
+      expect(readSize(Buffer.from(bad)), bad).toBeUndefined();
   });
 });

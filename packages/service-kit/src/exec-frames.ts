@@ -56,6 +56,20 @@ export interface ExecStatus {
   readonly message?: string;
 }
 
+/** A resize frame's terminal size (`{"Width","Height"}`, 1 to 1000 each), or undefined when it says none. */
+export function readSize(payload: Buffer): { cols: number; rows: number } | undefined {
+  let size: { Width?: unknown; Height?: unknown };
+  try {
+    size = JSON.parse(payload.toString('utf8')) as typeof size;
+  } catch {
+    return undefined;
+  }
+  const cols = Number(size?.Width);
+  const rows = Number(size?.Height);
+  const valid = (n: number): boolean => Number.isInteger(n) && n >= 1 && n <= TERMINAL_MAX;
+  return valid(cols) && valid(rows) ? { cols, rows } : undefined;
+}
+
 /** One frame on the wire. */
 export function frame(channel: number, payload: Buffer | string = Buffer.alloc(0)): Buffer {
   const body = typeof payload === 'string' ? Buffer.from(payload) : payload;

@@ -54,6 +54,7 @@ export {
   FrameDecoder,
   execRequestSchema,
   frame,
+  readSize,
   type ExecRequest,
   type ExecStatus,
   type Frame,

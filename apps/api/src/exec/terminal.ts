@@ -8,7 +8,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import { CHANNEL, type ExecStatus } from '@cq/service-kit';
+import { CHANNEL, readSize, type ExecStatus } from '@cq/service-kit';
 import type { CommandChannel, CommandHandlers } from './command-channel.js';
 
 export const EXEC_PROTOCOL = 'v5.channel.k8s.io';
@@ -100,16 +100,8 @@ export function serveTerminal(
           }
           break;
         case CHANNEL.resize: {
-          let size: { Width?: unknown; Height?: unknown };
-          try {
-            size = JSON.parse(payload.toString('utf8')) as typeof size;
-          } catch {
-            return;
-          }
-          const cols = Number(size.Width);
-          const rows = Number(size.Height);
-          if (Number.isInteger(cols) && Number.isInteger(rows) && cols > 0 && rows > 0 && cols <= 1000 && rows <= 1000)
-            channel.resize(cols, rows);
+          const size = readSize(payload);
+          if (size !== undefined) channel.resize(size.cols, size.rows);
           break;
         }
         case CHANNEL.close:

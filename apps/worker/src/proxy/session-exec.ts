@@ -17,6 +17,7 @@ import {
   FrameDecoder,
   execRequestSchema,
   frame,
+  readSize,
   readUntil,
   type ExecStatus,
   type Frame,
@@ -349,16 +350,9 @@ export function serveCommand(
 
 /** A terminal's new size, from a resize frame (`{"Width","Height"}`): `stty` on the command's terminal. */
 function resize(proc: ChildProcess, payload: Buffer): void {
-  let size: { Width?: unknown; Height?: unknown };
-  try {
-    size = JSON.parse(payload.toString('utf8')) as typeof size;
-  } catch {
-    return;
-  }
-  const cols = Number(size.Width);
-  const rows = Number(size.Height);
-  if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > 1000 || rows > 1000) return;
-  if (proc.pid === undefined) return;
+  const size = readSize(payload);
+  if (size === undefined || proc.pid === undefined) return;
+  const { cols, rows } = size;
   const pid = terminalHolder(proc.pid);
   if (pid === undefined) return;
   spawn('stty', ['-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)], { stdio: 'ignore' }).on(

@@ -106,7 +106,7 @@ describe('work inside a session under faults', () => {
     expect(await res.json()).toMatchObject({ stdout: 'back\n' });
   });
 
-  it('a session printing without end to a terminal nobody reads: the API and the host grow by less than 30 MB: it waits in the session', async () => {
+  it('a session printing without end to a terminal nobody reads: the API and the host grow by less than 64 MB: it waits in the session', async () => {
     const { system, host, sessionId } = await withSession('fault-flood');
     const ws = await terminal(
       system.api.baseUrl,
@@ -135,8 +135,11 @@ describe('work inside a session under faults', () => {
     console.info(
       `an unread terminal flood for 3 s: API grew ${growth.api.toFixed(1)} MiB, host ${growth.host.toFixed(1)} MiB`,
     );
-    expect(growth.api).toBeLessThan(30);
-    expect(growth.host).toBeLessThan(30);
+    // Unread, the flood would pile up at its own pace (76 MB/s through a terminal here: over 200 MB in
+    // these 3 s); what grows is the buffers on the way and the heap's own slack (16 and 11 MiB measured
+    // alone, up to 32 MiB in CI's load).
+    expect(growth.api).toBeLessThan(64);
+    expect(growth.host).toBeLessThan(64);
     // Read again: it flows again.
     const at = received;
     ws.resume();

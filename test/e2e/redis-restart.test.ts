@@ -32,6 +32,16 @@ describe('Redis restarted from a snapshot taken before the last admissions: the 
       const first = await client.spawn((await client.issueToken({ userId, metadata: { durationMs: 100 } })).token);
       await system.ended(userId, first.sessionId, 15_000);
     }
+    // Their slots are given back with their hosts' next heartbeat, after the end is recorded: every slot
+    // free before the snapshot, so that the eight spawns after it find room (CI met no_capacity once).
+    await until(
+      async () => {
+        const { hosts, freeSlots } = await client.hosts();
+        return freeSlots === hosts.reduce((n, h) => n + h.slots, 0);
+      },
+      10_000,
+      'every slot free again',
+    );
     const spent = new Map<string, string>();
     for (const userId of known) spent.set(userId, (await client.issueToken({ userId })).token);
     await redis.save();

@@ -209,8 +209,6 @@ describe('namespace containment: every process of a session ends with it', async
       process.kill(runtimePid, 'SIGKILL');
       await until(() => sessionPids('daemon-pd', session.fence).length === 0, 1000, 'no process of the session left');
       expect(Math.max(...beats(own, 'daemon-pd', session.fence, 'daemon'))).toBeLessThan(killedAt + 200);
-      // Its namespaces went with its processes, though nothing of the host could act.
-      await nothingLeftBehind(namespaces, []);
     } finally {
       process.kill(frozen.child.pid!, 'SIGCONT');
     }
@@ -221,7 +219,11 @@ describe('namespace containment: every process of a session ends with it', async
     expect(existsSync(dir)).toBe(true);
     await own.addWorker('host-after');
     expect(existsSync(dir)).toBe(false);
-    await nothingLeftBehind(namespaces, [dir]);
+    // Its namespaces went with its processes, though nothing of the host could act. With the runtime
+    // dead, its last processes are orphans reaped by this machine's init (pid 1), not by us, and a PID
+    // namespace ends only once each of its processes is reaped: this VM's init reaps late (CI saw over
+    // 2 s once), so the deadline is its, not ours.
+    await nothingLeftBehind(namespaces, [dir], 15_000);
   });
 });
 

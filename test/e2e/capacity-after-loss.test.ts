@@ -182,14 +182,25 @@ describe('capacity after Redis restarted from an older snapshot', () => {
     // A write replayed (an AOF loaded twice over, as the ACL-and-AOF bug of Redis 7.0 did): the totals
     // move without the hosts' shares. The sweep's recount puts them back within a second.
     const keys = new Keys(system.keyPrefix);
-    // The fault took: HINCRBY's own reply is the total it wrote (read afterwards, a sweep may already
-    // have recounted it, as CI once saw).
-    expect(await redis.hincrby(keys.capacity(), 'total', SLOTS.default)).toBe(2 * SLOTS.default);
-    expect(await redis.hincrby(keys.capacity(), 'total:gpu', SLOTS.gpu)).toBe(2 * SLOTS.gpu);
+    // Both totals in one transaction, so no sweep's recount falls between them (CI once saw default
+    // recounted before gpu's write, which then stood until the next sweep). The fault took: HINCRBY's own
+    // replies are the totals it wrote (read afterwards, a sweep may already have recounted them).
+    expect(
+      await redis
+        .multi()
+        .hincrby(keys.capacity(), 'total', SLOTS.default)
+        .hincrby(keys.capacity(), 'total:gpu', SLOTS.gpu)
+        .exec(),
+    ).toEqual([
+      [null, 2 * SLOTS.default],
+      [null, 2 * SLOTS.gpu],
+    ]);
     await until(
       async () => {
         last = await views(system);
-        return Object.values(last).every((seen) => JSON.stringify(seen.default) === JSON.stringify(want.default));
+        return Object.values(last).every(
+          (seen) => JSON.stringify([seen.default, seen.gpu]) === JSON.stringify([want.default, want.gpu]),
+        );
       },
       3000,
       'the totals recounted',

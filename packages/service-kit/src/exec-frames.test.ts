@@ -31,6 +31,13 @@ describe('exec frames: a channel byte, a length, the payload', () => {
     }
   });
 
+  it('sends a payload given in pieces as one frame', async () => {
+    const pieces = [Buffer.from('ab'), Buffer.alloc(0), Buffer.from('cde')];
+    expect(frame(CHANNEL.stdout, pieces)).toEqual(frame(CHANNEL.stdout, 'abcde'));
+    const frames = await decode([frame(CHANNEL.stderr, pieces)]);
+    expect(frames.map((f) => [f.channel, f.payload.toString('latin1')])).toEqual([[2, 'abcde']]);
+  });
+
   it('refuses a frame over the largest payload, and a stream that ends inside a frame', async () => {
     const head = Buffer.from([1, 0, 0, 0, 0]);
     head.writeUInt32BE(FRAME_MAX_BYTES + 1, 1);

@@ -70,13 +70,15 @@ export function readSize(payload: Buffer): { cols: number; rows: number } | unde
   return valid(cols) && valid(rows) ? { cols, rows } : undefined;
 }
 
-/** One frame on the wire. */
-export function frame(channel: number, payload: Buffer | string = Buffer.alloc(0)): Buffer {
-  const body = typeof payload === 'string' ? Buffer.from(payload) : payload;
+/** One frame on the wire; a payload given in pieces is sent as one (copied once). */
+export function frame(channel: number, payload: Buffer | string | readonly Buffer[] = Buffer.alloc(0)): Buffer {
+  const pieces = typeof payload === 'string' ? [Buffer.from(payload)] : Buffer.isBuffer(payload) ? [payload] : payload;
+  let length = 0;
+  for (const piece of pieces) length += piece.length;
   const head = Buffer.allocUnsafe(5);
   head.writeUInt8(channel, 0);
-  head.writeUInt32BE(body.length, 1);
-  return Buffer.concat([head, body]);
+  head.writeUInt32BE(length, 1);
+  return Buffer.concat([head, ...pieces], 5 + length);
 }
 
 /** A decoded frame. */

@@ -45,6 +45,8 @@ export const REQUEST_WAIT_MS = 5000;
  * before the host stops reading it, ms: something it left behind (a daemon) may hold its pipes open.
  */
 export const OUTPUT_DRAIN_MS = 200;
+/** Output gathered in one turn of the event loop is sent once it reaches this many bytes (a frame). */
+const OUTPUT_FRAME_BYTES = 256 * 1024;
 /** How long the status of a command killed by a signal from elsewhere waits to learn whether its session ended, ms. */
 export const SESSION_END_WAIT_MS = 500;
 
@@ -169,12 +171,16 @@ export function serveCommand(
       backstop.unref();
     }
   };
+  /** Sends the output gathered so far (set by `run`). */
+  let flushOutput = (): void => {};
   const finish = (status: ExecStatus): void => {
     if (finished) return;
     finished = true;
     clearTimeout(timeout);
     clearTimeout(killTimer);
     clearTimeout(backstop);
+    // Every byte of output before the status: the status is the last frame.
+    flushOutput();
     if (!socket.destroyed) socket.end(frame(CHANNEL.status, JSON.stringify(status)));
   };
   const failed = (message: string): void =>
@@ -254,8 +260,11 @@ export function serveCommand(
     }
     for (const stream of [proc.stdin!, proc.stdout!, proc.stderr!]) stream.on('error', () => {});
     proc.once('error', (err) => failed(`the command could not start: ${err.message}`));
-    // Output: a frame per chunk; a connection that cannot take more pauses the command's pipes (it then
-    // blocks writing: backpressure to the session, nothing piles up here).
+    // Output: what came in one turn of the event loop goes as one frame (a terminal's output comes in
+    // pieces of a few KiB from its pty, and a frame apiece cost the host, the API and the client a
+    // message each); a change of channel sends what came before it first, so stdout and stderr keep
+    // their order. A connection that cannot take more pauses the command's pipes (it then blocks
+    // writing: backpressure to the session, nothing piles up here).
     const outputs = [
       [proc.stdout!, CHANNEL.stdout],
       [proc.stderr!, CHANNEL.stderr],
@@ -263,19 +272,36 @@ export function serveCommand(
     /** Whether output waits for the connection, and when it last moved (`performance.now()`). */
     let waiting = false;
     let movedAt = performance.now();
+    let gathered: Buffer[] = [];
+    let gatheredBytes = 0;
+    let gatheredChannel: number = CHANNEL.stdout;
+    let sendLater: NodeJS.Immediate | undefined;
+    flushOutput = (): void => {
+      clearImmediate(sendLater);
+      sendLater = undefined;
+      if (gathered.length === 0) return;
+      const payload = gathered;
+      gathered = [];
+      gatheredBytes = 0;
+      if (socket.destroyed || socket.write(frame(gatheredChannel, payload)) || waiting) return;
+      waiting = true;
+      for (const [s] of outputs) s.pause();
+      socket.once('drain', () => {
+        waiting = false;
+        movedAt = performance.now();
+        outputs.forEach(([s]) => s.resume());
+      });
+    };
     for (const [stream, channel] of outputs)
       stream.on('data', (chunk: Buffer) => {
         movedAt = performance.now();
         if (socket.destroyed) return;
-        if (!socket.write(frame(channel, chunk))) {
-          waiting = true;
-          for (const [s] of outputs) s.pause();
-          socket.once('drain', () => {
-            waiting = false;
-            movedAt = performance.now();
-            outputs.forEach(([s]) => s.resume());
-          });
-        }
+        if (channel !== gatheredChannel) flushOutput();
+        gatheredChannel = channel;
+        gathered.push(chunk);
+        gatheredBytes += chunk.length;
+        if (gatheredBytes >= OUTPUT_FRAME_BYTES) flushOutput();
+        else sendLater ??= setImmediate(flushOutput);
       });
     // Input: stdin bytes, its close, a terminal's size.
     const decoder = new FrameDecoder();

@@ -226,22 +226,34 @@ describe('cq exec and cq cp, and the client’s handles', () => {
       env: { ...process.env, ...env },
     });
     const pane = (): string => tmux('capture-pane', '-p', '-J');
+    /** Waits for `condition`; a failure shows the window as it was. */
+    const seen = async (condition: () => boolean, what: string): Promise<void> => {
+      await until(condition, 5000, what).catch((err: Error) => {
+        throw new Error(`${err.message}; the window:\n${pane()}`);
+      });
+    };
     // The shell's prompt (# as root).
     await until(() => /[$#] $/m.test(pane()), 10_000, 'the prompt');
     tmux('send-keys', 'tty; stty size', 'Enter');
-    await until(() => /\/dev\/pts\/\d+\s+30 100/.test(pane()), 5000, `tty and the window's size: ${pane()}`);
+    await seen(() => /\/dev\/pts\/\d+\s+30 100/.test(pane()), "tty and the window's size");
     // A foreground job that says its size when SIGWINCH comes (the resize reaches the session's terminal
     // through cq and its host a moment after the window's): asked once, it could answer the old one.
-    tmux('send-keys', 'sh -c "trap \'stty size\' WINCH; while :; do sleep 0.05; done"', 'Enter');
-    await until(() => pane().includes('while :'), 5000, 'the job started');
+    // Each job is found in /proc by a variable of its own.
+    const job = `winch-${process.pid}`;
+    tmux('send-keys', `CQ_CMD=${job} sh -c "trap 'stty size' WINCH; while :; do sleep 0.05; done"`, 'Enter');
+    await seen(() => commandPids(job).length > 0, 'the job started');
     tmux('resize-window', '-x', '120', '-y', '40');
-    await until(() => /^40 120$/m.test(pane()), 5000, 'the new size, told by SIGWINCH');
-    tmux('send-keys', 'C-c');
+    await seen(() => /^40 120$/m.test(pane()), 'the new size, told by SIGWINCH');
     // Keys go through raw: Ctrl-C interrupts the command's foreground job, not cq.
-    tmux('send-keys', 'sleep 100', 'Enter');
+    tmux('send-keys', 'C-c');
+    await seen(() => commandPids(job).length === 0, 'the job interrupted');
+    const sleeper = `sleep-${process.pid}`;
+    tmux('send-keys', `CQ_CMD=${sleeper} sleep 100`, 'Enter');
+    await seen(() => commandPids(sleeper).length > 0, 'the sleep started');
     tmux('send-keys', 'C-c');
     tmux('send-keys', 'echo "after:$?"', 'Enter');
-    await until(() => /after:130/.test(pane()), 5000, 'the sleep interrupted');
+    await seen(() => /after:130/.test(pane()), 'the sleep interrupted');
+    expect(commandPids(sleeper)).toEqual([]);
     tmux('send-keys', 'exit 6', 'Enter');
     await until(() => existsSync(status), 5000, 'cq exited');
     expect(readFileSync(status, 'utf8').trim()).toBe('exit:6');

@@ -280,6 +280,19 @@ function namespacesOfPid(pid: number | 'self'): string[] {
   return found;
 }
 
+/** What a process is, for a failure's message: its name, state, parent and command line. */
+function described(pid: string): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim().slice(0, 200);
+    return `${name}, state ${state}, parent ${ppid}: ${cmdline}`;
+  } catch {
+    return 'gone meanwhile';
+  }
+}
+
 /** The namespaces a session's processes are in that this test process is not: the session's own. */
 export function sessionNamespaces(pids: number[]): string[] {
   const own = new Set(namespacesOfPid('self'));
@@ -296,7 +309,8 @@ export function leftBehind(namespaces: string[], paths: string[]): string[] {
   const found: string[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    for (const ns of namespacesOfPid(Number(entry))) if (wanted.has(ns)) found.push(`pid ${entry} in ${ns}`);
+    const held = namespacesOfPid(Number(entry)).filter((ns) => wanted.has(ns));
+    if (held.length > 0) found.push(`pid ${entry} (${described(entry)}) in ${held.join(' ')}`);
   }
   for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
     if (namespaces.some((ns) => line.includes(ns)) || paths.some((p) => line.includes(p))) found.push(`mount ${line}`);
@@ -304,8 +318,13 @@ export function leftBehind(namespaces: string[], paths: string[]): string[] {
   return found;
 }
 
-/** Waits (up to `timeoutMs`) until {@link leftBehind} finds nothing; throws naming what is still there. */
-export async function nothingLeftBehind(namespaces: string[], paths: string[], timeoutMs = 2000): Promise<void> {
+/**
+ * Waits (up to `timeoutMs`) until {@link leftBehind} finds nothing; throws naming what is still there
+ * (each process with its state, parent and command line). The default is 10 s: the kernel tears a
+ * session's namespaces down after its processes are killed, and CI's loaded run (the other lane beside
+ * it) once found two sessions' processes still in theirs after 2 s, though their cgroups were gone.
+ */
+export async function nothingLeftBehind(namespaces: string[], paths: string[], timeoutMs = 10_000): Promise<void> {
   let found: string[] = [];
   try {
     await until(() => (found = leftBehind(namespaces, paths)).length === 0, timeoutMs, 'nothing left behind');

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { cleanUp, until } from '@cq/test-harness';
@@ -293,10 +293,54 @@ function described(pid: string): string {
   }
 }
 
-/** The namespaces a session's processes are in that this test process is not: the session's own. */
+/**
+ * Open handles on the namespaces {@link sessionNamespaces} named, by name. A namespace's name is its
+ * inode number, which the kernel gives to a new namespace once the old one is freed: CI's run beside
+ * another found the next sessions (of the other lane) in "a stopped session's" mount, PID, IPC, UTS and
+ * cgroup namespaces, each new and numbered as the freed ones. Held open here, a namespace is not freed,
+ * so its number names it alone until {@link nothingLeftBehind} has looked (holding it keeps no process
+ * in it, and shows in no mount table of ours).
+ */
+const held = new Map<string, number>();
+
+/** Lets go of the namespaces `names` (held by {@link sessionNamespaces}). */
+function release(names: readonly string[]): void {
+  for (const name of names) {
+    const fd = held.get(name);
+    if (fd === undefined) continue;
+    held.delete(name);
+    closeSync(fd);
+  }
+}
+
+/**
+ * The namespaces a session's processes are in that this test process is not: the session's own. Each
+ * is held open until {@link nothingLeftBehind} is done with it (or the test ends), so that no new
+ * namespace takes its number meanwhile.
+ */
 export function sessionNamespaces(pids: number[]): string[] {
   const own = new Set(namespacesOfPid('self'));
-  return [...new Set(pids.flatMap((pid) => namespacesOfPid(pid)))].filter((ns) => !own.has(ns));
+  const found: string[] = [];
+  for (const pid of pids)
+    for (const kind of NAMESPACES) {
+      let fd: number;
+      try {
+        fd = openSync(`/proc/${pid}/ns/${kind}`, 'r');
+      } catch {
+        continue; // gone meanwhile, or a kind this kernel lacks
+      }
+      // The name of what was opened (not of what the link names a moment later).
+      const name = readlinkSync(`/proc/self/fd/${fd}`);
+      if (own.has(name) || found.includes(name)) {
+        closeSync(fd);
+        continue;
+      }
+      if (held.has(name)) closeSync(fd);
+      else held.set(name, fd);
+      found.push(name);
+    }
+  cleanUp(() => release(found));
+  return found;
 }
 
 /**
@@ -320,9 +364,8 @@ export function leftBehind(namespaces: string[], paths: string[]): string[] {
 
 /**
  * Waits (up to `timeoutMs`) until {@link leftBehind} finds nothing; throws naming what is still there
- * (each process with its state, parent and command line). The default is 10 s: the kernel tears a
- * session's namespaces down after its processes are killed, and CI's loaded run (the other lane beside
- * it) once found two sessions' processes still in theirs after 2 s, though their cgroups were gone.
+ * (each process with its state, parent and command line), then lets go of the namespaces. It asserts
+ * that nothing is left, not how fast: 10 s at most by default, for a machine loaded by the other lane.
  */
 export async function nothingLeftBehind(namespaces: string[], paths: string[], timeoutMs = 10_000): Promise<void> {
   let found: string[] = [];
@@ -330,6 +373,8 @@ export async function nothingLeftBehind(namespaces: string[], paths: string[], t
     await until(() => (found = leftBehind(namespaces, paths)).length === 0, timeoutMs, 'nothing left behind');
   } catch {
     throw new Error(`left behind after ${timeoutMs} ms:\n${found.join('\n')}`);
+  } finally {
+    release(namespaces);
   }
 }
 

@@ -68,7 +68,13 @@ describe('the dashboard’s terminal', async () => {
       async () => (await page.locator('.xterm-rows > div').allTextContents()).some((line) => line.trim() === 'hi'),
       10_000,
       'hi in the terminal',
-    );
+    ).catch(async (err: Error) => {
+      // What the page showed: its picture, the terminal's rows and where the terminal was.
+      await page.screenshot({ path: `${ARTIFACTS}/dashboard-terminal-failed.png`, fullPage: true });
+      const rows = (await page.locator('.xterm-rows > div').allTextContents()).map((l) => l.trimEnd());
+      const box = await page.locator('#terminal-screen').boundingBox();
+      throw new Error(`${err.message}; the terminal at ${JSON.stringify(box)}, its rows: ${JSON.stringify(rows)}`);
+    });
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-terminal.png` });
     expect(
       system.api.logs.some(

@@ -60,6 +60,13 @@ describe('the dashboard’s terminal', async () => {
     const row = page.locator('#live tbody tr[data-user="dash-term"]');
     await row.locator('button[data-action="terminal"]').click();
     await page.locator('#terminal-state', { hasText: 'connected' }).waitFor({ timeout: 10_000 });
+    // The shell's prompt first (# as root): keys typed before it are echoed by the terminal ahead of
+    // the prompt, and the output then shares the prompt's row ("# hi"), as CI once saw.
+    await until(
+      async () => (await page.locator('.xterm-rows > div').allTextContents()).some((line) => line.trim() === '#'),
+      10_000,
+      'the prompt',
+    );
     await page.locator('.xterm-helper-textarea').focus();
     await page.keyboard.type('echo hi');
     await page.keyboard.press('Enter');
@@ -76,6 +83,38 @@ describe('the dashboard’s terminal', async () => {
       throw new Error(`${err.message}; the terminal at ${JSON.stringify(box)}, its rows: ${JSON.stringify(rows)}`);
     });
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-terminal.png` });
+    // The terminal fits its panel: the session's terminal has the rows the page draws, and its columns
+    // follow the panel's width when the window's changes (at 900 px the output panel goes below the
+    // tables, wider): a resize the session is told.
+    const sizeInSession = async (mark: string): Promise<{ rows: number; cols: number }> => {
+      await page.keyboard.type(`echo ${mark} $(stty size)`);
+      await page.keyboard.press('Enter');
+      let size: { rows: number; cols: number } | undefined;
+      await until(
+        async () => {
+          for (const line of await page.locator('.xterm-rows > div').allTextContents()) {
+            const m = new RegExp(`^${mark} (\\d+) (\\d+)$`).exec(line.trim());
+            if (m) size = { rows: Number(m[1]), cols: Number(m[2]) };
+          }
+          return size !== undefined;
+        },
+        10_000,
+        `${mark}'s stty size in the terminal`,
+      );
+      return size!;
+    };
+    const before = await sizeInSession('before');
+    expect(before.rows).toBe(await page.locator('.xterm-rows > div').count());
+    await page.setViewportSize({ width: 900, height: 720 });
+    // stty size is asked again until the session's terminal has the new width (the resize travels
+    // through the page, the API and the host).
+    let after = before;
+    for (let i = 0; after.cols === before.cols; i++) {
+      expect(i, 'the session told the new width').toBeLessThan(50);
+      after = await sizeInSession(`after${i}`);
+    }
+    expect(after.cols).toBeGreaterThan(before.cols);
+    expect(after.rows).toBe(before.rows);
     expect(
       system.api.logs.some(
         (l) =>

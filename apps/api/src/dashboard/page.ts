@@ -11,12 +11,13 @@ export const pageHtml = read('index.html');
 export const pageCss = read('app.css');
 export const pageJs = read('app.js');
 
-// The dashboard's terminal: xterm.js, from its npm package, served as it ships (loaded by the page when
-// an operator opens a terminal).
+// The dashboard's terminal: xterm.js and its fit addon (which sizes the terminal to the dashboard's
+// panel), from their npm packages, served as they ship (loaded by the page when an operator opens a
+// terminal).
 const require = createRequire(import.meta.url);
-// Without its source map's comment: the map is not served (a browser's developer tools would ask for it).
-export const xtermJs = readFileSync(require.resolve('@xterm/xterm/lib/xterm.js'), 'utf8').replace(
-  /\n\/\/# sourceMappingURL=\S+\s*$/,
-  '\n',
-);
+/** A package's script without its source map's comment: the map is not served (a browser's developer tools would ask for it). */
+const script = (path: string): string =>
+  readFileSync(require.resolve(path), 'utf8').replace(/\n\/\/# sourceMappingURL=\S+\s*$/, '\n');
+export const xtermJs = script('@xterm/xterm/lib/xterm.js');
+export const xtermFitJs = script('@xterm/addon-fit/lib/addon-fit.js');
 export const xtermCss = readFileSync(require.resolve('@xterm/xterm/css/xterm.css'), 'utf8');

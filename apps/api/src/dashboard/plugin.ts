@@ -10,7 +10,7 @@ import { stateQuery } from './list-query.js';
 import type { SessionListReader } from '../session-list.js';
 import { outputQuery, readOutputTail } from './output.js';
 import { lastEventIdHeader, openStream, resumePosition, streamEvents } from '../routes/events.js';
-import { pageCss, pageHtml, pageJs, xtermCss, xtermJs } from './page.js';
+import { pageCss, pageHtml, pageJs, xtermCss, xtermFitJs, xtermJs } from './page.js';
 import { RecentEvents } from './recent-events.js';
 import { DashboardStateReader } from './state.js';
 import { readDashboardWebhooks } from './webhooks.js';
@@ -104,6 +104,9 @@ export async function dashboardPlugin(app: FastifyInstance, options: DashboardOp
   );
   scope.get('/xterm.js', { schema: { hide: true } }, async (_request, reply) =>
     strictCsp(reply).type('text/javascript; charset=utf-8').send(xtermJs),
+  );
+  scope.get('/xterm-addon-fit.js', { schema: { hide: true } }, async (_request, reply) =>
+    strictCsp(reply).type('text/javascript; charset=utf-8').send(xtermFitJs),
   );
   scope.get('/xterm.css', { schema: { hide: true } }, async (_request, reply) =>
     strictCsp(reply).type('text/css; charset=utf-8').send(xtermCss),

@@ -196,22 +196,28 @@
   // of the dashboard (Kubernetes' framing: a channel byte, then the bytes), with the page's
   // anti-forgery token. Its status is shown when the shell ends; a close without it was a drop.
   let terminal;
-  function loadXterm() {
-    if (window.Terminal) return Promise.resolve();
+  function loadScript(src) {
     return new Promise((resolve, reject) => {
-      const link = document.createElement('link');
-      link.rel = 'stylesheet';
-      link.href = '/dashboard/xterm.css';
-      document.head.append(link);
       const script = document.createElement('script');
-      script.src = '/dashboard/xterm.js';
+      script.src = src;
       script.onload = () => resolve();
       script.onerror = () => reject(new Error('the terminal could not be loaded'));
       document.head.append(script);
     });
   }
+  async function loadXterm() {
+    if (window.Terminal && window.FitAddon) return;
+    const link = document.createElement('link');
+    link.rel = 'stylesheet';
+    link.href = '/dashboard/xterm.css';
+    document.head.append(link);
+    // xterm.js, then its fit addon (which sizes the terminal to its panel).
+    await loadScript('/dashboard/xterm.js');
+    await loadScript('/dashboard/xterm-addon-fit.js');
+  }
   function closeTerminal() {
     if (!terminal) return;
+    terminal.sizer.disconnect();
     terminal.ws.close();
     terminal.term.dispose();
     terminal = undefined;
@@ -228,9 +234,17 @@
       $('terminal-state').textContent = err.message;
       return;
     }
-    const term = new window.Terminal({ cols: 100, rows: 24, convertEol: false, scrollback: 2000 });
-    $('terminal-screen').replaceChildren();
-    term.open($('terminal-screen'));
+    const term = new window.Terminal({ convertEol: false, scrollback: 2000 });
+    const fit = new window.FitAddon.FitAddon();
+    term.loadAddon(fit);
+    const screen = $('terminal-screen');
+    screen.replaceChildren();
+    term.open(screen);
+    // As many columns and rows as the panel holds, now and whenever it changes size (each change is
+    // sent to the session as a resize, below).
+    fit.fit();
+    const sizer = new ResizeObserver(() => fit.fit());
+    sizer.observe(screen);
     const url = new URL('/dashboard/api/terminal', location.href);
     url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
     url.searchParams.set('sessionId', r.sessionId);
@@ -239,7 +253,7 @@
     url.searchParams.set('rows', String(term.rows));
     const ws = new WebSocket(url, ['v5.channel.k8s.io']);
     ws.binaryType = 'arraybuffer';
-    terminal = { ws, term };
+    terminal = { ws, term, sizer };
     const encoder = new TextEncoder();
     const send = (channel, bytes) => {
       if (ws.readyState !== WebSocket.OPEN) return;

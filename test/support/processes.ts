@@ -165,6 +165,20 @@ export async function startWorker(env: Record<string, string>, options: StartOpt
   return worker;
 }
 
+/** A process's name, state (`S`, `Z`, ...) and parent, from /proc/<pid>/stat; undefined once it is gone. */
+function procStat(pid: number | string): { name: string; state: string; ppid: number } | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined; // gone meanwhile
+  }
+  // The fields after the name (which may hold spaces and parentheses): state, ppid, ...
+  const end = stat.lastIndexOf(')');
+  const [state, ppid] = stat.slice(end + 2).split(' ');
+  return { name: stat.slice(stat.indexOf('(') + 1, end), state: state!, ppid: Number(ppid) };
+}
+
 /** True while `pid` is a live process (a zombie waiting to be reaped counts as gone). */
 export function alive(pid: number): boolean {
   try {
@@ -172,26 +186,17 @@ export function alive(pid: number): boolean {
   } catch {
     return false;
   }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
+  const stat = procStat(pid);
+  return stat !== undefined && stat.state !== 'Z';
 }
 
 /** The parent, grandparent, ... of `pid`, up to pid 1 (as this machine sees them); empty once it is gone. */
 export function ancestorsOf(pid: number): number[] {
   const ancestors: number[] = [];
   for (let at = pid; at > 1;) {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${at}/stat`, 'utf8');
-    } catch {
-      break; // gone meanwhile
-    }
-    // Fields after the command name (which may hold spaces and parentheses): state, ppid, ...
-    at = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const stat = procStat(at);
+    if (stat === undefined) break;
+    at = stat.ppid;
     ancestors.push(at);
   }
   return ancestors;
@@ -282,15 +287,14 @@ function namespacesOfPid(pid: number | 'self'): string[] {
 
 /** What a process is, for a failure's message: its name, state, parent and command line. */
 function described(pid: string): string {
+  const stat = procStat(pid);
+  let cmdline = '';
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim().slice(0, 200);
-    return `${name}, state ${state}, parent ${ppid}: ${cmdline}`;
+    cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim().slice(0, 200);
   } catch {
-    return 'gone meanwhile';
+    // gone meanwhile
   }
+  return stat === undefined ? 'gone meanwhile' : `${stat.name}, state ${stat.state}, parent ${stat.ppid}: ${cmdline}`;
 }
 
 /**
@@ -353,8 +357,8 @@ export function leftBehind(namespaces: string[], paths: string[]): string[] {
   const found: string[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    const held = namespacesOfPid(Number(entry)).filter((ns) => wanted.has(ns));
-    if (held.length > 0) found.push(`pid ${entry} (${described(entry)}) in ${held.join(' ')}`);
+    const inWanted = namespacesOfPid(Number(entry)).filter((ns) => wanted.has(ns));
+    if (inWanted.length > 0) found.push(`pid ${entry} (${described(entry)}) in ${inWanted.join(' ')}`);
   }
   for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
     if (namespaces.some((ns) => line.includes(ns)) || paths.some((p) => line.includes(p))) found.push(`mount ${line}`);
